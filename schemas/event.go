@@ -1,0 +1,209 @@
+package schemas
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Event types, states, severities, scopes and layers, as DESIGN.md names them.
+const (
+	TypeLinkFlap         = "link_flap"
+	TypeCounterSaturated = "counter_saturated"
+	TypeBERDrift         = "ber_drift"
+	TypePFCStorm         = "pfc_storm"
+	TypeCNPECNImbalance  = "cnp_ecn_imbalance"
+
+	StateOpen     = "open"
+	StateUpdate   = "update"
+	StateResolved = "resolved"
+
+	SeverityWarning  = "warning"
+	SeverityCritical = "critical"
+
+	ScopePort   = "port"
+	ScopeNode   = "node"
+	ScopeFabric = "fabric"
+
+	LayerPhysical    = "physical"
+	LayerLinkNetwork = "link_network"
+	LayerTransport   = "transport"
+	LayerApplication = "application"
+)
+
+// TimeLayout is the data-time format of every JSON file: RFC 3339 UTC with
+// millisecond precision.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Millis is a data time in unix milliseconds. On msgpack it is an integer; in
+// JSON an RFC 3339 UTC string with milliseconds.
+type Millis int64
+
+// MillisOf converts a time.
+func MillisOf(t time.Time) Millis { return Millis(t.UnixMilli()) }
+
+// Time converts back to a UTC time.
+func (m Millis) Time() time.Time { return time.UnixMilli(int64(m)).UTC() }
+
+func (m Millis) String() string { return m.Time().Format(TimeLayout) }
+
+// MarshalJSON writes the RFC 3339 form.
+func (m Millis) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + m.String() + `"`), nil
+}
+
+// UnmarshalJSON reads the RFC 3339 form.
+func (m *Millis) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("time: %w", err)
+	}
+	t, err := ParseTime(s)
+	if err != nil {
+		return err
+	}
+	*m = MillisOf(t)
+	return nil
+}
+
+// ParseTime parses an RFC 3339 time (any sub-second precision).
+func ParseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("time %q is not RFC 3339", s)
+	}
+	return t.UTC(), nil
+}
+
+// Subject names what an event is about: node, device and port for port
+// scope, node only for node scope, nothing for fabric scope.
+type Subject struct {
+	Node   string `json:"node,omitempty" msgpack:"node,omitempty"`
+	Device string `json:"device,omitempty" msgpack:"device,omitempty"`
+	Port   int    `json:"port,omitempty" msgpack:"port,omitempty"`
+}
+
+func (s Subject) String() string {
+	switch {
+	case s.Node == "":
+		return "fabric"
+	case s.Device == "":
+		return s.Node
+	}
+	return fmt.Sprintf("%s/%s/%d", s.Node, s.Device, s.Port)
+}
+
+// Origin is the port a PFC storm comes from.
+type Origin struct {
+	Node   string `json:"node" msgpack:"node"`
+	Device string `json:"device" msgpack:"device"`
+	Port   int    `json:"port" msgpack:"port"`
+	// Silent is true when the origin's own collector stopped reporting.
+	Silent bool `json:"silent" msgpack:"silent"`
+}
+
+// Affected is a port a PFC storm reached.
+type Affected struct {
+	Node          string  `json:"node" msgpack:"node"`
+	Device        string  `json:"device" msgpack:"device"`
+	Port          int     `json:"port" msgpack:"port"`
+	FirstSeen     Millis  `json:"first_seen" msgpack:"first_seen"`
+	Hops          int     `json:"hops" msgpack:"hops"`
+	PauseFraction float64 `json:"pause_fraction" msgpack:"pause_fraction"`
+}
+
+// Event is one state change of one incident. Field names are DESIGN.md's.
+type Event struct {
+	Version    int            `json:"-" msgpack:"v"`
+	ID         string         `json:"id" msgpack:"id"`
+	Type       string         `json:"type" msgpack:"type"`
+	State      string         `json:"state" msgpack:"state"`
+	Severity   string         `json:"severity" msgpack:"severity"`
+	Scope      string         `json:"scope" msgpack:"scope"`
+	Subject    Subject        `json:"subject" msgpack:"subject"`
+	Start      Millis         `json:"start" msgpack:"start"`
+	DetectedAt Millis         `json:"detected_at" msgpack:"detected_at"`
+	End        *Millis        `json:"end" msgpack:"end"`
+	Layer      string         `json:"layer" msgpack:"layer"`
+	Summary    string         `json:"summary" msgpack:"summary"`
+	Evidence   map[string]any `json:"evidence" msgpack:"evidence"`
+	NextChecks []string       `json:"next_checks" msgpack:"next_checks"`
+	Origin     *Origin        `json:"origin,omitempty" msgpack:"origin,omitempty"`
+	Affected   []Affected     `json:"affected,omitempty" msgpack:"affected,omitempty"`
+	// Revision counts the state changes of the incident from 0 (open); with
+	// ID it is the Nats-Msg-Id, so a re-published change is dropped.
+	Revision int `json:"revision" msgpack:"rev"`
+}
+
+// MsgID is the Nats-Msg-Id of this state change.
+func (e *Event) MsgID() string { return fmt.Sprintf("%s#%d", e.ID, e.Revision) }
+
+// EventID builds the deterministic incident id: the same input gives the
+// same id on every run.
+func EventID(typ string, subject Subject, start Millis) string {
+	return fmt.Sprintf("%s/%s/%d", typ, subject.String(), int64(start)/1000)
+}
+
+// Validate checks the fields every reader relies on.
+func (e *Event) Validate() error {
+	var missing []string
+	for name, v := range map[string]string{"id": e.ID, "type": e.Type, "state": e.State, "severity": e.Severity, "scope": e.Scope, "layer": e.Layer, "summary": e.Summary} {
+		if v == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("event %q: empty %s", e.ID, strings.Join(sorted(missing), ", "))
+	}
+	switch e.State {
+	case StateOpen, StateUpdate, StateResolved:
+	default:
+		return fmt.Errorf("event %q: state %q", e.ID, e.State)
+	}
+	switch e.Scope {
+	case ScopePort:
+		if e.Subject.Node == "" || e.Subject.Device == "" || e.Subject.Port < 1 {
+			return fmt.Errorf("event %q: port scope needs node, device and port", e.ID)
+		}
+	case ScopeNode:
+		if e.Subject.Node == "" {
+			return fmt.Errorf("event %q: node scope needs a node", e.ID)
+		}
+	case ScopeFabric:
+	default:
+		return fmt.Errorf("event %q: scope %q", e.ID, e.Scope)
+	}
+	if e.State == StateResolved && e.End == nil {
+		return fmt.Errorf("event %q: resolved without end", e.ID)
+	}
+	return nil
+}
+
+func sorted(s []string) []string {
+	sort.Strings(s)
+	return s
+}
+// EncodeEvent encodes an event for the wire.
+func EncodeEvent(e *Event) ([]byte, error) {
+	e.Version = Version
+	return msgpack.Marshal(e)
+}
+
+// DecodeEvent decodes and validates an event from the wire.
+func DecodeEvent(data []byte) (*Event, error) {
+	var e Event
+	if err := msgpack.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
+	if e.Version < 1 || e.Version > Version {
+		return nil, fmt.Errorf("decode event: %w %d", ErrVersion, e.Version)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
+	return &e, nil
+}

@@ -1,0 +1,187 @@
+package schemas
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Version is the wire schema version written into every message. A decoder
+// refuses a higher major version instead of misreading it.
+const Version = 1
+
+// ErrVersion is returned when a message carries a schema version this build
+// cannot read.
+var ErrVersion = errors.New("unsupported schema version")
+
+// Flag bits describe how a counter's delta was derived.
+type Flag uint8
+
+const (
+	// FlagFirst marks the first reading after a (re)start: a baseline, no delta.
+	FlagFirst Flag = 1 << iota
+	// FlagReset marks a counter that fell back toward zero (driver reload,
+	// counters cleared): the delta counts from zero.
+	FlagReset
+	// FlagWrapped marks a 32-bit counter that wrapped past 2^32.
+	FlagWrapped
+	// FlagSaturated marks a saturating counter pinned at its maximum: errors
+	// past that point are invisible until someone clears it.
+	FlagSaturated
+	// FlagHeld marks a reading that looked like a read glitch (a sudden 0):
+	// the previous value is kept as the baseline and the delta is 0 for now.
+	FlagHeld
+)
+
+// Source says where a counter was read.
+type Source uint8
+
+const (
+	SourceCounters   Source = 1 // /sys/class/infiniband/<dev>/ports/<p>/counters
+	SourceHWCounters Source = 2 // .../hw_counters
+	SourceEthtool    Source = 3 // ethtool -S <netdev>
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceCounters:
+		return "counters"
+	case SourceHWCounters:
+		return "hw_counters"
+	case SourceEthtool:
+		return "ethtool"
+	}
+	return fmt.Sprintf("source(%d)", uint8(s))
+}
+
+// CounterDelta is one counter of one port-sample. It is encoded as a msgpack
+// array to keep the wire small; new fields may only be appended.
+type CounterDelta struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Name     string
+	Source   Source
+	// Delta is the increase since the previous reading, in the counter's own
+	// unit except port_*_data, which is converted to bytes.
+	Delta uint64
+	// Value is the raw cumulative reading as the hardware reported it.
+	Value uint64
+	Flags Flag
+}
+
+// PortSample is one port's reading inside a CounterBatch.
+type PortSample struct {
+	Device    string `msgpack:"d"`
+	Port      int    `msgpack:"p"`
+	Netdev    string `msgpack:"nd,omitempty"`
+	LinkLayer string `msgpack:"ll"`
+	State     string `msgpack:"st"`
+	Rate      string `msgpack:"r"`
+	// TimeMs is when the port was read (unix milliseconds, data time).
+	TimeMs int64 `msgpack:"t"`
+	// IntervalMs is the time since the previous reading the deltas cover;
+	// 0 for a baseline.
+	IntervalMs int64          `msgpack:"i"`
+	Counters   []CounterDelta `msgpack:"c"`
+	// Gauges are readings that are not counters (hw_counters/lifespan is a
+	// setting in ms); they are passed on as values, never differenced.
+	Gauges map[string]uint64 `msgpack:"g,omitempty"`
+}
+
+// Counter returns the named counter of the given source, if it was read.
+func (p *PortSample) Counter(src Source, name string) (CounterDelta, bool) {
+	for _, c := range p.Counters {
+		if c.Source == src && c.Name == name {
+			return c, true
+		}
+	}
+	return CounterDelta{}, false
+}
+
+// CounterBatch is what a collector publishes: one batch per node per interval.
+type CounterBatch struct {
+	Version int    `msgpack:"v"`
+	Node    string `msgpack:"n"`
+	// BootID is unique per collector process start; with Seq it names the
+	// batch, so a retried publish is dropped by JetStream's de-duplication.
+	BootID string `msgpack:"b"`
+	Seq    uint64 `msgpack:"s"`
+	// TimeMs is the scrape time (unix ms, data time).
+	TimeMs int64        `msgpack:"t"`
+	Ports  []PortSample `msgpack:"p"`
+}
+
+// MsgID is the Nats-Msg-Id of the batch.
+func (b *CounterBatch) MsgID() string {
+	return fmt.Sprintf("%s/%s/%d", b.Node, b.BootID, b.Seq)
+}
+
+// PortInventory describes a port for the inventory table.
+type PortInventory struct {
+	Device    string `msgpack:"d"`
+	Port      int    `msgpack:"p"`
+	Netdev    string `msgpack:"nd,omitempty"`
+	LinkLayer string `msgpack:"ll"`
+	State     string `msgpack:"st"`
+	Rate      string `msgpack:"r"`
+	FWVersion string `msgpack:"fw,omitempty"`
+	BoardID   string `msgpack:"bd,omitempty"`
+	HCAType   string `msgpack:"hca,omitempty"`
+	NodeGUID  string `msgpack:"guid,omitempty"`
+}
+
+// Inventory is a node's port list, published when it changes and at start.
+type Inventory struct {
+	Version int             `msgpack:"v"`
+	Node    string          `msgpack:"n"`
+	BootID  string          `msgpack:"b"`
+	TimeMs  int64           `msgpack:"t"`
+	Ports   []PortInventory `msgpack:"p"`
+}
+
+// EncodeBatch encodes a batch for the wire.
+func EncodeBatch(b *CounterBatch) ([]byte, error) {
+	b.Version = Version
+	return msgpack.Marshal(b)
+}
+
+// DecodeBatch decodes and validates a batch from the wire.
+func DecodeBatch(data []byte) (*CounterBatch, error) {
+	var b CounterBatch
+	if err := msgpack.Unmarshal(data, &b); err != nil {
+		return nil, fmt.Errorf("decode counter batch: %w", err)
+	}
+	if b.Version < 1 || b.Version > Version {
+		return nil, fmt.Errorf("decode counter batch: %w %d (this build reads %d)", ErrVersion, b.Version, Version)
+	}
+	if b.Node == "" {
+		return nil, fmt.Errorf("decode counter batch: empty node")
+	}
+	for i := range b.Ports {
+		if b.Ports[i].Device == "" || b.Ports[i].Port < 1 {
+			return nil, fmt.Errorf("decode counter batch from %s: port %d has device %q port %d", b.Node, i, b.Ports[i].Device, b.Ports[i].Port)
+		}
+	}
+	return &b, nil
+}
+
+// EncodeInventory encodes an inventory record.
+func EncodeInventory(inv *Inventory) ([]byte, error) {
+	inv.Version = Version
+	return msgpack.Marshal(inv)
+}
+
+// DecodeInventory decodes and validates an inventory record.
+func DecodeInventory(data []byte) (*Inventory, error) {
+	var inv Inventory
+	if err := msgpack.Unmarshal(data, &inv); err != nil {
+		return nil, fmt.Errorf("decode inventory: %w", err)
+	}
+	if inv.Version < 1 || inv.Version > Version {
+		return nil, fmt.Errorf("decode inventory: %w %d", ErrVersion, inv.Version)
+	}
+	if inv.Node == "" {
+		return nil, fmt.Errorf("decode inventory: empty node")
+	}
+	return &inv, nil
+}
