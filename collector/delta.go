@@ -1,0 +1,274 @@
+package collector
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Engine turns raw cumulative readings into deltas with the hardware's
+// semantics. Every source (sysfs, ethtool, trace, simulator) goes through it,
+// so the rules live in one place:
+//
+//   - the first reading of a port, or of a counter, is a baseline: no delta;
+//   - saturating 16/8/4-bit error counters stop at their maximum and are flagged;
+//   - 32-bit hw_counters wrap;
+//   - a fall toward zero is a reset (driver reload, counters cleared), and the
+//     delta counts from zero;
+//   - a single counter reading 0 out of the blue is a read glitch until the
+//     next reading says otherwise (rdmamap returns 0 for a file it cannot
+//     read): the old value stays the baseline, so no reset and no huge delta;
+//   - a sample not newer than the port's last one (redelivery, out of order)
+//     is dropped;
+//   - port_xmit_data and port_rcv_data count 4-byte words and become bytes;
+//   - settings such as hw_counters/lifespan are passed on as gauges.
+//
+// An Engine is not safe for concurrent use.
+type Engine struct {
+	bootID func(node string, restarts int) string
+	nodes  map[string]*nodeState
+	stats  EngineStats
+}
+
+// EngineStats counts what the engine dropped or repaired.
+type EngineStats struct {
+	Samples    uint64 // port samples accepted
+	Duplicates uint64 // port samples dropped as not newer than the last
+	Glitches   uint64 // counters held back as read glitches
+	Resets     uint64 // counters that reset
+	Wraps      uint64 // counters that wrapped
+	Restarts   uint64 // collector restarts seen
+}
+
+type nodeState struct {
+	bootID   string
+	restarts int
+	seq      uint64
+	ports    map[portKey]*portState
+}
+
+type portKey struct {
+	device string
+	port   int
+}
+
+type counterKey struct {
+	src  schemas.Source
+	name string
+}
+
+type counterState struct {
+	value uint64
+	// held is set when the last reading was a suspected glitch (0): value
+	// still holds the reading before it.
+	held bool
+}
+
+type portState struct {
+	last     time.Time
+	counters map[counterKey]*counterState
+}
+
+// NewEngine returns an engine. bootID names a node's collector run; it is
+// called again after each restart (restarts counts them from 0), so replay
+// can use a deterministic id and a live collector a random one.
+func NewEngine(bootID func(node string, restarts int) string) *Engine {
+	if bootID == nil {
+		bootID = func(node string, restarts int) string { return fmt.Sprintf("boot-%d", restarts) }
+	}
+	return &Engine{bootID: bootID, nodes: make(map[string]*nodeState)}
+}
+
+// Stats returns the counts so far.
+func (e *Engine) Stats() EngineStats { return e.stats }
+
+func (e *Engine) node(name string) *nodeState {
+	n := e.nodes[name]
+	if n == nil {
+		n = &nodeState{bootID: e.bootID(name, 0), ports: make(map[portKey]*portState)}
+		e.nodes[name] = n
+	}
+	return n
+}
+
+// Apply folds one reading into the engine's state and returns the batch to
+// publish, or nil when the reading yields nothing (only duplicates, or a
+// restart marker without ports).
+func (e *Engine) Apply(r *Reading) *schemas.CounterBatch {
+	n := e.node(r.Node)
+	if r.Restart {
+		e.stats.Restarts++
+		n.restarts++
+		n.bootID = e.bootID(r.Node, n.restarts)
+		n.seq = 0
+		n.ports = make(map[portKey]*portState)
+	}
+	var out []schemas.PortSample
+	for i := range r.Ports {
+		pr := &r.Ports[i]
+		t := pr.Time
+		if t.IsZero() {
+			t = r.Time
+		}
+		key := portKey{pr.Device, pr.Port}
+		ps := n.ports[key]
+		if ps != nil && !t.After(ps.last) {
+			e.stats.Duplicates++
+			continue
+		}
+		if ps == nil {
+			ps = &portState{counters: make(map[counterKey]*counterState)}
+			n.ports[key] = ps
+		}
+		out = append(out, e.portSample(ps, pr, t))
+		e.stats.Samples++
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	n.seq++
+	b := &schemas.CounterBatch{
+		Version: schemas.Version,
+		Node:    r.Node,
+		BootID:  n.bootID,
+		Seq:     n.seq,
+		TimeMs:  r.Time.UnixMilli(),
+		Ports:   out,
+	}
+	for _, p := range out {
+		if p.TimeMs > b.TimeMs {
+			b.TimeMs = p.TimeMs
+		}
+	}
+	return b
+}
+
+type rawCounter struct {
+	key   counterKey
+	kind  schemas.Kind
+	value uint64
+}
+
+func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas.PortSample {
+	s := schemas.PortSample{
+		Device:    pr.Device,
+		Port:      pr.Port,
+		Netdev:    pr.Netdev,
+		LinkLayer: pr.LinkLayer,
+		State:     pr.State,
+		Rate:      pr.Rate,
+		TimeMs:    t.UnixMilli(),
+	}
+	baseline := ps.last.IsZero()
+	if !baseline {
+		s.IntervalMs = t.Sub(ps.last).Milliseconds()
+	}
+	ps.last = t
+
+	raws := make([]rawCounter, 0, len(pr.Counters)+len(pr.HWCounters)+len(pr.Ethtool))
+	for _, src := range [...]struct {
+		src schemas.Source
+		m   map[string]uint64
+	}{{schemas.SourceCounters, pr.Counters}, {schemas.SourceHWCounters, pr.HWCounters}, {schemas.SourceEthtool, pr.Ethtool}} {
+		for name, v := range src.m {
+			kind := schemas.KindOf(src.src, name)
+			if kind == schemas.Gauge {
+				if s.Gauges == nil {
+					s.Gauges = make(map[string]uint64)
+				}
+				s.Gauges[name] = v
+				continue
+			}
+			raws = append(raws, rawCounter{counterKey{src.src, name}, kind, v})
+		}
+	}
+	// Map order is random; sorted counters make batches, and so replay,
+	// byte-for-byte repeatable.
+	sort.Slice(raws, func(i, j int) bool {
+		if raws[i].key.src != raws[j].key.src {
+			return raws[i].key.src < raws[j].key.src
+		}
+		return raws[i].key.name < raws[j].key.name
+	})
+
+	portReset := !baseline && looksLikePortReset(ps, raws)
+	s.Counters = make([]schemas.CounterDelta, 0, len(raws))
+	for _, rc := range raws {
+		s.Counters = append(s.Counters, e.counterDelta(ps, rc, portReset))
+	}
+	return s
+}
+
+// looksLikePortReset tells a driver reload or a counter clear, which drops
+// every counter of the port at once, from a single unreadable file. A 64-bit
+// counter that falls to a non-zero value cannot be a wrap or a glitch; many
+// counters falling together cannot be a one-file glitch.
+func looksLikePortReset(ps *portState, raws []rawCounter) bool {
+	fell, nonzeroBefore := 0, 0
+	for _, rc := range raws {
+		cs := ps.counters[rc.key]
+		if cs == nil || cs.value == 0 {
+			continue
+		}
+		nonzeroBefore++
+		if rc.value < cs.value {
+			if rc.kind == schemas.Counter64 && rc.value > 0 {
+				return true
+			}
+			fell++
+		}
+	}
+	return fell >= 2 && fell*2 >= nonzeroBefore
+}
+
+func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool) schemas.CounterDelta {
+	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
+	if rc.kind.Saturating() && rc.value >= rc.kind.Max() {
+		cd.Flags |= schemas.FlagSaturated
+	}
+	cs := ps.counters[rc.key]
+	if cs == nil {
+		ps.counters[rc.key] = &counterState{value: rc.value}
+		cd.Flags |= schemas.FlagFirst
+		return cd
+	}
+	prev := cs.value
+	var delta uint64
+	switch {
+	case rc.value >= prev:
+		delta = rc.value - prev
+	case portReset:
+		delta = rc.value
+		cd.Flags |= schemas.FlagReset
+		e.stats.Resets++
+	case rc.value == 0 && !cs.held:
+		// One file read as 0: hold the old baseline until the next reading
+		// tells a glitch (back near prev) from a clear (still low).
+		cs.held = true
+		cd.Flags |= schemas.FlagHeld
+		e.stats.Glitches++
+		return cd
+	case cs.held:
+		// Low twice in a row: the counter was cleared, not misread.
+		delta = rc.value
+		cd.Flags |= schemas.FlagReset
+		e.stats.Resets++
+	case rc.kind == schemas.Wrap32 && prev > rc.kind.Max()/2:
+		delta = rc.value + (rc.kind.Max() - prev) + 1
+		cd.Flags |= schemas.FlagWrapped
+		e.stats.Wraps++
+	default:
+		delta = rc.value
+		cd.Flags |= schemas.FlagReset
+		e.stats.Resets++
+	}
+	cs.value = rc.value
+	cs.held = false
+	if schemas.WordsToBytes(rc.key.src, rc.key.name) {
+		delta *= 4
+	}
+	cd.Delta = delta
+	return cd
+}

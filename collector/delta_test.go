@@ -1,0 +1,209 @@
+package collector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+var t0 = time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC)
+
+// step is one reading of one port in a delta-engine table test.
+type step struct {
+	at      int // seconds after t0
+	restart bool
+	c       map[string]uint64 // counters/
+	hw      map[string]uint64 // hw_counters/
+	et      map[string]uint64 // ethtool
+	// want: counter name -> expected delta and flags; nil want means the
+	// sample must be dropped.
+	want map[string]wantDelta
+	// absent lists counters that must not appear in the sample.
+	absent []string
+}
+
+type wantDelta struct {
+	delta uint64
+	flags schemas.Flag
+}
+
+func run(t *testing.T, steps []step) {
+	t.Helper()
+	e := NewEngine(nil)
+	for i, st := range steps {
+		r := &Reading{Node: "n1", Time: t0.Add(time.Duration(st.at) * time.Second), Restart: st.restart}
+		r.Ports = []PortReading{{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet", State: "ACTIVE", Time: r.Time,
+			Counters: st.c, HWCounters: st.hw, Ethtool: st.et}}
+		b := e.Apply(r)
+		if st.want == nil {
+			if b != nil {
+				t.Fatalf("step %d: want sample dropped, got %+v", i, b.Ports)
+			}
+			continue
+		}
+		if b == nil || len(b.Ports) != 1 {
+			t.Fatalf("step %d: want one port sample, got %+v", i, b)
+		}
+		got := map[string]schemas.CounterDelta{}
+		for _, c := range b.Ports[0].Counters {
+			got[c.Name] = c
+		}
+		for name, w := range st.want {
+			c, ok := got[name]
+			if !ok {
+				t.Fatalf("step %d: counter %s missing from sample", i, name)
+			}
+			if c.Delta != w.delta || c.Flags != w.flags {
+				t.Errorf("step %d: %s: delta %d flags %05b, want delta %d flags %05b", i, name, c.Delta, c.Flags, w.delta, w.flags)
+			}
+		}
+		for _, name := range st.absent {
+			if _, ok := got[name]; ok {
+				t.Errorf("step %d: %s should be absent", i, name)
+			}
+		}
+	}
+}
+
+func TestEngineDeltas(t *testing.T) {
+	const (
+		first = schemas.FlagFirst
+		reset = schemas.FlagReset
+		wrap  = schemas.FlagWrapped
+		sat   = schemas.FlagSaturated
+		held  = schemas.FlagHeld
+	)
+	m := func(kv ...any) map[string]uint64 {
+		out := map[string]uint64{}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i].(string)] = uint64(kv[i+1].(int))
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"baseline then delta", []step{
+			{at: 0, c: m("symbol_error", 5), want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 1, c: m("symbol_error", 9), want: map[string]wantDelta{"symbol_error": {4, 0}}},
+		}},
+		{"16-bit saturates", []step{
+			{at: 0, c: m("symbol_error", 65530), want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 1, c: m("symbol_error", 65535), want: map[string]wantDelta{"symbol_error": {5, sat}}},
+			{at: 2, c: m("symbol_error", 65535), want: map[string]wantDelta{"symbol_error": {0, sat}}},
+		}},
+		{"8-bit saturates", []step{
+			{at: 0, c: m("link_downed", 250), want: map[string]wantDelta{"link_downed": {0, first}}},
+			{at: 1, c: m("link_downed", 255), want: map[string]wantDelta{"link_downed": {5, sat}}},
+		}},
+		{"4-bit saturates, pinned at baseline", []step{
+			{at: 0, c: m("local_link_integrity_errors", 15), want: map[string]wantDelta{"local_link_integrity_errors": {0, first | sat}}},
+			{at: 1, c: m("local_link_integrity_errors", 15), want: map[string]wantDelta{"local_link_integrity_errors": {0, sat}}},
+		}},
+		{"cleared saturated counter is a reset", []step{
+			{at: 0, c: m("symbol_error", 65535, "port_xmit_data", 1000), want: map[string]wantDelta{"symbol_error": {0, first | sat}}},
+			{at: 1, c: m("symbol_error", 3, "port_xmit_data", 2000), want: map[string]wantDelta{"symbol_error": {3, reset}, "port_xmit_data": {4000, 0}}},
+		}},
+		{"32-bit hw counter wraps", []step{
+			{at: 0, hw: m("out_of_buffer", 4294967290), want: map[string]wantDelta{"out_of_buffer": {0, first}}},
+			{at: 1, hw: m("out_of_buffer", 4), want: map[string]wantDelta{"out_of_buffer": {10, wrap}}},
+		}},
+		{"32-bit hw counter low value falling is a reset", []step{
+			{at: 0, hw: m("out_of_sequence", 1000), want: map[string]wantDelta{"out_of_sequence": {0, first}}},
+			{at: 1, hw: m("out_of_sequence", 7), want: map[string]wantDelta{"out_of_sequence": {7, reset}}},
+		}},
+		{"port reset drops everything, even a high 32-bit counter", []step{
+			{at: 0, c: m("port_xmit_data", 1000000, "port_rcv_data", 900000, "symbol_error", 10), hw: m("out_of_buffer", 4294967000),
+				want: map[string]wantDelta{"port_xmit_data": {0, first}}},
+			{at: 1, c: m("port_xmit_data", 100, "port_rcv_data", 50, "symbol_error", 0), hw: m("out_of_buffer", 2),
+				want: map[string]wantDelta{"port_xmit_data": {400, reset}, "port_rcv_data": {200, reset}, "symbol_error": {0, reset}, "out_of_buffer": {2, reset}}},
+		}},
+		{"read glitch to 0 is held, then recovers", []step{
+			{at: 0, c: m("port_xmit_data", 1000, "symbol_error", 7), want: map[string]wantDelta{"port_xmit_data": {0, first}}},
+			{at: 1, c: m("port_xmit_data", 0, "symbol_error", 7), want: map[string]wantDelta{"port_xmit_data": {0, held}, "symbol_error": {0, 0}}},
+			{at: 2, c: m("port_xmit_data", 1500, "symbol_error", 8), want: map[string]wantDelta{"port_xmit_data": {2000, 0}, "symbol_error": {1, 0}}},
+		}},
+		{"zero twice is a clear", []step{
+			{at: 0, c: m("symbol_error", 70, "port_xmit_data", 10), want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 1, c: m("symbol_error", 0, "port_xmit_data", 20), want: map[string]wantDelta{"symbol_error": {0, held}}},
+			{at: 2, c: m("symbol_error", 0, "port_xmit_data", 30), want: map[string]wantDelta{"symbol_error": {0, reset}}},
+			{at: 3, c: m("symbol_error", 2, "port_xmit_data", 40), want: map[string]wantDelta{"symbol_error": {2, 0}}},
+		}},
+		{"zero on a high 32-bit counter is a glitch, not a wrap", []step{
+			{at: 0, hw: m("out_of_buffer", 4294967000, "np_cnp_sent", 5), want: map[string]wantDelta{"out_of_buffer": {0, first}}},
+			{at: 1, hw: m("out_of_buffer", 0, "np_cnp_sent", 6), want: map[string]wantDelta{"out_of_buffer": {0, held}}},
+			{at: 2, hw: m("out_of_buffer", 4294967100, "np_cnp_sent", 7), want: map[string]wantDelta{"out_of_buffer": {100, 0}}},
+		}},
+		{"missing key keeps the baseline", []step{
+			{at: 0, et: m("rx_corrected_bits_phy", 100, "rx_bits_phy", 1000), want: map[string]wantDelta{"rx_corrected_bits_phy": {0, first}}},
+			{at: 1, et: m("rx_bits_phy", 2000), want: map[string]wantDelta{"rx_bits_phy": {1000, 0}}, absent: []string{"rx_corrected_bits_phy"}},
+			{at: 2, et: m("rx_corrected_bits_phy", 130, "rx_bits_phy", 3000), want: map[string]wantDelta{"rx_corrected_bits_phy": {30, 0}}},
+		}},
+		{"duplicate and out-of-order samples are dropped", []step{
+			{at: 0, c: m("symbol_error", 1), want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 5, c: m("symbol_error", 2), want: map[string]wantDelta{"symbol_error": {1, 0}}},
+			{at: 5, c: m("symbol_error", 2)},
+			{at: 3, c: m("symbol_error", 1)},
+			{at: 10, c: m("symbol_error", 4), want: map[string]wantDelta{"symbol_error": {2, 0}}},
+		}},
+		{"restart is a new baseline", []step{
+			{at: 0, c: m("link_downed", 1), want: map[string]wantDelta{"link_downed": {0, first}}},
+			{at: 1, c: m("link_downed", 1), want: map[string]wantDelta{"link_downed": {0, 0}}},
+			{at: 2, restart: true, c: m("link_downed", 2), want: map[string]wantDelta{"link_downed": {0, first}}},
+			{at: 3, c: m("link_downed", 2), want: map[string]wantDelta{"link_downed": {0, 0}}},
+		}},
+		{"a new counter appearing is a baseline", []step{
+			{at: 0, c: m("symbol_error", 1), want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 1, c: m("symbol_error", 1, "link_downed", 3), want: map[string]wantDelta{"link_downed": {0, first}}},
+		}},
+		{"lifespan is a gauge, not a counter", []step{
+			{at: 0, hw: m("lifespan", 10, "out_of_buffer", 1), want: map[string]wantDelta{"out_of_buffer": {0, first}}, absent: []string{"lifespan"}},
+			{at: 1, hw: m("lifespan", 12, "out_of_buffer", 1), want: map[string]wantDelta{"out_of_buffer": {0, 0}}, absent: []string{"lifespan"}},
+		}},
+		{"64-bit ethtool counter falling is a reset", []step{
+			{at: 0, et: m("tx_prio3_pause", 500), want: map[string]wantDelta{"tx_prio3_pause": {0, first}}},
+			{at: 1, et: m("tx_prio3_pause", 20), want: map[string]wantDelta{"tx_prio3_pause": {20, reset}}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { run(t, tc.steps) })
+	}
+}
+
+func TestEngineBatchIdentity(t *testing.T) {
+	e := NewEngine(func(node string, restarts int) string { return node + "-" + string(rune('a'+restarts)) })
+	mk := func(at int, restart bool) *Reading {
+		ts := t0.Add(time.Duration(at) * time.Second)
+		return &Reading{Node: "n1", Time: ts, Restart: restart, Ports: []PortReading{
+			{Device: "mlx5_0", Port: 1, Time: ts, Counters: map[string]uint64{"link_downed": 1}, HWCounters: map[string]uint64{"lifespan": 10}},
+			{Device: "mlx5_0", Port: 2, Time: ts.Add(3 * time.Millisecond), Counters: map[string]uint64{"link_downed": 1}},
+		}}
+	}
+	b1 := e.Apply(mk(0, false))
+	b2 := e.Apply(mk(1, false))
+	if b1.MsgID() != "n1/n1-a/1" || b2.MsgID() != "n1/n1-a/2" {
+		t.Fatalf("msg ids %s %s", b1.MsgID(), b2.MsgID())
+	}
+	if b2.TimeMs != t0.Add(time.Second+3*time.Millisecond).UnixMilli() {
+		t.Errorf("batch time %d is not the latest port time", b2.TimeMs)
+	}
+	if b2.Ports[0].IntervalMs != 1000 || b1.Ports[0].IntervalMs != 0 {
+		t.Errorf("interval %d / %d", b2.Ports[0].IntervalMs, b1.Ports[0].IntervalMs)
+	}
+	if b1.Ports[0].Gauges["lifespan"] != 10 {
+		t.Errorf("lifespan gauge lost: %v", b1.Ports[0].Gauges)
+	}
+	if e.Apply(mk(1, false)) != nil {
+		t.Errorf("a batch of duplicates must yield nothing")
+	}
+	b3 := e.Apply(mk(2, true))
+	if b3.MsgID() != "n1/n1-b/1" {
+		t.Errorf("after restart msg id %s", b3.MsgID())
+	}
+	st := e.Stats()
+	if st.Duplicates != 2 || st.Restarts != 1 || st.Samples != 6 {
+		t.Errorf("stats %+v", st)
+	}
+}
