@@ -187,6 +187,7 @@ func sorted(s []string) []string {
 	sort.Strings(s)
 	return s
 }
+
 // EncodeEvent encodes an event for the wire.
 func EncodeEvent(e *Event) ([]byte, error) {
 	e.Version = Version
