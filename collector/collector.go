@@ -1,0 +1,148 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Collector reads a source, runs the delta engine and publishes one batch per
+// node per reading, plus the node's inventory whenever it changes.
+type Collector struct {
+	src      Source
+	engine   *Engine
+	pub      *Publisher
+	interval time.Duration
+	log      *slog.Logger
+
+	inventory map[string]map[portKey]schemas.PortInventory // node -> ports as last sent
+	noDevices bool
+}
+
+// Config configures a Collector.
+type Config struct {
+	// Interval paces a live source; 0 reads as fast as the source yields
+	// (a trace).
+	Interval time.Duration
+	Log      *slog.Logger
+}
+
+// New returns a collector.
+func New(src Source, engine *Engine, pub *Publisher, cfg Config) *Collector {
+	log := cfg.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, log: log, inventory: map[string]map[portKey]schemas.PortInventory{}}
+}
+
+// Run reads until the source ends (io.EOF: returns nil after flushing) or
+// ctx is cancelled.
+func (c *Collector) Run(ctx context.Context) error {
+	var tick <-chan time.Time
+	if c.interval > 0 {
+		t := time.NewTicker(c.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for first := true; ; first = false {
+		if tick != nil && !first {
+			select {
+			case <-ctx.Done():
+				return c.flush()
+			case <-tick:
+			}
+		}
+		r, err := c.src.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return c.flush()
+		case ctx.Err() != nil:
+			return c.flush()
+		case errors.Is(err, ErrNoDevices):
+			// Devices can appear later (driver load, hot plug): say so once
+			// and keep looking.
+			if !c.noDevices {
+				c.log.Warn("no RDMA devices on this host; the collector keeps running and will pick them up when they appear", "err", err)
+				c.noDevices = true
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		if c.noDevices && len(r.Ports) > 0 {
+			c.log.Info("RDMA devices found", "ports", len(r.Ports))
+			c.noDevices = false
+		}
+		if err := c.publish(ctx, r); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Collector) flush() error {
+	// The caller's ctx may be done; give in-flight acks a moment of their own.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.pub.Flush(ctx)
+}
+
+func (c *Collector) publish(ctx context.Context, r *Reading) error {
+	if inv := c.inventoryChange(r); inv != nil {
+		if err := c.pub.PublishInventory(ctx, inv); err != nil {
+			return err
+		}
+	}
+	b := c.engine.Apply(r)
+	if b == nil {
+		return nil
+	}
+	if err := c.pub.PublishBatch(ctx, b); err != nil {
+		return fmt.Errorf("publish %s: %w", b.MsgID(), err)
+	}
+	return nil
+}
+
+// inventoryChange returns the node's whole inventory when a port appeared or
+// changed since it was last sent. A reading may hold only some of the node's
+// ports (a trace line group), so ports are merged, never dropped.
+func (c *Collector) inventoryChange(r *Reading) *schemas.Inventory {
+	known := c.inventory[r.Node]
+	if known == nil {
+		known = map[portKey]schemas.PortInventory{}
+		c.inventory[r.Node] = known
+	}
+	changed := false
+	for _, p := range r.Ports {
+		d := r.Devices[p.Device]
+		pi := schemas.PortInventory{
+			Device: p.Device, Port: p.Port, Netdev: p.Netdev, LinkLayer: p.LinkLayer, State: p.State, Rate: p.Rate,
+			FWVersion: d.FWVersion, BoardID: d.BoardID, HCAType: d.HCAType, NodeGUID: d.NodeGUID,
+		}
+		k := portKey{p.Device, p.Port}
+		if old, ok := known[k]; !ok || old != pi {
+			known[k] = pi
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	ports := make([]schemas.PortInventory, 0, len(known))
+	for _, p := range known {
+		ports = append(ports, p)
+	}
+	sort.Slice(ports, func(i, j int) bool {
+		if ports[i].Device != ports[j].Device {
+			return ports[i].Device < ports[j].Device
+		}
+		return ports[i].Port < ports[j].Port
+	})
+	return &schemas.Inventory{Node: r.Node, TimeMs: r.Time.UnixMilli(), Ports: ports}
+}
