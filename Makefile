@@ -1,0 +1,52 @@
+# rdmawatch: `make run` runs the main job on the embedded default, `make test`
+# runs every test with the services they need (it starts ClickHouse itself).
+GO      ?= go
+BIN     := bin/rdmawatch
+CH      := deploy/clickhouse/local.sh
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+PKGS    := ./...
+
+.PHONY: all build run test test-unit bench lint fmt clickhouse stop clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rdmawatch
+
+# Starts (or reuses) the throwaway ClickHouse, then the pipeline over the
+# bundled example fleet. ClickHouse keeps running until `make stop`.
+run: build
+	@dsn=$$($(CH) up | tail -n 1) && echo "ClickHouse: $$dsn" && \
+	  RDMAWATCH_CLICKHOUSE="$$dsn" $(BIN) run
+
+# Unit, integration (real embedded NATS, real ClickHouse) and end-to-end tests.
+test: build
+	@dsn=$$($(CH) up | tail -n 1) && echo "ClickHouse: $$dsn" && \
+	  RDMAWATCH_CLICKHOUSE="$$dsn" RDMAWATCH_REQUIRE_CLICKHOUSE=1 RDMAWATCH_BIN="$(CURDIR)/$(BIN)" \
+	  $(GO) test -count=1 -timeout 12m $(PKGS)
+
+# Without services: what runs anywhere in seconds.
+test-unit:
+	$(GO) test -count=1 -short $(PKGS)
+
+bench: build
+	@dsn=$$($(CH) up | tail -n 1) && \
+	  RDMAWATCH_CLICKHOUSE="$$dsn" $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 10m $(PKGS)
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); else echo "staticcheck not installed: skipped"; fi
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clickhouse:
+	@$(CH) up
+
+stop:
+	@$(CH) down
+
+clean: stop
+	rm -rf bin .clickhouse .run
