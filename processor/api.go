@@ -1,0 +1,192 @@
+// Package processor is what detectors see: per-port state kept in data time,
+// the fabric view with the topology, an event emitter, the incident
+// lifecycle, and the registry detectors add themselves to in init().
+//
+// It does not import the runtime (processor/runtime), which consumes the
+// counters stream, owns the port states and the watermark, and calls the
+// detectors; the runtime imports this package.
+//
+// Calls into detectors are sequential per processor: one goroutine drives a
+// processor's ports, detectors and emitter, so detectors need no locks. Each
+// processor builds its own detector instances from the registry factories,
+// so detector-level state is never shared between processors.
+package processor
+
+import (
+	"context"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Detector is a named detector. A detector implements PortDetector,
+// FabricDetector or both.
+type Detector interface {
+	// Name is the registry name, also the key of the detector's per-port
+	// state; usually the event type it emits.
+	Name() string
+}
+
+// PortDetector looks at one port's samples as they arrive, in data-time
+// order per port: duplicates and samples not newer than the port's last one
+// are dropped before detectors see them.
+type PortDetector interface {
+	Detector
+	// OnSample is called once per accepted sample. port.LastTime is still the
+	// previous sample's time; the runtime updates it after every detector
+	// ran. s is valid only during the call.
+	OnSample(ctx context.Context, port *PortState, s *Sample, em Emitter)
+}
+
+// FabricDetector is called when the watermark advances (at most once per
+// runtime tick of data time). It is for detectors that need many ports at
+// once and the topology (PFC storm spread, fabric-wide CNP/ECN sums), and for
+// timeouts that have to fire when a port goes silent: no sample will come to
+// call OnSample.
+type FabricDetector interface {
+	Detector
+	// OnWatermark is called with the new watermark: every sample with a data
+	// time up to wm has been delivered (within the allowed lateness).
+	OnWatermark(ctx context.Context, fabric FabricView, wm schemas.Millis, em Emitter)
+}
+
+// Initializer is implemented by detectors that want the fabric view before
+// the first sample: a port detector uses its topology to name the switch port
+// at the other end of a cable.
+type Initializer interface {
+	Init(fabric FabricView) error
+}
+
+// FabricView is what a fabric detector can read. It never blocks and never
+// allocates per port; iterate with Ports.
+type FabricView interface {
+	// Topology is nil when the processor runs without one.
+	Topology() *schemas.Topology
+	// Watermark is the current watermark.
+	Watermark() schemas.Millis
+	// Port returns a tracked port.
+	Port(id schemas.PortID) (*PortState, bool)
+	// Ports calls fn for every tracked port in a stable order (by node,
+	// device, port) until fn returns false.
+	Ports(fn func(*PortState) bool)
+	// Complete reports whether this processor sees every partition. A
+	// processor that owns only some partitions sees only their nodes:
+	// fabric-wide sums computed on it are partial.
+	Complete() bool
+}
+
+// Emitter takes the events a detector decides. The runtime publishes them
+// in emission order after the message that caused them.
+type Emitter interface {
+	Emit(ev *schemas.Event)
+}
+
+// EmitterFunc adapts a function to Emitter.
+type EmitterFunc func(ev *schemas.Event)
+
+// Emit calls f.
+func (f EmitterFunc) Emit(ev *schemas.Event) { f(ev) }
+
+// Sample is one accepted reading of one port.
+type Sample struct {
+	ID schemas.PortID
+	// Time is the reading's data time.
+	Time schemas.Millis
+	// PortSample is the decoded wire sample (counters with delta, value and
+	// flags, interval, link state); it belongs to the message being
+	// processed and must not be kept.
+	*schemas.PortSample
+}
+
+// Since is the data time the sample's deltas start from: the previous
+// reading when the collector knew one, else the sample's own time.
+func (s *Sample) Since() schemas.Millis {
+	if s.IntervalMs > 0 {
+		return s.Time - schemas.Millis(s.IntervalMs)
+	}
+	return s.Time
+}
+
+// Baseline reports whether every counter of the sample is a baseline
+// (collector start or restart): such a sample carries no deltas.
+func (s *Sample) Baseline() bool {
+	for _, c := range s.Counters {
+		if c.Flags&schemas.FlagFirst == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// PortState is what the processor keeps per tracked port. It stays small:
+// detectors that need long windows keep compact aggregates (see Buckets) in
+// their per-port state, never raw samples. The budget is 8 KiB per port with
+// every detector's state for a 2-hour window.
+type PortState struct {
+	ID schemas.PortID
+	// Netdev, LinkLayer and State are as of the latest sample.
+	Netdev    string
+	LinkLayer string
+	State     string
+	// FirstTime is the data time of the first sample seen; LastTime of the
+	// latest accepted one (during OnSample: the previous one).
+	FirstTime schemas.Millis
+	LastTime  schemas.Millis
+	// LastIntervalMs is the interval of the latest sample, the port's
+	// collection interval in practice: silence is measured in it.
+	LastIntervalMs int64
+	Samples        uint64
+
+	locals []portLocal
+}
+
+type portLocal struct {
+	key string
+	v   any
+}
+
+// NewPortState starts the state of a port; the runtime creates them.
+func NewPortState(id schemas.PortID) *PortState { return &PortState{ID: id} }
+
+// Observe records an accepted sample on the port, after the detectors ran.
+func (p *PortState) Observe(s *Sample) {
+	if p.Samples == 0 {
+		p.FirstTime = s.Time
+	}
+	p.Samples++
+	p.LastTime = s.Time
+	if s.IntervalMs > 0 {
+		p.LastIntervalMs = s.IntervalMs
+	}
+	p.Netdev, p.LinkLayer, p.State = s.Netdev, s.LinkLayer, s.PortSample.State
+}
+
+// SilentFor is how long the port has not reported at data time now.
+func (p *PortState) SilentFor(now schemas.Millis) time.Duration {
+	return time.Duration(now-p.LastTime) * time.Millisecond
+}
+
+// PortLocal returns the per-port state a detector keeps under key (its
+// Name()), created as a zero T on first use. A linear scan: a port carries
+// one entry per detector that keeps state, a handful.
+func PortLocal[T any](p *PortState, key string) *T {
+	for i := range p.locals {
+		if p.locals[i].key == key {
+			return p.locals[i].v.(*T)
+		}
+	}
+	v := new(T)
+	p.locals = append(p.locals, portLocal{key: key, v: v})
+	return v
+}
+
+// LookupPortLocal returns the per-port state under key if there is one,
+// without creating it: detectors keep nothing on healthy ports.
+func LookupPortLocal[T any](p *PortState, key string) (*T, bool) {
+	for i := range p.locals {
+		if p.locals[i].key == key {
+			return p.locals[i].v.(*T), true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,202 @@
+package processor
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func TestCounterSaturated(t *testing.T) {
+	cases := []struct {
+		name  string
+		steps [][]schemas.CounterDelta // one sample every 5 s
+		want  []string
+		check func(t *testing.T, evs []*schemas.Event)
+	}{
+		{
+			name: "saturated baseline opens, cleared resolves",
+			steps: [][]schemas.CounterDelta{
+				{ctr("symbol_error", 65535, 0, first|sat), ctr("port_rcv_errors", 12, 0, first)},
+				{ctr("symbol_error", 65535, 0, sat), ctr("port_rcv_errors", 12, 0, 0)},
+				{ctr("symbol_error", 0, 0, held), ctr("port_rcv_errors", 12, 0, 0)}, // glitch: still pinned
+				{ctr("symbol_error", 3, 3, reset), ctr("port_rcv_errors", 0, 0, reset)},
+				{ctr("symbol_error", 3, 0, 0)},
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				open := evs[0]
+				if open.Severity != "critical" || open.Layer != "physical" || open.Start != at(0) || open.DetectedAt != at(0) {
+					t.Errorf("open %+v", open)
+				}
+				if !reflect.DeepEqual(open.Evidence["saturated"], []string{"symbol_error"}) {
+					t.Errorf("evidence %v", open.Evidence)
+				}
+				if *evs[1].End != at(15) || evs[1].Revision != 1 {
+					t.Errorf("resolved %+v", evs[1])
+				}
+			},
+		},
+		{
+			name: "healthy baseline, resets and ethtool values are nothing",
+			steps: [][]schemas.CounterDelta{
+				{ctr("symbol_error", 60000, 0, first), eth("rx_pcs_symbol_err_phy", 65535, 0, first)},
+				{ctr("symbol_error", 65000, 1000, 0), eth("rx_pcs_symbol_err_phy", 70000, 4465, 0)},
+				{ctr("symbol_error", 5, 5, reset)},
+			},
+		},
+		{
+			name: "a second counter saturating is one update",
+			steps: [][]schemas.CounterDelta{
+				{ctr("port_xmit_discards", 65000, 0, first), ctr("link_downed", 255, 0, first|sat)},
+				{ctr("port_xmit_discards", 65535, 535, sat), ctr("link_downed", 255, 0, sat)},
+				{ctr("port_xmit_discards", 65535, 0, sat), ctr("link_downed", 255, 0, sat)},
+				{ctr("port_xmit_discards", 65535, 0, sat), ctr("link_downed", 255, 0, sat)},
+			},
+			want: []string{"open", "update"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[0].Severity != "warning" || evs[0].Layer != "physical" {
+					t.Errorf("open %+v", evs[0])
+				}
+				if !reflect.DeepEqual(evs[1].Evidence["saturated"], []string{"link_downed", "port_xmit_discards"}) || evs[1].Revision != 1 {
+					t.Errorf("update %+v", evs[1])
+				}
+			},
+		},
+		{
+			name: "saturating within an interval starts at the previous reading",
+			steps: [][]schemas.CounterDelta{
+				{ctr("port_xmit_discards", 65000, 0, first)},
+				{ctr("port_xmit_discards", 65535, 535, sat)},
+			},
+			want: []string{"open"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[0].Start != at(0) || evs[0].DetectedAt != at(5) || evs[0].Layer != "link_network" {
+					t.Errorf("open %+v", evs[0])
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, NewCounterSaturated())
+			for i, cs := range c.steps {
+				h.feed(sample(portA, float64(5*i), "ACTIVE", cs...))
+			}
+			if !equalStrings(h.states(), c.want) {
+				t.Fatalf("states %v, want %v", h.states(), c.want)
+			}
+			if c.check != nil {
+				c.check(t, h.events)
+			}
+		})
+	}
+}
+
+func TestCounterSaturatedPinnedForHours(t *testing.T) {
+	// A counter nobody clears must not produce an event per sample.
+	h := newHarness(t, NewCounterSaturated())
+	h.feed(sample(portA, 0, "ACTIVE", ctr("symbol_error", 65535, 0, first|sat)))
+	h.steady(portA, 5, 4*3600, "ACTIVE", func(float64) []schemas.CounterDelta {
+		return []schemas.CounterDelta{ctr("symbol_error", 65535, 0, sat)}
+	})
+	if !equalStrings(h.states(), []string{"open"}) {
+		t.Fatalf("states %v", h.states())
+	}
+}
+
+func TestTrackerHysteresis(t *testing.T) {
+	subj := portA.Subject()
+	f := Finding{Subject: subj, Onset: at(0), Severity: "warning", Layer: "physical", Summary: "x"}
+	p := Policy{OpenAfterSamples: 3, ResolveAfterSamples: 2, ResolveAfter: time.Minute}
+	var evs []*schemas.Event
+	em := EmitterFunc(func(ev *schemas.Event) { evs = append(evs, ev) })
+	tr := NewTracker("test", p)
+
+	tr.Hold(at(0), f, em)
+	tr.Hold(at(5), f, em)
+	tr.Clear(at(10), subj, "", nil, em) // a break: pending dropped
+	if len(evs) != 0 || tr.Active() != 0 {
+		t.Fatalf("pending break: %d events, %d active", len(evs), tr.Active())
+	}
+	f.Onset = at(15)
+	for _, sec := range []float64{15, 20, 25} {
+		tr.Hold(at(sec), f, em)
+	}
+	if len(evs) != 1 || evs[0].State != "open" || evs[0].Start != at(15) || evs[0].DetectedAt != at(25) {
+		t.Fatalf("open: %+v", evs)
+	}
+	tr.Clear(at(30), subj, "", nil, em)
+	tr.Clear(at(35), subj, "", nil, em) // two samples but not a minute
+	tr.Hold(at(40), f, em)              // back: clear count restarts
+	tr.Clear(at(45), subj, "", nil, em)
+	tr.Clear(at(100), subj, "", nil, em) // a minute since 40, two samples
+	if len(evs) != 2 || evs[1].State != "resolved" || *evs[1].End != at(45) || evs[1].Revision != 1 {
+		t.Fatalf("resolve: %+v", evs[len(evs)-1])
+	}
+	tr.Clear(at(105), subj, "", nil, em)
+	if len(evs) != 2 {
+		t.Fatal("resolved twice")
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	got := Registered()
+	for _, want := range []string{schemas.TypeCounterSaturated, schemas.TypeLinkFlap} {
+		found := false
+		for _, n := range got {
+			found = found || n == want
+		}
+		if !found {
+			t.Errorf("%s not registered: %v", want, got)
+		}
+	}
+	dets, err := NewDetectors()
+	if err != nil || len(dets) != len(got) {
+		t.Fatalf("NewDetectors: %v %v", dets, err)
+	}
+	if _, err := NewDetectors("nope"); err == nil {
+		t.Fatal("unknown detector accepted")
+	}
+	a, _ := NewDetectors(schemas.TypeLinkFlap)
+	b, _ := NewDetectors(schemas.TypeLinkFlap)
+	if a[0] == b[0] {
+		t.Fatal("processors must not share detector instances")
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	b := NewBuckets(4, time.Minute)
+	b.Add(at(0), 1)
+	b.Add(at(61), 2)
+	b.Add(at(125), 3)
+	if s := b.Sum(at(0), at(240)); s != 6 {
+		t.Fatalf("sum %v", s)
+	}
+	b.Add(at(300), 10) // slides past minute 0 and 1
+	if s := b.Sum(at(0), at(400)); s != 13 {
+		t.Fatalf("after slide %v", s)
+	}
+	b.Add(at(0), 100) // older than the window: dropped
+	if s := b.Sum(at(0), at(400)); s != 13 {
+		t.Fatalf("old value counted: %v", s)
+	}
+	b.Add(at(5000), 1) // far ahead: everything cleared
+	if s := b.Sum(at(0), at(6000)); s != 1 {
+		t.Fatalf("after jump %v", s)
+	}
+}
+
+// TestPortMemory keeps an eye on the per-port budget (8 KiB with every
+// detector for a 2-hour window): a tracked healthy port must stay far below.
+func TestPortMemory(t *testing.T) {
+	h := newHarness(t, NewLinkFlap(), NewCounterSaturated())
+	id := portA
+	h.feed(sample(id, 0, "ACTIVE", ctr("symbol_error", 65535, 0, first|sat), ctr("link_downed", 0, 0, first)))
+	h.feed(sample(id, 5, "ACTIVE", ctr("symbol_error", 65535, 0, sat), ctr("link_downed", 1, 1, 0)))
+	p := h.ports[id]
+	if len(p.locals) != 2 {
+		t.Fatalf("locals %d", len(p.locals))
+	}
+}

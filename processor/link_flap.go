@@ -1,0 +1,241 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func init() {
+	Register(schemas.TypeLinkFlap, func() Detector { return NewLinkFlap() })
+}
+
+// LinkFlap raises link_flap when a port's link goes down: link_downed (sysfs
+// counters, 8-bit saturating) or ethtool link_down_events_phy rises between
+// two readings.
+//
+// Not flaps: a baseline (FlagFirst: a collector start knows no previous
+// value), a reset (FlagReset: the counters were cleared or the driver
+// reloaded, which bounces the link on purpose; a real flap in the same
+// interval is missed, a rare price for no false alarm on every reload) and a
+// held read glitch (FlagHeld: delta 0 anyway). Gaps and duplicates never reach
+// the detector as deltas: the collector differences consecutive readings and
+// the runtime drops samples not newer than the port's last one.
+//
+// One incident per port: it opens on the first down, updates when the link
+// goes down again (at most once per MinUpdateInterval) or turns critical,
+// and resolves once the port's own samples show the link up and no new down
+// for StableAfter. A link that stays down keeps the incident open. A port
+// that goes silent cannot show it is stable; its incident resolves when the
+// watermark passes its last sample by SilentResolveAfter, saying so, so no
+// incident stays open forever.
+type LinkFlap struct {
+	StableAfter        time.Duration // default 5 min
+	CriticalDowns      uint64        // downs within one incident that make it critical; default 3
+	MinUpdateInterval  time.Duration // default 1 min
+	SilentResolveAfter time.Duration // default 30 min
+
+	tracker *Tracker
+	fabric  FabricView
+}
+
+// NewLinkFlap returns the detector with its defaults; change the fields
+// before the first sample.
+func NewLinkFlap() *LinkFlap {
+	return &LinkFlap{
+		StableAfter:        5 * time.Minute,
+		CriticalDowns:      3,
+		MinUpdateInterval:  time.Minute,
+		SilentResolveAfter: 30 * time.Minute,
+	}
+}
+
+// Name implements Detector.
+func (d *LinkFlap) Name() string { return schemas.TypeLinkFlap }
+
+// Init implements Initializer: the topology names the switch port to check.
+func (d *LinkFlap) Init(fabric FabricView) error {
+	d.fabric = fabric
+	return nil
+}
+
+func (d *LinkFlap) track() *Tracker {
+	if d.tracker == nil {
+		d.tracker = NewTracker(schemas.TypeLinkFlap, Policy{
+			ResolveAfter:       d.StableAfter,
+			MinUpdateInterval:  d.MinUpdateInterval,
+			SilentResolveAfter: d.SilentResolveAfter,
+		})
+	}
+	return d.tracker
+}
+
+// linkFlapPort is the per-port state: what the current incident has seen.
+type linkFlapPort struct {
+	downs      uint64 // downs counted in the current incident
+	firstDown  schemas.Millis
+	lastDown   schemas.Millis
+	linkDowned uint64 // latest raw readings, for the evidence
+	phyDowns   uint64
+}
+
+// OnSample implements PortDetector.
+func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+	t := d.track()
+	subject := s.ID.Subject()
+	downs, seen := linkDowns(s)
+	open := t.IsOpen(subject)
+	if downs == 0 && !open {
+		return
+	}
+	st := PortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
+	if v, ok := seen[0]; ok {
+		st.linkDowned = v
+	}
+	if v, ok := seen[1]; ok {
+		st.phyDowns = v
+	}
+	switch {
+	case downs > 0:
+		if !open {
+			st.downs, st.firstDown = 0, s.Since()
+		}
+		st.downs += downs
+		st.lastDown = s.Time
+		t.Hold(s.Time, d.finding(s, st, downs, true), em)
+	case !linkUp(s.PortSample.State):
+		// Down and staying down is not stable: stability counts from the
+		// first sample that shows the link up again.
+		t.Hold(s.Time, d.finding(s, st, 0, false), em)
+	default:
+		t.Clear(s.Time, subject, fmt.Sprintf("the link has been up without a new down for %s", d.StableAfter),
+			map[string]any{"stable_since": st.lastDown.String()}, em)
+	}
+}
+
+// OnWatermark implements FabricDetector: it resolves incidents of ports that
+// went silent.
+func (d *LinkFlap) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+	d.track().Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
+		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
+		if !ok {
+			return 0, false
+		}
+		return p.LastTime, true
+	}, em)
+}
+
+// linkDowns returns how many times the link went down in the sample's
+// interval, and the raw readings of link_downed ([0]) and
+// link_down_events_phy ([1]). Both counters count the same events, so the
+// larger delta is the answer, never the sum.
+func linkDowns(s *Sample) (uint64, map[int]uint64) {
+	var downs uint64
+	var seen map[int]uint64
+	for _, c := range s.Counters {
+		var which int
+		switch {
+		case c.Source == schemas.SourceCounters && c.Name == "link_downed":
+			which = 0
+		case c.Source == schemas.SourceEthtool && c.Name == "link_down_events_phy":
+			which = 1
+		default:
+			continue
+		}
+		if c.Flags&schemas.FlagHeld == 0 {
+			if seen == nil {
+				seen = make(map[int]uint64, 2)
+			}
+			seen[which] = c.Value
+		}
+		if c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0 {
+			continue
+		}
+		downs = max(downs, c.Delta)
+	}
+	return downs, seen
+}
+
+// linkUp reads the sysfs state text ("ACTIVE", "4: ACTIVE"); an unknown
+// (empty) state does not hold an incident open.
+func linkUp(state string) bool {
+	if state == "" {
+		return true
+	}
+	return strings.Contains(strings.ToUpper(state), "ACTIVE")
+}
+
+func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progress bool) Finding {
+	severity := schemas.SeverityWarning
+	if st.downs >= d.CriticalDowns {
+		severity = schemas.SeverityCritical
+	}
+	where := portName(s.ID, s.Netdev)
+	summary := fmt.Sprintf("%s: the link went down %d time(s) since %s", where, st.downs, st.firstDown)
+	if !linkUp(s.PortSample.State) {
+		summary = fmt.Sprintf("%s: the link went down %d time(s) since %s and is %s", where, st.downs, st.firstDown, s.PortSample.State)
+	}
+	evidence := map[string]any{
+		"downs":                st.downs,
+		"downs_this_sample":    downsNow,
+		"first_down_after":     st.firstDown.String(),
+		"last_down_at":         st.lastDown.String(),
+		"interval_s":           float64(s.IntervalMs) / 1000,
+		"state":                s.PortSample.State,
+		"link_downed":          st.linkDowned,
+		"link_down_events_phy": st.phyDowns,
+	}
+	checks := []string{
+		fmt.Sprintf("ibstat %s %d (state, physical state, rate) on %s", s.ID.Device, s.ID.Port, s.ID.Node),
+		fmt.Sprintf("mlxlink -d %s -p %d -m -c (cable/module, eye, BER) on %s", s.ID.Device, s.ID.Port, s.ID.Node),
+		fmt.Sprintf("dmesg -T | grep -iE '(%s).*link' on %s", grepName(s.ID.Device, s.Netdev), s.ID.Node),
+	}
+	if s.Netdev != "" {
+		checks = append(checks, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy' on %s", s.Netdev, s.Netdev, s.ID.Node))
+	}
+	checks = append(checks, d.switchCheck(s.ID, "port log and link-down counters"))
+	return Finding{
+		Subject:    s.ID.Subject(),
+		Onset:      s.Since(),
+		Severity:   severity,
+		Layer:      schemas.LayerPhysical,
+		Summary:    summary,
+		Evidence:   evidence,
+		NextChecks: checks,
+		Progress:   progress,
+	}
+}
+
+func (d *LinkFlap) switchCheck(id schemas.PortID, what string) string {
+	return switchCheck(d.fabric, id, what)
+}
+
+// switchCheck names the switch port on the other end of a host port when the
+// topology knows it.
+func switchCheck(fabric FabricView, id schemas.PortID, what string) string {
+	if fabric != nil {
+		if topo := fabric.Topology(); topo != nil {
+			if sw, swPort, ok := topo.AttachedSwitch(id); ok {
+				return fmt.Sprintf("switch side: %s of %s port %s", what, sw, swPort)
+			}
+		}
+	}
+	return "switch side: " + what + " of the switch port this link is cabled to"
+}
+
+func portName(id schemas.PortID, netdev string) string {
+	if netdev != "" {
+		return fmt.Sprintf("%s %s/%d (%s)", id.Node, id.Device, id.Port, netdev)
+	}
+	return fmt.Sprintf("%s %s/%d", id.Node, id.Device, id.Port)
+}
+
+func grepName(device, netdev string) string {
+	if netdev != "" {
+		return device + "|" + netdev
+	}
+	return device
+}

@@ -1,0 +1,159 @@
+package processor
+
+import (
+	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+const (
+	first = schemas.FlagFirst
+	reset = schemas.FlagReset
+	held  = schemas.FlagHeld
+	sat   = schemas.FlagSaturated
+)
+
+// quiet is a healthy sample's link counters at the given link_downed value.
+func quiet(v uint64) []schemas.CounterDelta {
+	return []schemas.CounterDelta{ctr("link_downed", v, 0, 0), eth("link_down_events_phy", v, 0, 0)}
+}
+
+func TestLinkFlap(t *testing.T) {
+	cases := []struct {
+		name  string
+		run   func(h *harness)
+		want  []string
+		check func(t *testing.T, evs []*schemas.Event)
+	}{
+		{
+			name: "baseline with old downs is no flap",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 7, 0, first), eth("link_down_events_phy", 9, 0, first)))
+				h.steady(portA, 5, 600, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(7) })
+			},
+		},
+		{
+			name: "one flap opens once and resolves after 5 min stable",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 1, 0, first)))
+				h.steady(portA, 5, 60, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(1) })
+				h.feed(sample(portA, 60, "ACTIVE", ctr("link_downed", 2, 1, 0), eth("link_down_events_phy", 2, 1, 0)))
+				h.steady(portA, 65, 900, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(2) })
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				open, res := evs[0], evs[1]
+				if open.Start != at(55) || open.DetectedAt != at(60) {
+					t.Errorf("start %v detected %v, want the previous sample and the flap sample", open.Start, open.DetectedAt)
+				}
+				if open.ID != schemas.EventID(schemas.TypeLinkFlap, portA.Subject(), at(55)) || res.ID != open.ID {
+					t.Errorf("ids %q %q", open.ID, res.ID)
+				}
+				if open.Severity != "warning" || open.Layer != "physical" || open.End != nil || open.Scope != "port" {
+					t.Errorf("open %+v", open)
+				}
+				if got := open.Evidence["downs"]; got != uint64(1) {
+					t.Errorf("downs %v: both counters saw the same down", got)
+				}
+				if res.Revision != 1 || res.End == nil || *res.End != at(65) || res.DetectedAt != at(360) {
+					t.Errorf("resolved rev %d end %v detected %v", res.Revision, res.End, res.DetectedAt)
+				}
+				if len(open.NextChecks) < 3 {
+					t.Errorf("next checks %v", open.NextChecks)
+				}
+			},
+		},
+		{
+			name: "three flaps turn critical with one update",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first)))
+				for i := uint64(1); i <= 3; i++ {
+					h.feed(sample(portA, float64(5*i), "ACTIVE", ctr("link_downed", i, 1, 0)))
+				}
+				h.steady(portA, 20, 700, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(3) })
+			},
+			want: []string{"open", "update", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[1].Severity != "critical" || evs[1].Evidence["downs"] != uint64(3) || evs[2].Severity != "critical" {
+					t.Errorf("update %+v", evs[1])
+				}
+			},
+		},
+		{
+			name: "flapping every sample for 10 min updates at a bounded rate",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first)))
+				for i := uint64(1); i <= 120; i++ {
+					h.feed(sample(portA, float64(5*i), "ACTIVE", ctr("link_downed", i, 1, 0)))
+				}
+				h.steady(portA, 605, 1000, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(120) })
+			},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				st := (&harness{events: evs}).states()
+				if st[0] != "open" || st[len(st)-1] != "resolved" || len(evs) > 13 {
+					t.Errorf("%d events %v: want open, at most one update a minute, resolved", len(evs), st)
+				}
+				for _, ev := range evs[1 : len(evs)-1] {
+					if ev.State != "update" {
+						t.Errorf("state %s in the middle", ev.State)
+					}
+				}
+			},
+		},
+		{
+			name: "reset, glitch and restart are not flaps",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 4, 0, first)))
+				h.feed(sample(portA, 5, "ACTIVE", ctr("link_downed", 0, 0, held)))   // read glitch
+				h.feed(sample(portA, 10, "ACTIVE", ctr("link_downed", 4, 0, 0)))     // back
+				h.feed(sample(portA, 15, "ACTIVE", ctr("link_downed", 1, 1, reset))) // driver reload
+				h.feed(sample(portA, 20, "ACTIVE", ctr("link_downed", 9, 0, first))) // collector restart
+				h.feed(sample(portA, 25, "ACTIVE", ctr("link_downed", 9, 0, 0)))
+			},
+		},
+		{
+			name: "a link that stays down keeps the incident open",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first)))
+				h.feed(sample(portA, 5, "DOWN", ctr("link_downed", 1, 1, 0)))
+				h.steady(portA, 10, 1200, "DOWN", func(float64) []schemas.CounterDelta { return quiet(1) })
+				h.steady(portA, 1200, 1600, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(1) })
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[1].DetectedAt != at(1495) {
+					t.Errorf("resolved at %v, want 5 min after the last DOWN sample", evs[1].DetectedAt)
+				}
+			},
+		},
+		{
+			name: "a silent port resolves when the watermark passes it",
+			run: func(h *harness) {
+				other := schemas.PortID{Node: "host-b", Device: "mlx5_0", Port: 1}
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first)))
+				h.feed(sample(portA, 5, "ACTIVE", ctr("link_downed", 1, 1, 0)))
+				h.steady(other, 0, 2000, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(0) })
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[1].Evidence["silent_since"] != at(5).String() || *evs[1].End != at(5) {
+					t.Errorf("resolved %+v", evs[1])
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, NewLinkFlap())
+			c.run(h)
+			if c.want != nil || c.check == nil {
+				if !equalStrings(h.states(), c.want) {
+					t.Fatalf("states %v, want %v", h.states(), c.want)
+				}
+			}
+			if c.check != nil {
+				c.check(t, h.events)
+			}
+		})
+	}
+}

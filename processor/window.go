@@ -1,0 +1,85 @@
+package processor
+
+import (
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Buckets is a data-time window of fixed-width buckets that each sum one
+// figure: the way a detector keeps two hours of a port's history in a few
+// hundred bytes (120 one-minute buckets of float32 are 480 B) instead of
+// 1440 raw samples. The zero value is unusable; make one with NewBuckets.
+type Buckets struct {
+	widthMs int64
+	// start is the data time of sums[head]; the window covers
+	// [start, start + len(sums)*width).
+	start   schemas.Millis
+	head    int
+	started bool
+	sums    []float32
+}
+
+// NewBuckets makes a window of n buckets of the given width.
+func NewBuckets(n int, width time.Duration) *Buckets {
+	if n < 1 {
+		n = 1
+	}
+	w := width.Milliseconds()
+	if w < 1 {
+		w = 1
+	}
+	return &Buckets{widthMs: w, sums: make([]float32, n)}
+}
+
+// Span is the data time the window covers.
+func (b *Buckets) Span() time.Duration {
+	return time.Duration(int64(len(b.sums))*b.widthMs) * time.Millisecond
+}
+
+func (b *Buckets) align(t schemas.Millis) schemas.Millis {
+	return t - schemas.Millis(((int64(t)%b.widthMs)+b.widthMs)%b.widthMs)
+}
+
+// Add adds v at data time t. Values older than the window are dropped; a
+// newer time slides the window forward, clearing the buckets it passes.
+func (b *Buckets) Add(t schemas.Millis, v float64) {
+	at := b.align(t)
+	n := int64(len(b.sums))
+	if !b.started {
+		b.started = true
+		b.start = at - schemas.Millis((n-1)*b.widthMs)
+	}
+	end := b.start + schemas.Millis(n*b.widthMs)
+	if at >= end {
+		steps := (int64(at-end))/b.widthMs + 1
+		if steps >= n {
+			clear(b.sums)
+			b.head = 0
+			b.start = at - schemas.Millis((n-1)*b.widthMs)
+		} else {
+			for i := int64(0); i < steps; i++ {
+				b.sums[b.head] = 0
+				b.head = (b.head + 1) % len(b.sums)
+			}
+			b.start += schemas.Millis(steps * b.widthMs)
+		}
+	}
+	if at < b.start {
+		return
+	}
+	idx := (b.head + int((int64(at-b.start))/b.widthMs)) % len(b.sums)
+	b.sums[idx] += float32(v)
+}
+
+// Sum adds the buckets whose start lies in [from, to).
+func (b *Buckets) Sum(from, to schemas.Millis) float64 {
+	var s float64
+	for i := range b.sums {
+		t := b.start + schemas.Millis(int64(i)*b.widthMs)
+		if t >= from && t < to {
+			s += float64(b.sums[(b.head+i)%len(b.sums)])
+		}
+	}
+	return s
+}
