@@ -1,0 +1,271 @@
+package schemas
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func sampleBatch() *CounterBatch {
+	return &CounterBatch{
+		Node: "gpu-017.pod-a", BootID: "3f2a", Seq: 42, TimeMs: 1773446405010,
+		Ports: []PortSample{{
+			Device: "mlx5_0", Port: 1, Netdev: "ens1f0np0", LinkLayer: "Ethernet", State: "ACTIVE",
+			Rate: "200 Gb/sec (4X HDR)", TimeMs: 1773446405010, IntervalMs: 5000,
+			Counters: []CounterDelta{
+				{Name: "symbol_error", Source: SourceCounters, Delta: 0, Value: 65535, Flags: FlagSaturated},
+				{Name: "port_xmit_data", Source: SourceCounters, Delta: 3600000000, Value: 10000000000},
+				{Name: "np_cnp_sent", Source: SourceHWCounters, Delta: 7, Value: 4, Flags: FlagWrapped},
+				{Name: "tx_prio3_pause_duration", Source: SourceEthtool, Delta: 4800000, Value: 4800700},
+			},
+			Gauges: map[string]uint64{"lifespan": 10},
+		}},
+	}
+}
+
+func TestBatchRoundTrip(t *testing.T) {
+	in := sampleBatch()
+	data, err := EncodeBatch(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeBatch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip changed the batch:\n in %+v\nout %+v", in, out)
+	}
+	if out.Version != Version {
+		t.Errorf("version %d", out.Version)
+	}
+	c, ok := out.Ports[0].Counter(SourceHWCounters, "np_cnp_sent")
+	if !ok || c.Delta != 7 || c.Flags != FlagWrapped {
+		t.Errorf("Counter lookup: %+v %v", c, ok)
+	}
+	if _, ok := out.Ports[0].Counter(SourceEthtool, "np_cnp_sent"); ok {
+		t.Errorf("Counter must match the source too")
+	}
+	if got := in.MsgID(); got != "gpu-017.pod-a/3f2a/42" {
+		t.Errorf("msg id %q", got)
+	}
+}
+
+func TestDecodeBatchRejects(t *testing.T) {
+	future := sampleBatch()
+	data, _ := EncodeBatch(future)
+	var m map[string]any
+	msgpack.Unmarshal(data, &m)
+	m["v"] = Version + 1
+	futureData, _ := msgpack.Marshal(m)
+	m["v"] = Version
+	m["n"] = ""
+	noNode, _ := msgpack.Marshal(m)
+
+	tests := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"garbage", []byte{0xc1, 0x00}, "decode counter batch"},
+		{"future version", futureData, "unsupported schema version"},
+		{"empty node", noNode, "empty node"},
+		{"truncated", data[:len(data)/2], "decode counter batch"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeBatch(tc.data)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if tc.name == "future version" && !errors.Is(err, ErrVersion) {
+				t.Errorf("not errors.Is(ErrVersion)")
+			}
+		})
+	}
+}
+
+func sampleEvent() *Event {
+	end := Millis(1773446470000)
+	return &Event{
+		ID: EventID(TypePFCStorm, Subject{Node: "host-a", Device: "mlx5_0", Port: 1}, 1773446405010), Type: TypePFCStorm,
+		State: StateResolved, Severity: SeverityCritical, Scope: ScopePort,
+		Subject: Subject{Node: "host-a", Device: "mlx5_0", Port: 1},
+		Start:   1773446405010, DetectedAt: 1773446410030, End: &end, Layer: LayerLinkNetwork,
+		Summary:    "host-a mlx5_0/1 is pausing leaf-01 96% of the time",
+		Evidence:   map[string]any{"tx_pause_fraction": 0.96, "tx_pause_frames_per_s": int64(12180)},
+		NextChecks: []string{"ethtool -S ens1f0np0"},
+		Origin:     &Origin{Node: "host-a", Device: "mlx5_0", Port: 1},
+		Affected:   []Affected{{Node: "host-b", Device: "mlx5_0", Port: 1, FirstSeen: 1773446410030, Hops: 2, PauseFraction: 0.58}},
+		Revision:   3,
+	}
+}
+
+func TestEventRoundTrip(t *testing.T) {
+	in := sampleEvent()
+	data, err := EncodeEvent(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeEvent(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip changed the event:\n in %+v\nout %+v", in, out)
+	}
+	if in.MsgID() != "pfc_storm/host-a/mlx5_0/1/1773446405#3" {
+		t.Errorf("msg id %q", in.MsgID())
+	}
+}
+
+// TestEventJSONContract checks the JSON form against DESIGN.md's field list
+// and the shared example.
+func TestEventJSONContract(t *testing.T) {
+	ev := sampleEvent()
+	ev.State, ev.End = StateOpen, nil
+	data, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"id", "type", "state", "severity", "scope", "subject", "start", "detected_at", "end", "layer", "summary", "evidence", "next_checks", "origin", "affected"} {
+		if _, ok := m[f]; !ok {
+			t.Errorf("JSON lacks %q: %s", f, data)
+		}
+	}
+	if m["end"] != nil {
+		t.Errorf("open event end = %v, want null", m["end"])
+	}
+	if m["start"] != "2026-03-14T00:00:05.010Z" {
+		t.Errorf("start %v, want RFC 3339 with ms", m["start"])
+	}
+	var back Event
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Start != ev.Start || back.Affected[0].FirstSeen != ev.Affected[0].FirstSeen {
+		t.Errorf("JSON round trip of times: %+v", back)
+	}
+	fab, _ := json.Marshal(&Event{Subject: Subject{}})
+	if !strings.Contains(string(fab), `"subject":{}`) {
+		t.Errorf("fabric subject must be {}: %s", fab)
+	}
+}
+
+func TestEventValidate(t *testing.T) {
+	ok := sampleEvent()
+	tests := []struct {
+		name string
+		mut  func(e *Event)
+		want string
+	}{
+		{"valid", func(e *Event) {}, ""},
+		{"no id", func(e *Event) { e.ID = "" }, "empty id"},
+		{"bad state", func(e *Event) { e.State = "closed" }, "state"},
+		{"port scope without port", func(e *Event) { e.Subject.Port = 0 }, "port scope"},
+		{"resolved without end", func(e *Event) { e.End = nil }, "without end"},
+		{"node scope", func(e *Event) { e.Scope = ScopeNode; e.Subject = Subject{Node: "a"} }, ""},
+		{"fabric scope", func(e *Event) { e.Scope = ScopeFabric; e.Subject = Subject{} }, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := *ok
+			tc.mut(&e)
+			err := e.Validate()
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSubjectToken(t *testing.T) {
+	tests := map[string]string{
+		"gpu-017":       "gpu-017",
+		"gpu-017.pod-a": "gpu-017%2Epod-a",
+		"a b*>":         "a%20b%2A%3E",
+		"50%":           "50%25",
+		"":              "_",
+	}
+	for in, want := range tests {
+		if got := SubjectToken(in); got != want {
+			t.Errorf("SubjectToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if CountersSubject("a.b") != "rdmawatch.counters.a%2Eb" {
+		t.Errorf("CountersSubject: %s", CountersSubject("a.b"))
+	}
+}
+
+func TestKindOf(t *testing.T) {
+	tests := []struct {
+		src  Source
+		name string
+		want Kind
+	}{
+		{SourceCounters, "symbol_error", Sat16},
+		{SourceCounters, "link_downed", Sat8},
+		{SourceCounters, "excessive_buffer_overrun_errors", Sat4},
+		{SourceCounters, "port_xmit_data", Counter64},
+		{SourceHWCounters, "out_of_buffer", Wrap32},
+		{SourceHWCounters, "lifespan", Gauge},
+		{SourceEthtool, "rx_prio3_pause", Counter64},
+	}
+	for _, tc := range tests {
+		if got := KindOf(tc.src, tc.name); got != tc.want {
+			t.Errorf("KindOf(%s, %s) = %s, want %s", tc.src, tc.name, got, tc.want)
+		}
+	}
+	if Sat16.Max() != 65535 || Sat8.Max() != 255 || Sat4.Max() != 15 || Wrap32.Max() != 1<<32-1 {
+		t.Errorf("maxima wrong")
+	}
+}
+
+func FuzzDecodeBatch(f *testing.F) {
+	good, _ := EncodeBatch(sampleBatch())
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := DecodeBatch(data)
+		if err != nil {
+			return
+		}
+		if b.Node == "" || b.Version != Version {
+			t.Fatalf("accepted an invalid batch: %+v", b)
+		}
+		again, err := EncodeBatch(b)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		if _, err := DecodeBatch(again); err != nil {
+			t.Fatalf("decode of re-encoded batch: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	good, _ := EncodeEvent(sampleEvent())
+	f.Add(good)
+	f.Add([]byte{0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := DecodeEvent(data)
+		if err != nil {
+			return
+		}
+		if err := e.Validate(); err != nil {
+			t.Fatalf("decoder accepted an invalid event: %v", err)
+		}
+		if _, err := json.Marshal(e); err != nil {
+			t.Fatalf("accepted event does not marshal to JSON: %v", err)
+		}
+	})
+}
