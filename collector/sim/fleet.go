@@ -245,16 +245,19 @@ func (p *simPort) sample(now time.Time) Sample {
 		Kind: KindSample, Time: now, Node: info.Node, Device: info.Device, Port: info.Port,
 		Netdev: info.Netdev, LinkLayer: info.LinkLayer, State: p.state.linkState, Rate: info.Rate(),
 	}
+	// One allocation per sample, cut into the three sources (the set lists
+	// counters, then hw_counters, then ethtool).
+	all := make([]Counter, len(p.state.values))
+	var n [4]int
 	for i, d := range p.state.set.defs {
-		c := Counter{Name: d.name, Value: p.state.values[i]}
-		switch d.src {
-		case schemas.SourceCounters:
-			s.Counters = append(s.Counters, c)
-		case schemas.SourceHWCounters:
-			s.HWCounters = append(s.HWCounters, c)
-		default:
-			s.Ethtool = append(s.Ethtool, c)
-		}
+		all[i] = Counter{Name: d.name, Value: p.state.values[i]}
+		n[d.src]++
+	}
+	s.Counters = all[:n[schemas.SourceCounters]:n[schemas.SourceCounters]]
+	rest := all[n[schemas.SourceCounters]:]
+	s.HWCounters = rest[:n[schemas.SourceHWCounters]:n[schemas.SourceHWCounters]]
+	if e := rest[n[schemas.SourceHWCounters]:]; len(e) > 0 {
+		s.Ethtool = e
 	}
 	return s
 }
