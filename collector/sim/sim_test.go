@@ -586,7 +586,10 @@ func BenchmarkGenerate(b *testing.B) {
 
 type countingWriter int
 
-func (w *countingWriter) Write(p []byte) (int, error) { *w += countingWriter(len(p)); return len(p), nil }
+func (w *countingWriter) Write(p []byte) (int, error) {
+	*w += countingWriter(len(p))
+	return len(p), nil
+}
 
 func ExampleGenerate() {
 	c := DefaultConfig()
