@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -81,7 +80,7 @@ func ParseTraceLine(data []byte) (*TraceLine, error) {
 			return nil, errors.New(`sample without "counters", "hw_counters" or "ethtool"`)
 		}
 		if l.Ethtool != nil {
-			l.Ethtool = trimNames(l.Ethtool)
+			l.Ethtool = trimEthtoolStatNames(l.Ethtool)
 		}
 	case "":
 		return nil, errors.New(`missing "kind"`)
@@ -89,19 +88,6 @@ func ParseTraceLine(data []byte) (*TraceLine, error) {
 		return nil, fmt.Errorf(`unknown "kind" %q (want %q or %q)`, l.Kind, KindSample, KindCollectorRestart)
 	}
 	return &l, nil
-}
-
-func trimNames(m map[string]uint64) map[string]uint64 {
-	for k := range m {
-		if schemas.TrimStatName(k) != k {
-			out := make(map[string]uint64, len(m))
-			for k, v := range m {
-				out[schemas.TrimStatName(k)] += v
-			}
-			return out
-		}
-	}
-	return m
 }
 
 // TraceReader reads trace lines with line numbers.
@@ -279,7 +265,7 @@ func (s *TraceSource) add(l *TraceLine) {
 		Port:       l.Port,
 		Netdev:     l.Netdev,
 		LinkLayer:  l.LinkLayer,
-		State:      stateName(l.State),
+		State:      parsePortState(l.State),
 		Rate:       l.Rate,
 		Time:       l.Time(),
 		Counters:   l.Counters,
@@ -289,12 +275,4 @@ func (s *TraceSource) add(l *TraceLine) {
 	if l.Time().After(r.Time) {
 		r.Time = l.Time()
 	}
-}
-
-// stateName turns sysfs "4: ACTIVE" into "ACTIVE"; plain names pass through.
-func stateName(s string) string {
-	if i := strings.IndexByte(s, ':'); i >= 0 {
-		return strings.TrimSpace(s[i+1:])
-	}
-	return strings.TrimSpace(s)
 }
