@@ -1,0 +1,148 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// ErrInvalidConfig is wrapped by every Config.Validate error.
+var ErrInvalidConfig = errors.New("invalid processor config")
+
+// StartMode says where in the counters stream a processor begins.
+type StartMode int
+
+const (
+	// StartWarmUp (production, the zero value) rebuilds state after a
+	// restart: it starts at StartTime, or WarmUp before now, and publishes
+	// only the events decided by messages stored within ResendWindow before
+	// the start; older ones were published by the previous run, and the
+	// events stream's duplicate window (10 min) could not drop them any
+	// more. Events of the last ResendWindow go out again with the same
+	// Nats-Msg-Id (id#revision), so the stream drops what it already has.
+	StartWarmUp StartMode = iota
+	// StartAll reads the whole stream and publishes everything (replay).
+	StartAll
+)
+
+// Config configures a processor. The zero value, after defaults, is one
+// instance owning every partition, starting with a warm-up.
+type Config struct {
+	// Partitions is the partition count of the counters stream; default
+	// schemas.DefaultPartitions. Run checks it against the stream.
+	Partitions int
+	// Instance of Instances: this processor owns partition p when
+	// p%Instances == Instance. Default 0 of 1.
+	Instance, Instances int
+	// OwnedPartitions, if set, lists the owned partitions instead.
+	OwnedPartitions []int
+	// Topology is optional; fabric detectors use it.
+	Topology *schemas.Topology
+	// AllowedLateness is how far behind the newest data time a sample may
+	// arrive and still count for fabric detectors: watermark = max data time
+	// seen - AllowedLateness. Default 10 s.
+	AllowedLateness time.Duration
+	Start           StartMode
+	// WarmUp is how much history StartWarmUp reads: the longest detector
+	// window. Default 2 h.
+	WarmUp time.Duration
+	// StartTime overrides now - WarmUp.
+	StartTime time.Time
+	// ResendWindow: see StartWarmUp. Default 9 min, inside the 10 min
+	// duplicate window of the events stream.
+	ResendWindow time.Duration
+	// Tick is the data-time step at which fabric detectors are called as the
+	// watermark advances. Default 1 s.
+	Tick time.Duration
+	// PortTTL forgets a port silent for this long (data time, against the
+	// watermark), so that a churning fleet does not grow the processor
+	// forever. Default 3 h, longer than WarmUp.
+	PortTTL time.Duration
+	// DetectorNames selects registered detectors; empty: all of them.
+	DetectorNames []string
+	// Detectors, if set, is used instead of the registry (tests, custom
+	// settings); each processor needs its own instances.
+	Detectors []processor.Detector
+	// Name goes into the consumer's metadata, for people reading server
+	// state.
+	Name string
+}
+
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	if c.Partitions == 0 {
+		c.Partitions = schemas.DefaultPartitions
+	}
+	if c.Instances == 0 {
+		c.Instances = 1
+	}
+	if c.AllowedLateness == 0 {
+		c.AllowedLateness = 10 * time.Second
+	}
+	if c.WarmUp == 0 {
+		c.WarmUp = 2 * time.Hour
+	}
+	if c.ResendWindow == 0 {
+		c.ResendWindow = 9 * time.Minute
+	}
+	if c.Tick == 0 {
+		c.Tick = time.Second
+	}
+	if c.PortTTL == 0 {
+		c.PortTTL = 3 * time.Hour
+	}
+	if c.Name == "" {
+		c.Name = "rdmawatch-processor"
+	}
+	return c
+}
+
+// Validate checks the config after defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Partitions < 1:
+		return fmt.Errorf("%w: partitions %d", ErrInvalidConfig, c.Partitions)
+	case c.Instances < 1 || c.Instance < 0 || c.Instance >= c.Instances:
+		return fmt.Errorf("%w: instance %d of %d", ErrInvalidConfig, c.Instance, c.Instances)
+	case c.AllowedLateness < 0 || c.WarmUp < 0 || c.ResendWindow < 0 || c.Tick < 0 || c.PortTTL < 0:
+		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
+	case c.Start != StartWarmUp && c.Start != StartAll:
+		return fmt.Errorf("%w: start mode %d", ErrInvalidConfig, c.Start)
+	}
+	for _, p := range c.OwnedPartitions {
+		if p < 0 || p >= c.Partitions {
+			return fmt.Errorf("%w: partition %d not in [0, %d)", ErrInvalidConfig, p, c.Partitions)
+		}
+	}
+	if len(c.owned()) == 0 {
+		return fmt.Errorf("%w: instance %d of %d owns no partition of %d", ErrInvalidConfig, c.Instance, c.Instances, c.Partitions)
+	}
+	return nil
+}
+
+// owned lists the owned partitions, sorted, without duplicates.
+func (c Config) owned() []int {
+	var out []int
+	if len(c.OwnedPartitions) > 0 {
+		seen := map[int]bool{}
+		for _, p := range c.OwnedPartitions {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+		sort.Ints(out)
+		return out
+	}
+	for p := 0; p < c.Partitions; p++ {
+		if p%c.Instances == c.Instance {
+			out = append(out, p)
+		}
+	}
+	return out
+}
