@@ -43,6 +43,9 @@ type Tick struct {
 	UtilScale float64
 	// BERScale multiplies the pre-FEC bit error rate (1 = as usual).
 	BERScale float64
+	// CNPScale multiplies the share of ECN-marked packets the port answers
+	// with a CNP (1 = as usual, 0 = congestion control is off).
+	CNPScale float64
 	// State is the sysfs state the reading shows.
 	State string
 }

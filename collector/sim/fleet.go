@@ -149,7 +149,7 @@ func NewFleet(cfg Config) (*Fleet, error) {
 			// odd link-down at boot.
 			start := l.Start.Add(f.nodes[ni].phase + p.offset - interval)
 			hist := Tick{Prev: start.Add(-uptime), Now: start, Port: p.state, Rand: p.rng,
-				UpFraction: 1, UtilScale: 1, BERScale: 1}
+				UpFraction: 1, UtilScale: 1, BERScale: 1, CNPScale: 1}
 			p.model.advance(&hist, true)
 			p.state.Add(schemas.SourceCounters, "link_downed", linkDowns)
 			p.state.Add(schemas.SourceEthtool, "link_down_events_phy", linkDowns)
@@ -221,7 +221,7 @@ func (f *Fleet) Step() (tick time.Time, lines []Sample, ok bool) {
 
 func (f *Fleet) advance(p *simPort, now time.Time, reset bool) {
 	t := Tick{Prev: p.last, Now: now, First: p.first, Port: p.state, Rand: p.rng,
-		UpFraction: 1, UtilScale: 1, BERScale: 1, State: "ACTIVE"}
+		UpFraction: 1, UtilScale: 1, BERScale: 1, CNPScale: 1, State: "ACTIVE"}
 	if reset {
 		// A driver reload: the counters restart from zero and count the
 		// rest of the window.

@@ -100,7 +100,7 @@ func (m *portModel) advance(t *Tick, history bool) {
 		ecn := poisson(rng, rxPkts*2e-4*press(rxU))
 		p.add(cs.ecnMarked, ecn)
 		// One CNP per flow per 50 µs at most: the NIC coalesces.
-		p.add(cs.cnpSent, binomial(rng, ecn, 0.6))
+		p.add(cs.cnpSent, binomial(rng, ecn, max(0, min(1, 0.6*t.CNPScale))))
 		p.add(cs.cnpHandled, poisson(rng, txPkts*1.2e-4*press(txU)))
 		p.add(cs.xmitWait, poisson(rng, 1e-3*dt))
 		txPause := poisson(rng, 50*press(rxU)*dt*up)

@@ -122,7 +122,7 @@ func TestModelUnits(t *testing.T) {
 			m := newPortModel(rng, 0.3, false)
 			m.txUtil = tt.util
 			now := time.Unix(1000, 0)
-			tick := Tick{Prev: now.Add(-time.Second), Now: now, Port: p, Rand: rng, UpFraction: tt.up, UtilScale: 1, BERScale: 1}
+			tick := Tick{Prev: now.Add(-time.Second), Now: now, Port: p, Rand: rng, UpFraction: tt.up, UtilScale: 1, BERScale: 1, CNPScale: 1}
 			m.advance(&tick, true)
 			if got, _ := p.Value(schemas.SourceCounters, "port_xmit_data"); got != tt.wantWords {
 				t.Errorf("port_xmit_data = %d words, want %d", got, tt.wantWords)

@@ -1,0 +1,113 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Critical levels of DESIGN.md's ber_drift labels.
+const (
+	CriticalPreFECBER = 1e-6  // Ethernet: rx_corrected_bits_phy / rx_bits_phy
+	CriticalSymbolBER = 1e-12 // InfiniBand: symbol_error / received bits
+)
+
+// BERDrift is a link whose bit error rate grows exponentially (a dirty or
+// failing optic): on Ethernet the pre-FEC corrected bits of one lane, on
+// InfiniBand the symbol errors (symbol BER is over the line rate's bits, as
+// ibdiagnet counts it). The label starts at From and gives
+// critical_at, when the BER crosses the critical level.
+type BERDrift struct {
+	Port PortRef
+	From time.Time
+	// ToCritical is the time from From to the critical level; 0 means 10 min.
+	ToCritical time.Duration
+	// Until ends the drift (the optic was replaced); zero means never.
+	Until time.Time
+	// Lane is the Ethernet lane (0..3) that degrades.
+	Lane int
+}
+
+// Starting BER of the drift: a healthy link's level.
+const (
+	driftStartPreFEC = 5e-9
+	driftStartSymbol = 1e-15
+)
+
+// Start implements Fault.
+func (f BERDrift) Start(l *Layout) (Effect, error) {
+	info, ok := l.Port(f.Port)
+	if !ok {
+		return nil, fmt.Errorf("ber_drift: no port %s", f.Port)
+	}
+	if f.ToCritical == 0 {
+		f.ToCritical = 10 * time.Minute
+	}
+	if f.ToCritical < 0 || f.Lane < 0 || f.Lane > 3 {
+		return nil, fmt.Errorf("ber_drift: bad ToCritical or Lane")
+	}
+	f.From = f.From.UTC().Truncate(time.Millisecond)
+	if err := checkWindow(l, "ber_drift from", f.From); err != nil {
+		return nil, err
+	}
+	if !f.Until.IsZero() && !f.Until.After(f.From) {
+		return nil, fmt.Errorf("ber_drift: until before from")
+	}
+	start, critical := driftStartPreFEC, CriticalPreFECBER
+	if info.LinkLayer == LinkLayerInfiniBand {
+		start, critical = driftStartSymbol, CriticalSymbolBER
+	}
+	return &berDrift{spec: f, start: start, growthPerS: math.Log(critical/start) / f.ToCritical.Seconds(), max: 100 * critical}, nil
+}
+
+type berDrift struct {
+	spec       BERDrift
+	start, max float64
+	growthPerS float64
+}
+
+func (e *berDrift) Ports() []PortRef { return []PortRef{e.spec.Port} }
+
+// ber is the drift's error rate at t (0 outside the drift).
+func (e *berDrift) ber(t time.Time) float64 {
+	if t.Before(e.spec.From) || !e.spec.Until.IsZero() && !t.Before(e.spec.Until) {
+		return 0
+	}
+	return min(e.max, e.start*math.Exp(e.growthPerS*t.Sub(e.spec.From).Seconds()))
+}
+
+func (e *berDrift) Apply(t *Tick) {
+	ber := e.ber(t.Now)
+	if ber == 0 {
+		return
+	}
+	p := t.Port
+	bits := float64(p.Info.RateGbps) * 1e9 * t.Seconds() * max(0, t.UpFraction)
+	if p.Info.LinkLayer == LinkLayerInfiniBand {
+		p.Add(schemas.SourceCounters, "symbol_error", poisson(t.Rand, ber*bits))
+		return
+	}
+	n := poisson(t.Rand, ber*bits)
+	p.Add(schemas.SourceEthtool, "rx_corrected_bits_phy", n)
+	p.Add(schemas.SourceEthtool, fmt.Sprintf("rx_err_lane_%d_phy", e.spec.Lane), n)
+	if ber > 1e-5 {
+		// Past what the FEC can fix: uncorrectable blocks show as PCS errors.
+		p.Add(schemas.SourceEthtool, "rx_pcs_symbol_err_phy", poisson(t.Rand, ber*bits*1e-6))
+	}
+}
+
+func (e *berDrift) Observe(*Tick) {}
+
+func (e *berDrift) Labels() []Label {
+	f := e.spec
+	l := Label{Type: schemas.TypeBERDrift, Start: schemas.MillisOf(f.From), Subject: portSubject(f.Port)}
+	if critical := f.From.Add(f.ToCritical); f.Until.IsZero() || critical.Before(f.Until) {
+		l.CriticalAt = millisPtr(critical)
+	}
+	if !f.Until.IsZero() {
+		l.End = millisPtr(f.Until)
+	}
+	return []Label{l}
+}
