@@ -1,7 +1,9 @@
 package processor
 
 import (
+	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -199,4 +201,39 @@ func TestPortMemory(t *testing.T) {
 	if len(p.locals) != 2 {
 		t.Fatalf("locals %d", len(p.locals))
 	}
+}
+
+// TestPortMemoryBudget measures the heap per tracked port with both
+// detectors, a sample every 5 s for 2 hours, one port in ten with an
+// incident open: the target is 8 KiB per port.
+func TestPortMemoryBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap")
+	}
+	const ports = 500
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	h := newHarness(t, NewLinkFlap(), NewCounterSaturated())
+	for sec := 0.0; sec < 7200; sec += 5 {
+		for i := 0; i < ports; i++ {
+			id := schemas.PortID{Node: fmt.Sprintf("gpu-%04d", i), Device: "mlx5_0", Port: 1}
+			flags, sym := schemas.Flag(0), uint64(10)
+			if sec == 0 {
+				flags = first
+			}
+			if i%10 == 0 {
+				sym, flags = 65535, flags|sat
+			}
+			h.feed(sample(id, sec, "ACTIVE", ctr("symbol_error", sym, 0, flags), ctr("link_downed", 0, 0, flags&first)))
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perPort := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / ports
+	t.Logf("%d B per port (%d events)", perPort, len(h.events))
+	if perPort > 8<<10 {
+		t.Errorf("%d B per port, budget 8 KiB", perPort)
+	}
+	runtime.KeepAlive(h)
 }
