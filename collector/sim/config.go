@@ -70,6 +70,10 @@ type Noise struct {
 	Duplicates int
 	// Glitches drop one key from a sample (a file that could not be read).
 	Glitches int
+	// NearWrap RoCE ports start with their busy 32-bit congestion counters
+	// (np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled) a little
+	// below 2^32, so they wrap during the trace.
+	NearWrap int
 }
 
 // DefaultConfig is a 16-host RoCE fleet read every 5 s for 10 minutes, with a
@@ -152,7 +156,7 @@ func (c *Config) Validate() error {
 		return bad("jitter fraction %v, want 0..0.5", n.JitterFraction)
 	case n.IdleFraction < 0 || n.IdleFraction > 1:
 		return bad("idle fraction %v, want 0..1", n.IdleFraction)
-	case n.Resets < 0 || n.CollectorRestarts < 0 || n.PortGaps < 0 || n.NodeGaps < 0 || n.Duplicates < 0 || n.Glitches < 0:
+	case n.Resets < 0 || n.CollectorRestarts < 0 || n.PortGaps < 0 || n.NodeGaps < 0 || n.Duplicates < 0 || n.Glitches < 0 || n.NearWrap < 0:
 		return bad("negative noise count")
 	case (n.PortGaps > 0 || n.NodeGaps > 0) && n.GapIntervals < 1:
 		return bad("gaps need GapIntervals >= 1")

@@ -165,14 +165,14 @@ func (l *Layout) topology() *TopologyFile {
 	for _, p := range l.Ports {
 		t.Links = append(t.Links, TopologyLink{A: p.PortRef.String(), B: p.Leaf + "/" + p.SwitchPort})
 	}
-	// Uplinks sit above any host-facing port number, as swp49+ do on a 48-port leaf.
-	up := 49
+	// Uplinks sit above every host-facing port, as swp49+ do on a 48-port leaf.
+	perLeaf := map[string]int{}
 	for _, p := range l.Ports {
-		var n int
-		fmt.Sscanf(p.SwitchPort, "swp%d", &n)
-		if n >= up {
-			up = n + 1
-		}
+		perLeaf[p.Leaf]++
+	}
+	up := 49
+	for _, n := range perLeaf {
+		up = max(up, n+1)
 	}
 	for li, leaf := range l.Leaves {
 		for si, spine := range l.Spines {

@@ -153,6 +153,12 @@ func NewFleet(cfg Config) (*Fleet, error) {
 			p.model.advance(&hist, true)
 			p.state.Add(schemas.SourceCounters, "link_downed", linkDowns)
 			p.state.Add(schemas.SourceEthtool, "link_down_events_phy", linkDowns)
+			if f.noise.nearWrap[pi] {
+				cs := p.state.set
+				for _, i := range []int{cs.ecnMarked, cs.cnpSent, cs.cnpHandled} {
+					p.state.values[i] = schemas.Wrap32.Max() - uint64(p.rng.IntN(5000))
+				}
+			}
 			p.last = start
 		}
 	}

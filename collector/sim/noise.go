@@ -15,11 +15,12 @@ type noisePlan struct {
 	nodeGaps     map[int]bool
 	duplicates   map[int]bool
 	glitches     map[int]int // -> which of the port's counters to drop
+	nearWrap     map[int]bool
 }
 
 // NoiseEvent is a piece of noise that was placed, for tests and summaries.
 type NoiseEvent struct {
-	Kind string // "reset", "collector_restart", "port_gap", "node_gap", "duplicate", "glitch"
+	Kind string // "reset", "collector_restart", "port_gap", "node_gap", "duplicate", "glitch", "near_wrap"
 	Node string
 	Port PortRef // zero for node events
 	Tick int
@@ -32,7 +33,7 @@ func newNoisePlan(c *Config, l *Layout, faulty map[PortRef]bool) (*noisePlan, []
 	np := &noisePlan{
 		ports: len(l.Ports), nodes: len(l.Nodes),
 		resets: map[int]bool{}, restarts: map[int]bool{}, portGaps: map[int]bool{},
-		nodeGaps: map[int]bool{}, duplicates: map[int]bool{}, glitches: map[int]int{},
+		nodeGaps: map[int]bool{}, duplicates: map[int]bool{}, glitches: map[int]int{}, nearWrap: map[int]bool{},
 	}
 	var events []NoiseEvent
 	// Noise stays away from the ports a fault acts on, and from their nodes
@@ -82,6 +83,19 @@ func newNoisePlan(c *Config, l *Layout, faulty map[PortRef]bool) (*noisePlan, []
 			for n := range 1 + rng.IntN(c.Noise.GapIntervals) {
 				np.portGaps[(k+n)*np.ports+pi] = true
 			}
+		}
+	}
+	var roce []int
+	for _, pi := range freePorts {
+		if l.Ports[pi].LinkLayer == LinkLayerEthernet {
+			roce = append(roce, pi)
+		}
+	}
+	for range c.Noise.NearWrap {
+		if len(roce) > 0 {
+			pi := roce[rng.IntN(len(roce))]
+			np.nearWrap[pi] = true
+			events = append(events, NoiseEvent{Kind: "near_wrap", Node: l.Ports[pi].Node, Port: l.Ports[pi].PortRef, At: l.Start})
 		}
 	}
 	// Node gaps and restarts go to different nodes: a restart must show.

@@ -49,7 +49,7 @@ func exampleFleet() Scenario {
 	c.Noise = Noise{
 		JitterFraction: 0.2, IdleFraction: 0.06,
 		Resets: 1, CollectorRestarts: 1, PortGaps: 1, NodeGaps: 1, GapIntervals: 4,
-		Duplicates: 3, Glitches: 2,
+		Duplicates: 3, Glitches: 2, NearWrap: 2,
 	}
 	c.Faults = []Fault{
 		LinkFlap{Port: PortRef{"gpu-005", "mlx5_1", 1}, At: scenarioStart.Add(7*time.Minute + 2300*time.Millisecond), Down: 4 * time.Second},
@@ -73,7 +73,7 @@ func healthyNoisy() Scenario {
 	c.Noise = Noise{
 		JitterFraction: 0.4, IdleFraction: 0.1,
 		Resets: 2, CollectorRestarts: 2, PortGaps: 2, NodeGaps: 1, GapIntervals: 3,
-		Duplicates: 4, Glitches: 3,
+		Duplicates: 4, Glitches: 3, NearWrap: 2,
 	}
 	return Scenario{Name: "healthy-noisy", Gzip: true, Config: c}
 }
