@@ -141,11 +141,6 @@ func newPortState(info PortInfo) *PortState {
 // Has reports whether the port exposes the counter.
 func (p *PortState) Has(src schemas.Source, name string) bool { return p.set.lookup(src, name) >= 0 }
 
-// Kind returns the counter's hardware semantics.
-func (p *PortState) Kind(src schemas.Source, name string) schemas.Kind {
-	return schemas.KindOf(src, name)
-}
-
 // Value returns the counter's reading; ok is false when the port has no such counter.
 func (p *PortState) Value(src schemas.Source, name string) (v uint64, ok bool) {
 	i := p.set.lookup(src, name)
