@@ -187,6 +187,7 @@ type TraceSource struct {
 	order   []string // nodes with a pending reading, oldest first
 	ready   []*Reading
 	done    bool
+	err     error // the error that ended reading, returned once ready is drained
 }
 
 // NewTraceSource replays r.
@@ -201,19 +202,18 @@ func (s *TraceSource) Next(ctx context.Context) (*Reading, error) {
 			return nil, err
 		}
 		if s.done {
-			return nil, io.EOF
+			return nil, s.err
 		}
 		l, err := s.r.Next()
-		if errors.Is(err, io.EOF) {
-			s.done = true
+		if err != nil {
+			// The end, or a malformed line: either way the scrapes read so
+			// far are complete and go out before the error does.
+			s.done, s.err = true, err
 			for _, n := range s.order {
 				s.ready = append(s.ready, s.pending[n])
 			}
 			s.order, s.pending = nil, nil
 			continue
-		}
-		if err != nil {
-			return nil, err
 		}
 		s.add(l)
 	}

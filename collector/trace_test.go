@@ -159,3 +159,24 @@ func FuzzParseTraceLine(f *testing.F) {
 		}
 	})
 }
+
+func TestTraceSourceDeliversPendingBeforeError(t *testing.T) {
+	in := `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"mlx5_0","port":1,"counters":{"x":1}}
+{"kind":"sample","ts":"2026-03-14T00:00:01Z","node":"a","device":"mlx5_0","port":1,"counters":{"x":2}}
+{"kind":"sample","ts":"2026-03-14T00:00:02Z","node":"a","device":"mlx5_0","port":"one"}
+`
+	r, _ := NewTraceReader(strings.NewReader(in), "t")
+	src := NewTraceSource(r)
+	for i := 0; i < 2; i++ {
+		rd, err := src.Next(context.Background())
+		if err != nil || len(rd.Ports) != 1 {
+			t.Fatalf("reading %d: %v %+v", i, err, rd)
+		}
+	}
+	if _, err := src.Next(context.Background()); !errors.Is(err, ErrTrace) || !strings.Contains(err.Error(), "line 3") {
+		t.Fatalf("want the line-3 error after the pending readings, got %v", err)
+	}
+	if _, err := src.Next(context.Background()); !errors.Is(err, ErrTrace) {
+		t.Fatalf("the error must stick, got %v", err)
+	}
+}
