@@ -1,0 +1,109 @@
+// Command rdmawatch finds RDMA packet-loss causes across a fleet: one binary
+// with a subcommand per part (collector, processor, sink) and the jobs that
+// wire them together in one process (replay, run).
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set with -ldflags "-X main.version=..." by the Makefile.
+var version = "dev"
+
+// global holds the settings every subcommand shares. Each address and
+// credential has a flag and an environment variable.
+type global struct {
+	natsURL    string
+	natsCreds  string
+	clickhouse string
+	logLevel   string
+	log        *slog.Logger
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "rdmawatch:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	g := &global{}
+	root := &cobra.Command{
+		Use:           "rdmawatch",
+		Short:         "Find RDMA packet-loss causes across a fleet, layer by layer",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+			}
+			g.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			slog.SetDefault(g.log)
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.natsURL, "nats", envOr("RDMAWATCH_NATS", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env RDMAWATCH_NATS)")
+	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
+	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default (env RDMAWATCH_CLICKHOUSE)")
+	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
+
+	root.AddCommand(
+		newVersionCmd(),
+		newCollectorCmd(g),
+		newProcessorCmd(g),
+		newSinkCmd(g),
+		newMigrateCmd(g),
+		newReplayCmd(g),
+		newRunCmd(g),
+		newSimulateCmd(g),
+	)
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			v := version
+			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" {
+				for _, s := range bi.Settings {
+					if s.Key == "vcs.revision" {
+						v = "dev-" + s.Value[:min(12, len(s.Value))]
+					}
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rdmawatch %s (wire schema v%d)\n", v, schemaVersion())
+		},
+	}
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return strings.TrimSpace(h)
+}

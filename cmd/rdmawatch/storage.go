@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+	"github.com/rdmawatch/rdmawatch/sink"
+)
+
+// openSink connects to ClickHouse, applies migrations and returns the sink's
+// run function.
+func openSink(ctx context.Context, js jetstream.JetStream, dsn string, flush time.Duration, log *slog.Logger) (func(context.Context) error, func(), error) {
+	conn, err := chschema.Open(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := chschema.Migrate(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	for _, m := range applied {
+		log.Info("clickhouse migration applied", "migration", m)
+	}
+	s, err := sink.New(js, conn, sink.Config{DSN: dsn, FlushInterval: flush}, log)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return s.Run, func() { conn.Close() }, nil
+}
+
+func newSinkCmd(g *global) *cobra.Command {
+	var (
+		batchRows int
+		flush     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "sink",
+		Short: "Write counter samples, events and inventory from JetStream to ClickHouse",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.clickhouse == "" {
+				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			}
+			ctx := cmd.Context()
+			conn, err := chschema.Open(ctx, g.clickhouse)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			if _, err := chschema.Migrate(ctx, conn); err != nil {
+				return err
+			}
+			js, closeNC, err := connectJS(cmd, g, "rdmawatch-sink", schemas.DefaultPartitions)
+			if err != nil {
+				return err
+			}
+			defer closeNC()
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush}, g.log)
+			if err != nil {
+				return err
+			}
+			g.log.Info("sink started")
+			return s.Run(ctx)
+		},
+	}
+	cmd.Flags().IntVar(&batchRows, "batch-rows", 10000, "rows per INSERT at most")
+	cmd.Flags().DurationVar(&flush, "flush-interval", time.Second, "longest time rows wait before an INSERT")
+	return cmd
+}
+
+func newMigrateCmd(g *global) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Create or upgrade the ClickHouse tables (idempotent)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.clickhouse == "" {
+				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			}
+			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			applied, err := chschema.Migrate(cmd.Context(), conn)
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "schema up to date: nothing applied")
+			}
+			for _, m := range applied {
+				fmt.Fprintln(cmd.OutOrStdout(), "applied", m)
+			}
+			return nil
+		},
+	}
+}
