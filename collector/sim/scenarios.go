@@ -16,9 +16,18 @@ type Scenario struct {
 
 var scenarioStart = time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC)
 
+// scenarioFuncs are the scenario builders; files add theirs in init() with
+// registerScenario, so each fault's scenarios live next to each other.
+var scenarioFuncs = []func() Scenario{exampleFleet, healthyNoisy, flapAndSaturation}
+
+func registerScenario(f func() Scenario) { scenarioFuncs = append(scenarioFuncs, f) }
+
 // Scenarios lists the checked-in scenarios by name.
 func Scenarios() []Scenario {
-	s := []Scenario{exampleFleet(), healthyNoisy(), flapAndSaturation()}
+	s := make([]Scenario, 0, len(scenarioFuncs))
+	for _, f := range scenarioFuncs {
+		s = append(s, f())
+	}
 	sort.Slice(s, func(i, j int) bool { return s[i].Name < s[j].Name })
 	return s
 }
