@@ -77,6 +77,7 @@ func newRoot() *cobra.Command {
 		newReplayCmd(g),
 		newRunCmd(g),
 		newSimulateCmd(g),
+		newEvalCmd(g),
 	)
 	return root
 }
