@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# local.sh up|down|status: a throwaway ClickHouse for development and tests.
+#
+# It never touches the system service: the server runs from a generated config
+# on non-default ports with its data in a private folder, so it can run next to
+# a system ClickHouse and next to other private ones (tests start their own
+# with RDMAWATCH_CH_DIR and other ports).
+#
+#   RDMAWATCH_CH_TCP_PORT   native protocol port (default 19000)
+#   RDMAWATCH_CH_HTTP_PORT  HTTP port (default 18123)
+#   RDMAWATCH_CH_DIR        data, logs, config and pid file (default <repo>/.clickhouse)
+#
+# `up` prints the DSN as the last line of stdout.
+set -euo pipefail
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_root=$(cd "$script_dir/../.." && pwd)
+
+tcp_port=${RDMAWATCH_CH_TCP_PORT:-19000}
+http_port=${RDMAWATCH_CH_HTTP_PORT:-18123}
+dir=${RDMAWATCH_CH_DIR:-$repo_root/.clickhouse}
+pid_file=$dir/clickhouse.pid
+config=$dir/config.xml
+log_dir=$dir/log
+dsn="clickhouse://127.0.0.1:${tcp_port}/default"
+start_timeout=${RDMAWATCH_CH_START_TIMEOUT:-60}
+
+die() { echo "local.sh: $*" >&2; exit 1; }
+
+# server_cmd / client_cmd: the single `clickhouse` binary (current releases)
+# or Debian's split clickhouse-server / clickhouse-client (18.16).
+server_cmd=()
+client_cmd=()
+find_binaries() {
+	server_cmd=()
+	client_cmd=()
+	if command -v clickhouse >/dev/null 2>&1; then
+		server_cmd=(clickhouse server)
+		client_cmd=(clickhouse client)
+	elif command -v clickhouse-server >/dev/null 2>&1; then
+		server_cmd=(clickhouse-server)
+		if command -v clickhouse-client >/dev/null 2>&1; then
+			client_cmd=(clickhouse-client)
+		fi
+	fi
+}
+
+install_server() {
+	if [[ -r /etc/debian_version && $(id -u) -eq 0 ]]; then
+		echo "local.sh: no clickhouse binary; installing Debian's clickhouse-server" >&2
+		apt-get update >&2
+		# The postinst may try to start the system service and fail; that is
+		# harmless because we never use it, so only the binary matters.
+		DEBIAN_FRONTEND=noninteractive apt-get install -y clickhouse-server >&2 || true
+		find_binaries
+		[[ ${#server_cmd[@]} -gt 0 ]] || die "apt-get install clickhouse-server did not provide a server binary"
+	else
+		die "no clickhouse or clickhouse-server on PATH (install ClickHouse, or run as root on Debian to have it installed)"
+	fi
+}
+
+# running: the pid file names a live ClickHouse process. The command line is
+# checked so a recycled pid never makes us report (or kill) another process.
+running_pid() {
+	[[ -f $pid_file ]] || return 1
+	local pid
+	pid=$(<"$pid_file")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	kill -0 "$pid" 2>/dev/null || return 1
+	if [[ -r /proc/$pid/cmdline ]]; then
+		tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q clickhouse || return 1
+	fi
+	echo "$pid"
+}
+
+answers() {
+	if [[ ${#client_cmd[@]} -gt 0 ]]; then
+		"${client_cmd[@]}" --host 127.0.0.1 --port "$tcp_port" --query 'SELECT 1' </dev/null >/dev/null 2>&1
+		return
+	fi
+	# No client binary: ask the HTTP /ping endpoint with bash's /dev/tcp.
+	local reply
+	reply=$(
+		exec 3<>"/dev/tcp/127.0.0.1/$http_port" || exit 1
+		printf 'GET /ping HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+		timeout 2 cat <&3
+	) 2>/dev/null || return 1
+	[[ $reply == *"Ok."* ]]
+}
+
+write_config() {
+	mkdir -p "$dir/data" "$dir/tmp" "$dir/user_files" "$dir/format_schemas" "$log_dir"
+	local users=/etc/clickhouse-server/users.xml
+	if [[ ! -r $users ]]; then
+		users=$dir/users.xml
+		cat >"$users" <<'XML'
+<?xml version="1.0"?>
+<yandex>
+    <profiles><default></default></profiles>
+    <users>
+        <default>
+            <password></password>
+            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+            <profile>default</profile>
+            <quota>default</quota>
+        </default>
+    </users>
+    <quotas><default></default></quotas>
+</yandex>
+XML
+	fi
+	# <yandex> is the root 18.16 requires; current releases still accept it.
+	# No interserver, MySQL, PostgreSQL or HTTPS ports are configured, so two
+	# private servers only need distinct tcp and http ports.
+	cat >"$config" <<XML
+<?xml version="1.0"?>
+<yandex>
+    <logger>
+        <level>information</level>
+        <log>$log_dir/clickhouse-server.log</log>
+        <errorlog>$log_dir/clickhouse-server.err.log</errorlog>
+        <size>100M</size>
+        <count>3</count>
+    </logger>
+    <listen_host>127.0.0.1</listen_host>
+    <tcp_port>$tcp_port</tcp_port>
+    <http_port>$http_port</http_port>
+    <path>$dir/data/</path>
+    <tmp_path>$dir/tmp/</tmp_path>
+    <user_files_path>$dir/user_files/</user_files_path>
+    <format_schema_path>$dir/format_schemas/</format_schema_path>
+    <users_config>$users</users_config>
+    <default_profile>default</default_profile>
+    <default_database>default</default_database>
+    <timezone>UTC</timezone>
+    <max_connections>256</max_connections>
+    <max_concurrent_queries>64</max_concurrent_queries>
+    <mark_cache_size>268435456</mark_cache_size>
+    <uncompressed_cache_size>268435456</uncompressed_cache_size>
+    <mlock_executable>false</mlock_executable>
+</yandex>
+XML
+}
+
+cmd_up() {
+	if running_pid >/dev/null; then
+		find_binaries
+		echo "$dsn"
+		return
+	fi
+	rm -f "$pid_file"
+	find_binaries
+	[[ ${#server_cmd[@]} -gt 0 ]] || install_server
+	write_config
+	echo "local.sh: starting ${server_cmd[*]} on 127.0.0.1:$tcp_port (http $http_port), data in $dir" >&2
+	# setsid detaches the server from this shell's session so it outlives it;
+	# without job control the background child is not a group leader, so
+	# setsid execs in place and $! is the server's own pid.
+	(cd "$dir" && exec setsid "${server_cmd[@]}" --config-file="$config" \
+		>>"$log_dir/stdout.log" 2>&1 </dev/null) &
+	local pid=$!
+	echo "$pid" >"$pid_file"
+	local deadline=$((SECONDS + start_timeout))
+	until answers; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			rm -f "$pid_file"
+			echo "local.sh: clickhouse exited during start; log tail:" >&2
+			tail -n 30 "$log_dir/clickhouse-server.err.log" "$log_dir/stdout.log" >&2 2>/dev/null || true
+			exit 1
+		fi
+		if ((SECONDS >= deadline)); then
+			echo "local.sh: clickhouse did not answer within ${start_timeout}s; log tail:" >&2
+			tail -n 30 "$log_dir/clickhouse-server.log" "$log_dir/stdout.log" >&2 2>/dev/null || true
+			exit 1
+		fi
+		sleep 0.2
+	done
+	echo "$dsn"
+}
+
+cmd_down() {
+	local pid
+	if ! pid=$(running_pid); then
+		rm -f "$pid_file"
+		echo "local.sh: not running ($dir)" >&2
+		return
+	fi
+	kill -TERM "$pid"
+	local deadline=$((SECONDS + 30))
+	while kill -0 "$pid" 2>/dev/null; do
+		if ((SECONDS >= deadline)); then
+			echo "local.sh: pid $pid still running after 30s, sending SIGKILL" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		sleep 0.1
+	done
+	rm -f "$pid_file"
+	echo "local.sh: stopped pid $pid" >&2
+}
+
+cmd_status() {
+	local pid
+	if pid=$(running_pid); then
+		echo "running pid $pid $dsn"
+		return 0
+	fi
+	echo "not running ($dir)"
+	return 1
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+*) die "usage: $0 up|down|status" ;;
+esac
