@@ -44,7 +44,12 @@ type Config struct {
 	Topology *schemas.Topology
 	// AllowedLateness is how far behind the newest data time a sample may
 	// arrive and still count for fabric detectors: watermark = max data time
-	// seen - AllowedLateness. Default 10 s.
+	// seen - AllowedLateness. Zero (the default) adapts it to the observed
+	// collection interval: DESIGN.md lets lines of different ports be up to
+	// one interval out of order, so one interval (plus a tenth for read-time
+	// jitter) is enough, and a fixed 10 s would hold fabric decisions back by
+	// ten intervals on a fleet read every second. Until an interval has been
+	// seen it is 10 s.
 	AllowedLateness time.Duration
 	Start           StartMode
 	// WarmUp is how much history StartWarmUp reads: the longest detector
@@ -79,9 +84,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Instances == 0 {
 		c.Instances = 1
-	}
-	if c.AllowedLateness == 0 {
-		c.AllowedLateness = 10 * time.Second
 	}
 	if c.WarmUp == 0 {
 		c.WarmUp = 2 * time.Hour

@@ -72,6 +72,7 @@ type Processor struct {
 	nextTick  schemas.Millis
 	nextEvict schemas.Millis
 	pending   []*schemas.Event
+	intervals intervalEstimator
 }
 
 // New checks the config and builds the detectors; Run does the work.
@@ -280,6 +281,7 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch) {
 			d.OnSample(ctx, port, &s, (*emitter)(p))
 		}
 		port.Observe(&s)
+		p.intervals.observe(ps.IntervalMs)
 		p.maxTime = max(p.maxTime, t)
 	}
 	p.advance(ctx)
@@ -287,7 +289,7 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch) {
 
 // advance moves the watermark and runs what hangs on it.
 func (p *Processor) advance(ctx context.Context) {
-	wm := p.maxTime - schemas.Millis(p.cfg.AllowedLateness.Milliseconds())
+	wm := p.maxTime - p.lateness()
 	if wm <= p.fabric.wm {
 		return
 	}

@@ -1,0 +1,51 @@
+package runtime
+
+import (
+	"slices"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// defaultLateness is the allowed lateness before any collection interval has
+// been seen, and the fixed value older configs relied on.
+const defaultLateness = 10 * time.Second
+
+// intervalEstimator tracks the fleet's collection interval from the samples'
+// IntervalMs. The median of the recent ones: a gap makes one sample's
+// interval a multiple of the real one, a collector with jitter makes them
+// wobble, and neither should move the watermark's lag.
+type intervalEstimator struct {
+	ring   [64]int64
+	n      int // values written so far
+	median int64
+}
+
+func (e *intervalEstimator) observe(intervalMs int64) {
+	if intervalMs <= 0 {
+		return // a baseline carries no interval
+	}
+	e.ring[e.n%len(e.ring)] = intervalMs
+	e.n++
+	// Recomputing every 16 samples is plenty: the interval of a fleet
+	// changes when someone reconfigures the collectors, not per sample.
+	if e.n < 16 || e.n%16 == 0 {
+		k := min(e.n, len(e.ring))
+		buf := make([]int64, k)
+		copy(buf, e.ring[:k])
+		slices.Sort(buf)
+		e.median = buf[k/2]
+	}
+}
+
+// lateness is the allowed lateness in milliseconds: the configured one, or
+// one observed interval plus a tenth for read-time jitter.
+func (p *Processor) lateness() schemas.Millis {
+	if p.cfg.AllowedLateness > 0 {
+		return schemas.Millis(p.cfg.AllowedLateness.Milliseconds())
+	}
+	if p.intervals.median <= 0 {
+		return schemas.Millis(defaultLateness.Milliseconds())
+	}
+	return schemas.Millis(p.intervals.median + p.intervals.median/10)
+}
