@@ -1,0 +1,120 @@
+// Package clickhouse opens ClickHouse connections for rdmawatch and migrates
+// its tables. The DDL lives in migrations/*.sql, embedded into the binary, and
+// is kept to what both Debian's 18.16 and current releases accept (see the
+// "ClickHouse versions" section of DESIGN.md); features of newer servers go
+// into migration variants gated on the server's version.
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// dialAttempts and dialBackoff bound how long Open waits for a server that is
+// still starting (local.sh, a container that came up together with the sink).
+const (
+	dialAttempts = 5
+	dialBackoff  = 200 * time.Millisecond
+)
+
+// Open connects with the native protocol (18.16 cannot speak the driver's
+// HTTP dialect) to the server and database the DSN names, e.g.
+// clickhouse://127.0.0.1:19000/default. Every table rdmawatch creates or
+// writes is unqualified, so the DSN's database is where they live.
+func Open(ctx context.Context, dsn string) (driver.Conn, error) {
+	opts, err := ch.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse dsn %q: %w", redact(dsn), err)
+	}
+	if opts.Protocol != ch.Native {
+		return nil, fmt.Errorf("clickhouse dsn %q: only the native protocol (clickhouse://, port 9000-style) works with every supported server", redact(dsn))
+	}
+	if opts.DialTimeout == 0 || opts.DialTimeout > 5*time.Second {
+		opts.DialTimeout = 5 * time.Second
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", strings.Join(opts.Addr, ","), err)
+	}
+	// clickhouse.Open does not dial; Ping does. Retry briefly so a server that
+	// is still starting is not an error, but a wrong address fails fast enough.
+	wait := dialBackoff
+	for attempt := 1; ; attempt++ {
+		err = conn.Ping(ctx)
+		if err == nil {
+			return conn, nil
+		}
+		if attempt == dialAttempts || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	conn.Close()
+	return nil, fmt.Errorf("clickhouse %s database %q: %w", strings.Join(opts.Addr, ","), opts.Auth.Database, err)
+}
+
+// redact hides a password in a DSN before it goes into an error message.
+func redact(dsn string) string {
+	at := strings.LastIndex(dsn, "@")
+	scheme := strings.Index(dsn, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return dsn
+	}
+	userinfo := dsn[scheme+3 : at]
+	if i := strings.Index(userinfo, ":"); i >= 0 {
+		return dsn[:scheme+3] + userinfo[:i] + ":xxx" + dsn[at:]
+	}
+	return dsn
+}
+
+// Version is a server release, e.g. 18.16.1 or 24.8.4.
+type Version struct {
+	Major, Minor, Patch int
+}
+
+// ParseVersion reads "18.16.1" or "24.8.4.13" (extra parts are ignored) and
+// "19" or "20.3" (missing parts are 0).
+func ParseVersion(s string) (Version, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	var nums [3]int
+	for i := 0; i < len(parts) && i < 3; i++ {
+		n, err := strconv.Atoi(parts[i])
+		if err != nil || n < 0 {
+			return Version{}, fmt.Errorf("clickhouse version %q: part %d is not a number", s, i+1)
+		}
+		nums[i] = n
+	}
+	return Version{nums[0], nums[1], nums[2]}, nil
+}
+
+// AtLeast reports whether v is the same release as o or a later one.
+func (v Version) AtLeast(o Version) bool {
+	if v.Major != o.Major {
+		return v.Major > o.Major
+	}
+	if v.Minor != o.Minor {
+		return v.Minor > o.Minor
+	}
+	return v.Patch >= o.Patch
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
+
+// ServerVersion asks the server for its release.
+func ServerVersion(ctx context.Context, conn driver.Conn) (Version, error) {
+	var s string
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&s); err != nil {
+		return Version{}, fmt.Errorf("clickhouse server version: %w", err)
+	}
+	return ParseVersion(s)
+}

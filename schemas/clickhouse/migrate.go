@@ -1,0 +1,221 @@
+package clickhouse
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Migration files are migrations/NNNN_name.sql, applied in NNNN order, each
+// at most once per database; schema_migrations records which were applied.
+//
+// Variants: several files may share a number. A file may start with header
+// lines "-- requires: 20.3" naming the oldest server release it runs on (no
+// header: any release). Migrate applies, per number, the variant with the
+// highest requirement the server meets, so DDL that needs codecs or TTL sits
+// next to an 18.16-safe variant of the same step. When no variant fits, the
+// number is skipped and not recorded: it applies once the server is upgraded.
+//
+// A file holds one or more statements, each ending with ';' at the end of a
+// line (the native protocol runs one statement per query). DDL uses IF NOT
+// EXISTS so a step that failed half-way, or two migrators racing, can simply
+// run again.
+//
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+const migrationsTable = "schema_migrations"
+
+var (
+	fileRE     = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)(\.[a-z0-9_.]+)?\.sql$`)
+	requiresRE = regexp.MustCompile(`^--\s*requires:\s*(\S+)\s*$`)
+)
+
+// migration is one file.
+type migration struct {
+	version  uint32
+	file     string  // file name, recorded in schema_migrations.name
+	requires Version // oldest server the file runs on
+	stmts    []string
+}
+
+// Migrate applies every embedded migration the database has not seen, in
+// order, and returns the names of the files it applied (none on a second
+// run). It works in the connection's database, the one the DSN names.
+func Migrate(ctx context.Context, conn driver.Conn) (applied []string, err error) {
+	server, err := ServerVersion(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	return migrate(ctx, conn, migrationFS, "migrations", server)
+}
+
+func migrate(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, server Version) ([]string, error) {
+	plan, err := plan(fsys, dir, server)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+migrationsTable+` (
+    version UInt32,
+    name String,
+    applied_at DateTime
+) ENGINE = MergeTree() ORDER BY version`); err != nil {
+		return nil, fmt.Errorf("migrate: create %s: %w", migrationsTable, err)
+	}
+	done, err := appliedVersions(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	var applied []string
+	for _, m := range plan {
+		if done[m.version] {
+			continue
+		}
+		for i, stmt := range m.stmts {
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return applied, fmt.Errorf("migrate: %s statement %d (server %s): %w", m.file, i+1, server, err)
+			}
+		}
+		if err := record(ctx, conn, m); err != nil {
+			return applied, err
+		}
+		applied = append(applied, m.file)
+	}
+	return applied, nil
+}
+
+func appliedVersions(ctx context.Context, conn driver.Conn) (map[uint32]bool, error) {
+	rows, err := conn.Query(ctx, "SELECT version FROM "+migrationsTable)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read %s: %w", migrationsTable, err)
+	}
+	defer rows.Close()
+	done := map[uint32]bool{}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("migrate: read %s: %w", migrationsTable, err)
+		}
+		done[v] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("migrate: read %s: %w", migrationsTable, err)
+	}
+	return done, nil
+}
+
+func record(ctx context.Context, conn driver.Conn, m migration) error {
+	// An explicit column list: 18.16 rejects the driver's column-less INSERT.
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+migrationsTable+" (version, name, applied_at)")
+	if err != nil {
+		return fmt.Errorf("migrate: record %s: %w", m.file, err)
+	}
+	defer b.Close()
+	if err := b.Append(m.version, m.file, time.Now().UTC().Truncate(time.Second)); err != nil {
+		return fmt.Errorf("migrate: record %s: %w", m.file, err)
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("migrate: record %s: %w", m.file, err)
+	}
+	return nil
+}
+
+// plan reads the migration files and picks, per number, the variant the
+// server can run, in number order.
+func plan(fsys fs.FS, dir string, server Version) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: list %s: %w", dir, err)
+	}
+	best := map[uint32]migration{}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		m, err := parseMigration(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		if !server.AtLeast(m.requires) {
+			continue
+		}
+		if cur, ok := best[m.version]; ok {
+			if cur.requires == m.requires {
+				return nil, fmt.Errorf("migrate: %s and %s both number %04d for servers from %s", cur.file, m.file, m.version, m.requires)
+			}
+			if cur.requires.AtLeast(m.requires) {
+				continue
+			}
+		}
+		best[m.version] = m
+	}
+	out := make([]migration, 0, len(best))
+	for _, m := range best {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+func parseMigration(fsys fs.FS, name string) (migration, error) {
+	base := path.Base(name)
+	match := fileRE.FindStringSubmatch(base)
+	if match == nil {
+		return migration{}, fmt.Errorf("migrate: %s: file name is not NNNN_name.sql", name)
+	}
+	n, _ := strconv.ParseUint(match[1], 10, 32) // four digits always fit
+	if n == 0 {
+		return migration{}, fmt.Errorf("migrate: %s: numbers start at 0001", name)
+	}
+	data, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return migration{}, fmt.Errorf("migrate: %w", err)
+	}
+	m := migration{version: uint32(n), file: base}
+	var stmt strings.Builder
+	header := true
+	for i, line := range strings.Split(string(data), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "--") {
+			if req := requiresRE.FindStringSubmatch(trimmed); req != nil {
+				if !header {
+					return migration{}, fmt.Errorf("migrate: %s line %d: requires header after the first statement began", name, i+1)
+				}
+				v, err := ParseVersion(req[1])
+				if err != nil {
+					return migration{}, fmt.Errorf("migrate: %s line %d: %w", name, i+1, err)
+				}
+				m.requires = v
+			}
+			// Comment lines are dropped so a statement never is only a comment.
+			continue
+		}
+		if trimmed == "" && stmt.Len() == 0 {
+			continue
+		}
+		header = false
+		stmt.WriteString(line)
+		stmt.WriteByte('\n')
+		if strings.HasSuffix(trimmed, ";") {
+			s := strings.TrimSuffix(strings.TrimSpace(stmt.String()), ";")
+			m.stmts = append(m.stmts, s)
+			stmt.Reset()
+		}
+	}
+	if rest := strings.TrimSpace(stmt.String()); rest != "" {
+		m.stmts = append(m.stmts, rest)
+	}
+	if len(m.stmts) == 0 {
+		return migration{}, fmt.Errorf("migrate: %s: no statements", name)
+	}
+	return m, nil
+}

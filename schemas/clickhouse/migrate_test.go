@@ -1,0 +1,80 @@
+package clickhouse_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+)
+
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	dsn := chtest.NewDatabase(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := chtest.Open(t, dsn)
+
+	v, err := clickhouse.ServerVersion(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server %s", v)
+
+	first, err := clickhouse.Migrate(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) < 3 {
+		t.Fatalf("first run applied %v, want at least the three tables", first)
+	}
+	second, err := clickhouse.Migrate(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second) != 0 {
+		t.Fatalf("second run applied %v, want nothing", second)
+	}
+
+	// The tables are in the DSN's database, and every applied file is
+	// recorded exactly once.
+	var tables []string
+	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	rows.Close()
+	want := []string{"events", "inventory", "port_samples", "schema_migrations"}
+	if !reflect.DeepEqual(tables, want) {
+		t.Fatalf("tables %v, want %v", tables, want)
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM schema_migrations").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if int(n) != len(first) {
+		t.Fatalf("schema_migrations has %d rows, applied %d files", n, len(first))
+	}
+}
+
+func TestOpenBadDSN(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := clickhouse.Open(ctx, "clickhouse://127.0.0.1:1/default"); err == nil {
+		t.Fatal("Open of a closed port succeeded")
+	} else {
+		t.Log(err)
+	}
+	if _, err := clickhouse.Open(ctx, "http://127.0.0.1:18123/default"); err == nil {
+		t.Fatal("Open accepted the HTTP protocol")
+	}
+}
