@@ -1,0 +1,703 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func init() {
+	Register(schemas.TypeCNPECNImbalance, func() Detector { return NewCNPECNImbalance() })
+}
+
+// CNPECNImbalance raises cnp_ecn_imbalance (layer link_network) when RoCE
+// congestion control (DCQCN) is broken between the ECN marks the switches
+// set and the rate cuts the senders make. Three faults, one type:
+//
+//   - Notification point disabled (port scope): the port receives
+//     ECN-marked packets (np_ecn_marked_roce_packets) and sends no CNPs
+//     (np_cnp_sent). CNPs are rate-limited (one per QP per ~50 µs), so
+//     sent < marked is normal, but a port that gets hundreds of marks a
+//     minute and answers almost none has ECN reaction off for the RoCE
+//     priority. A trickle of marks is no evidence: the window needs
+//     MinMarked marks at MinMarkedPerS before it says anything.
+//   - Reaction point ignoring CNPs (port scope): rp_cnp_ignored rises. With
+//     congestion control on it stays flat (NVIDIA's counter reference), so a
+//     sustained rise (MinIgnored in a window, a MinIgnoredFraction of the
+//     CNPs the port received, in at least 3 and a third of the readings) is
+//     a misconfigured RP.
+//   - CNPs lost in the network (fabric scope, subject {}): over a window,
+//     the CNPs every notification point sent, Σ np_cnp_sent, should reach
+//     the reaction points, Σ (rp_cnp_handled + rp_cnp_ignored). A persistent
+//     gap means the CNPs are dropped or sent on a lossy priority. See
+//     evalFabric for how resets, restarts, gaps and silent nodes are kept
+//     from looking like loss.
+//
+// Every figure is a sum over clean intervals only: a baseline (FlagFirst), a
+// reset (FlagReset: the delta counts from an unknown moment), a held read
+// glitch (FlagHeld) or a missing key makes the interval unknown, and the next
+// interval too for the counter whose delta then spans two readings. The
+// counters are 32-bit and wrap; the collector already unwrapped them.
+//
+// A port keeps a few 10 s buckets of each figure (processor.Buckets, about
+// 1 KiB) and two rates: well inside the 8 KiB per-port budget.
+//
+// One incident per port, and one for the fabric: a port incident opens when
+// the condition held for OpenAfter, updates when a second kind joins or the
+// figures move (at most every MinUpdateInterval), and resolves after the
+// port showed healthy figures for ResolveAfter, or had no congestion to
+// judge by for IdleResolveAfter.
+type CNPECNImbalance struct {
+	// Window is the per-port window the conditions are judged on; default
+	// 60 s (6 readings at the longest 10 s interval).
+	Window time.Duration
+	// MinMarked and MinMarkedPerS: the marks a window needs before a missing
+	// CNP means anything; defaults 600 and 5/s.
+	MinMarked     float64
+	MinMarkedPerS float64
+	// MaxNPRatio is the largest np_cnp_sent/np_ecn_marked ratio that still
+	// means "no CNPs"; default 0.005. Healthy DCQCN answers a few percent of
+	// marks at the very least, even when it coalesces hard.
+	MaxNPRatio float64
+	// MinIgnored, MinIgnoredPerS and MinIgnoredFraction: how much
+	// rp_cnp_ignored must rise in a window; defaults 200, 2/s and 0.05.
+	MinIgnored         float64
+	MinIgnoredPerS     float64
+	MinIgnoredFraction float64
+	// OpenAfter, ResolveAfter, IdleResolveAfter, MinUpdateInterval and
+	// SilentResolveAfter are the port incident policy; defaults 40 s, 2 min,
+	// 30 min, 5 min, 30 min.
+	OpenAfter          time.Duration
+	ResolveAfter       time.Duration
+	IdleResolveAfter   time.Duration
+	MinUpdateInterval  time.Duration
+	SilentResolveAfter time.Duration
+
+	// Fabric enables the fabric-wide CNP balance; default true. It runs only
+	// while FabricView.Complete() says the processor sees every partition.
+	Fabric bool
+	// FabricWindow is the balance window; default 60 s. FabricHoldback is
+	// how far behind the watermark the window ends, so that every port's
+	// next reading (intervals up to 10 s) has arrived; default 10 s.
+	FabricWindow   time.Duration
+	FabricHoldback time.Duration
+	// MinFabricCNPs is how many CNPs the window must carry; default 2000.
+	MinFabricCNPs float64
+	// MinGap is the smallest lost share of CNPs that opens an incident,
+	// after the unknown share is subtracted; default 0.2.
+	MinGap float64
+	// BalanceTolerance and BalancedEvaluations: before any gap counts, the
+	// fabric must have shown that its CNPs balance (|gap| within the
+	// tolerance) in that many consecutive conclusive windows; defaults 0.1
+	// and 6 (a minute of sliding windows). This is what keeps a fabric with
+	// unmonitored RoCE endpoints (storage targets, hosts without a
+	// collector) quiet: their CNPs never balance, so no gap there is news.
+	BalanceTolerance    float64
+	BalancedEvaluations int
+	// MaxUnknownShare: a window whose unknown CNPs (ports that were silent,
+	// reset or restarted in it, at twice their usual rate) exceed this share
+	// of the sent CNPs is inconclusive; default 0.1.
+	MaxUnknownShare float64
+	// FabricOpenAfter and FabricResolveAfter are the fabric incident
+	// policy; defaults 60 s and 2 min.
+	FabricOpenAfter    time.Duration
+	FabricResolveAfter time.Duration
+	// ForgetSilentAfter drops a silent port from the unknown share: a node
+	// gone this long is taken to be out of the fabric; default 30 min.
+	ForgetSilentAfter time.Duration
+
+	ports  *Tracker
+	fabric *Tracker
+	view   FabricView
+	fab    cnpFabric
+}
+
+// NewCNPECNImbalance returns the detector with its defaults; change the
+// fields before the first sample.
+func NewCNPECNImbalance() *CNPECNImbalance {
+	return &CNPECNImbalance{
+		Window:              60 * time.Second,
+		MinMarked:           600,
+		MinMarkedPerS:       5,
+		MaxNPRatio:          0.005,
+		MinIgnored:          200,
+		MinIgnoredPerS:      2,
+		MinIgnoredFraction:  0.05,
+		OpenAfter:           40 * time.Second,
+		ResolveAfter:        2 * time.Minute,
+		IdleResolveAfter:    30 * time.Minute,
+		MinUpdateInterval:   5 * time.Minute,
+		SilentResolveAfter:  30 * time.Minute,
+		Fabric:              true,
+		FabricWindow:        60 * time.Second,
+		FabricHoldback:      10 * time.Second,
+		MinFabricCNPs:       2000,
+		MinGap:              0.2,
+		BalanceTolerance:    0.1,
+		BalancedEvaluations: 6,
+		MaxUnknownShare:     0.1,
+		FabricOpenAfter:     60 * time.Second,
+		FabricResolveAfter:  2 * time.Minute,
+		ForgetSilentAfter:   30 * time.Minute,
+	}
+}
+
+// Name implements Detector.
+func (d *CNPECNImbalance) Name() string { return schemas.TypeCNPECNImbalance }
+
+// Init implements Initializer: the topology names the switch port to check.
+func (d *CNPECNImbalance) Init(fabric FabricView) error {
+	d.view = fabric
+	return nil
+}
+
+func (d *CNPECNImbalance) trackers() (*Tracker, *Tracker) {
+	if d.ports == nil {
+		d.ports = NewTracker(schemas.TypeCNPECNImbalance, Policy{
+			OpenAfter:          d.OpenAfter,
+			ResolveAfter:       d.ResolveAfter,
+			MinUpdateInterval:  d.MinUpdateInterval,
+			SilentResolveAfter: d.SilentResolveAfter,
+		})
+		d.fabric = NewTracker(schemas.TypeCNPECNImbalance, Policy{
+			OpenAfter:         d.FabricOpenAfter,
+			ResolveAfter:      d.FabricResolveAfter,
+			MinUpdateInterval: d.MinUpdateInterval,
+		})
+	}
+	return d.ports, d.fabric
+}
+
+// cnpBucketWidth is the bucket width of every per-port window: fine enough
+// to align windows of readings taken 1 s to 10 s apart, coarse enough that
+// 18 buckets hold three minutes.
+const (
+	cnpBucketWidth = 10 * time.Second
+	cnpBuckets     = 18
+)
+
+// The congestion counters, in the order of cnpPort.prevOK bits.
+const (
+	cnpMarked = iota
+	cnpSent
+	cnpHandled
+	cnpIgnored
+	cnpCounters
+)
+
+var cnpNames = [cnpCounters]string{"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"}
+
+// cnpPort is the per-port state, made only for ports that expose the
+// congestion counters (RoCE).
+type cnpPort struct {
+	// sums holds one Buckets per counter, prorated over each clean interval;
+	// covered holds the clean milliseconds.
+	sums    [cnpCounters]*Buckets
+	covered *Buckets
+	// readings and ignoring count the clean readings, and those in which
+	// rp_cnp_ignored rose: one burst of ignored CNPs is not a disabled RP.
+	readings, ignoring *Buckets
+	// has: counters the port ever exposed; prevOK: read with a real value
+	// in the previous reading, so this reading's delta spans one interval.
+	has, prevOK uint8
+	// sentPerS and recvPerS are the port's usual CNP rates (an average over
+	// about 5 min of clean intervals): what an unknown interval may hide.
+	sentPerS, recvPerS float32
+	rated              bool
+	// npRun and rpRun are where the current run of readings consistent with
+	// the fault started (0: none): the incident's onset.
+	npRun, rpRun schemas.Millis
+	// npSeen, rpSeen: the kinds the open incident has shown; lastHold its
+	// last holding reading; lastCongested the last window with enough marks
+	// or CNPs to judge by.
+	npSeen, rpSeen bool
+	lastHold       schemas.Millis
+	lastCongested  schemas.Millis
+}
+
+func newCNPPort() *cnpPort {
+	st := &cnpPort{
+		covered:  NewBuckets(cnpBuckets, cnpBucketWidth),
+		readings: NewBuckets(cnpBuckets, cnpBucketWidth),
+		ignoring: NewBuckets(cnpBuckets, cnpBucketWidth),
+	}
+	for i := range st.sums {
+		st.sums[i] = NewBuckets(cnpBuckets, cnpBucketWidth)
+	}
+	return st
+}
+
+// cnpWindow is one port's figures over a window.
+type cnpWindow struct {
+	c         [cnpCounters]float64
+	coveredMs float64
+	// readings and ignoring: clean readings, and those with ignored CNPs.
+	readings, ignoring float64
+}
+
+func (w *cnpWindow) seconds() float64 { return w.coveredMs / 1000 }
+
+func (w *cnpWindow) perS(i int) float64 {
+	if w.coveredMs <= 0 {
+		return 0
+	}
+	return w.c[i] / w.seconds()
+}
+
+func (st *cnpPort) window(from, to schemas.Millis) cnpWindow {
+	var w cnpWindow
+	for i := range st.sums {
+		w.c[i] = st.sums[i].Sum(from, to)
+	}
+	w.coveredMs = st.covered.Sum(from, to)
+	w.readings = st.readings.Sum(from, to)
+	w.ignoring = st.ignoring.Sum(from, to)
+	return w
+}
+
+// spread adds v over [from, to) to b, each bucket getting its share of the
+// time: readings are not aligned with buckets or with each other, and
+// windows must compare the same stretch of time on every port.
+func spread(b *Buckets, from, to schemas.Millis, v float64) {
+	if to <= from {
+		return
+	}
+	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	total := float64(to - from)
+	for t := from; t < to; {
+		next := t - t%width + width
+		if next > to {
+			next = to
+		}
+		b.Add(t, v*float64(next-t)/total)
+		t = next
+	}
+}
+
+// OnSample implements PortDetector.
+func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+	var deltas [cnpCounters]uint64
+	var present, usable uint8
+	for _, c := range s.Counters {
+		if c.Source != schemas.SourceHWCounters || len(c.Name) < 10 || (c.Name[0] != 'n' && c.Name[0] != 'r') {
+			continue
+		}
+		for i, n := range cnpNames {
+			if c.Name != n {
+				continue
+			}
+			if c.Flags&schemas.FlagHeld == 0 {
+				present |= 1 << i
+			}
+			if c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) == 0 {
+				usable |= 1 << i
+				deltas[i] = c.Delta
+			}
+			break
+		}
+	}
+	st, ok := LookupPortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
+	if !ok {
+		// Only ports with the notification-point counters take state:
+		// InfiniBand ports and RoCE ports without them cost nothing.
+		if present&(1<<cnpMarked|1<<cnpSent) != 1<<cnpMarked|1<<cnpSent {
+			return
+		}
+		st = PortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
+		*st = *newCNPPort()
+	}
+	st.has |= present
+	// Clean: every counter the port exposes gave a delta over exactly this
+	// interval (read now and at the previous reading).
+	clean := s.IntervalMs > 0 && usable&st.prevOK == st.has && present == st.has
+	st.prevOK = present
+	if !clean {
+		return
+	}
+	from, to := s.Since(), s.Time
+	for i := range deltas {
+		spread(st.sums[i], from, to, float64(deltas[i]))
+	}
+	spread(st.covered, from, to, float64(to-from))
+	st.readings.Add(to, 1)
+	if deltas[cnpIgnored] > 0 {
+		st.ignoring.Add(to, 1)
+	}
+	d.learnRates(st, deltas, float64(to-from)/1000)
+	d.trackRuns(st, s, deltas)
+	d.judgePort(st, port, s, em)
+}
+
+// learnRates keeps the port's usual CNP rates, an exponential average with a
+// time constant of about 5 min.
+func (d *CNPECNImbalance) learnRates(st *cnpPort, deltas [cnpCounters]uint64, seconds float64) {
+	if seconds <= 0 {
+		return
+	}
+	sent := float32(float64(deltas[cnpSent]) / seconds)
+	recv := float32(float64(deltas[cnpHandled]+deltas[cnpIgnored]) / seconds)
+	if !st.rated {
+		st.sentPerS, st.recvPerS, st.rated = sent, recv, true
+		return
+	}
+	a := float32(min(1, seconds/300))
+	st.sentPerS += a * (sent - st.sentPerS)
+	st.recvPerS += a * (recv - st.recvPerS)
+}
+
+// trackRuns follows the runs of readings consistent with each fault, for
+// the onset: a reading that shows healthy behaviour ends a run, an idle one
+// does not.
+func (d *CNPECNImbalance) trackRuns(st *cnpPort, s *Sample, deltas [cnpCounters]uint64) {
+	marked, sent := float64(deltas[cnpMarked]), float64(deltas[cnpSent])
+	switch {
+	case marked > 0 && sent <= d.MaxNPRatio*marked:
+		if st.npRun == 0 {
+			st.npRun = s.Since()
+		}
+	case sent > 0 && sent > 2*d.MaxNPRatio*marked:
+		st.npRun = 0
+	}
+	switch {
+	case deltas[cnpIgnored] > 0:
+		if st.rpRun == 0 {
+			st.rpRun = s.Since()
+		}
+	case deltas[cnpHandled] > 0:
+		st.rpRun = 0
+	}
+}
+
+func (d *CNPECNImbalance) judgePort(st *cnpPort, port *PortState, s *Sample, em Emitter) {
+	t, _ := d.trackers()
+	subject := s.ID.Subject()
+	w := st.window(s.Time-schemas.Millis(d.Window.Milliseconds()), s.Time+1)
+	secs := w.seconds()
+	if secs <= 0 {
+		return
+	}
+	marked, sent := w.c[cnpMarked], w.c[cnpSent]
+	handled, ignored := w.c[cnpHandled], w.c[cnpIgnored]
+	enoughMarks := marked >= d.MinMarked && marked/secs >= d.MinMarkedPerS
+	np := enoughMarks && sent <= d.MaxNPRatio*marked
+	rp := ignored >= d.MinIgnored && ignored/secs >= d.MinIgnoredPerS && ignored >= d.MinIgnoredFraction*(handled+ignored) &&
+		w.ignoring >= max(3, w.readings/3)
+	if enoughMarks || handled+ignored >= d.MinIgnored {
+		st.lastCongested = s.Time
+	}
+	if np || rp {
+		if !t.IsOpen(subject) && !d.pending(t, subject) {
+			st.npSeen, st.rpSeen = false, false
+		}
+		st.npSeen = st.npSeen || np
+		st.rpSeen = st.rpSeen || rp
+		st.lastHold = s.Time
+		t.Hold(s.Time, d.portFinding(st, port, s, &w, np, rp), em)
+		return
+	}
+	if t.Active() == 0 {
+		return
+	}
+	// Clearing needs the port to show healthy figures for each kind the
+	// incident showed; with no congestion at all it can neither confirm nor
+	// clear, and resolves only after IdleResolveAfter.
+	npOK := !st.npSeen || (marked >= d.MinMarked/3 && sent > 2*d.MaxNPRatio*marked)
+	rpOK := !st.rpSeen || (handled >= d.MinIgnored/2 && ignored < d.MinIgnoredFraction/2*(handled+ignored))
+	idle := s.Time-max(st.lastCongested, st.lastHold) >= schemas.Millis(d.IdleResolveAfter.Milliseconds())
+	if npOK && rpOK {
+		t.Clear(s.Time, subject, fmt.Sprintf("CNPs have matched the ECN marks again for %s", d.ResolveAfter), d.portEvidence(&w), em)
+	} else if idle {
+		t.Clear(s.Time, subject, fmt.Sprintf("the port has had no congestion to judge by for %s", d.IdleResolveAfter), nil, em)
+	}
+	if !t.IsOpen(subject) && !d.pending(t, subject) {
+		st.npSeen, st.rpSeen = false, false
+	}
+}
+
+// pending reports whether the tracker has a pending (not yet open) incident
+// for subject.
+func (d *CNPECNImbalance) pending(t *Tracker, subject schemas.Subject) bool {
+	_, active := t.active[subject]
+	return active && !t.IsOpen(subject)
+}
+
+func finite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+func round3(v float64) float64 { return finite(math.Round(v*1000) / 1000) }
+
+func (d *CNPECNImbalance) portEvidence(w *cnpWindow) map[string]any {
+	ratio := 0.0
+	if w.c[cnpMarked] > 0 {
+		ratio = w.c[cnpSent] / w.c[cnpMarked]
+	}
+	recv := w.c[cnpHandled] + w.c[cnpIgnored]
+	ignoredFraction := 0.0
+	if recv > 0 {
+		ignoredFraction = w.c[cnpIgnored] / recv
+	}
+	return map[string]any{
+		"marked_per_s":      round3(w.perS(cnpMarked)),
+		"cnp_sent_per_s":    round3(w.perS(cnpSent)),
+		"cnp_handled_per_s": round3(w.perS(cnpHandled)),
+		"cnp_ignored_per_s": round3(w.perS(cnpIgnored)),
+		"ratio":             round3(ratio),
+		"ignored_fraction":  round3(ignoredFraction),
+		"window_s":          round3(w.seconds()),
+	}
+}
+
+func (d *CNPECNImbalance) portFinding(st *cnpPort, port *PortState, s *Sample, w *cnpWindow, np, rp bool) Finding {
+	onset := s.Since()
+	var what []string
+	var keys []string
+	severity := schemas.SeverityWarning
+	if st.npSeen {
+		if np && st.npRun != 0 {
+			onset = min(onset, st.npRun)
+		}
+		// No CNPs means no rate cut for any flow into this port: the
+		// fabric falls back on PFC alone.
+		severity = schemas.SeverityCritical
+		what = append(what, fmt.Sprintf("receives %.0f ECN-marked packets/s and sends %.1f CNPs/s (notification point disabled?)",
+			w.perS(cnpMarked), w.perS(cnpSent)))
+		keys = append(keys, "np_disabled")
+	}
+	if st.rpSeen {
+		if rp && st.rpRun != 0 {
+			onset = min(onset, st.rpRun)
+		}
+		what = append(what, fmt.Sprintf("ignores %.1f CNPs/s of %.1f received (reaction point disabled?)",
+			w.perS(cnpIgnored), w.perS(cnpHandled)+w.perS(cnpIgnored)))
+		keys = append(keys, "rp_ignoring")
+	}
+	where := portName(s.ID, port.Netdev)
+	if port.Netdev == "" {
+		where = portName(s.ID, s.Netdev)
+	}
+	netdev := s.Netdev
+	if netdev == "" {
+		netdev = "<netdev>"
+	}
+	on := " on " + s.ID.Node
+	var checks []string
+	if st.npSeen {
+		checks = append(checks,
+			fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/<prio>%s: 1 on the RoCE priority", netdev, on),
+			fmt.Sprintf("mlxreg -d %s --reg_name ROCE_ACCL --get, or mlxconfig -d %s q | grep -i ROCE_CC%s", s.ID.Device, s.ID.Device, on))
+	}
+	if st.rpSeen {
+		checks = append(checks,
+			fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/<prio>%s: 1 on the RoCE priority", netdev, on))
+	}
+	checks = append(checks,
+		fmt.Sprintf("mlnx_qos -i %s%s: trust mode (dscp/pcp), PFC priority and the RoCE traffic class", netdev, on),
+		fmt.Sprintf("rp_cnp_handled on the peers that send to %s, np_cnp_sent on the peers it sends to", where),
+		switchCheck(d.view, s.ID, "ECN/WRED marking thresholds against the PFC Xoff threshold"))
+	return Finding{
+		Subject:    s.ID.Subject(),
+		Onset:      onset,
+		Severity:   severity,
+		Layer:      schemas.LayerLinkNetwork,
+		Summary:    fmt.Sprintf("%s %s over the last %.0f s", where, strings.Join(what, " and "), w.seconds()),
+		Evidence:   d.portEvidence(w),
+		NextChecks: checks,
+		Keys:       keys,
+		Progress:   true,
+	}
+}
+
+// cnpFabric is the detector's fabric-wide state.
+type cnpFabric struct {
+	lastEval schemas.Millis // end of the latest evaluated window
+	balanced int            // consecutive conclusive balanced windows
+	proven   bool           // the fabric's CNPs have been seen to balance
+	open     struct {
+		onset schemas.Millis
+	}
+}
+
+// fabricWindow is the fabric's sums over one window, with per-bucket sums
+// for the onset.
+type fabricWindow struct {
+	from, to           schemas.Millis
+	sent, handled, ign float64
+	unknownRecv        float64 // CNPs the unknown ports may have received
+	unknownSent        float64
+	ports, uncovered   int
+	bucketSent         [cnpBuckets]float64
+	bucketRecv         [cnpBuckets]float64
+	buckets            int
+}
+
+// OnWatermark implements FabricDetector: the fabric balance, and the sweep
+// of silent ports' incidents.
+func (d *CNPECNImbalance) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+	t, _ := d.trackers()
+	t.Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
+		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
+		if !ok {
+			return 0, false
+		}
+		return p.LastTime, true
+	}, em)
+	if !d.Fabric || !fabric.Complete() {
+		// A partial view sums part of the senders against part of the
+		// receivers: no gap there means anything.
+		return
+	}
+	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	end := wm - schemas.Millis(d.FabricHoldback.Milliseconds())
+	end -= ((end % width) + width) % width
+	if end <= d.fab.lastEval {
+		return
+	}
+	d.fab.lastEval = end
+	d.evalFabric(fabric, end, em)
+}
+
+// evalFabric compares Σ np_cnp_sent with Σ (rp_cnp_handled + rp_cnp_ignored)
+// over [end-FabricWindow, end).
+//
+// A CNP sent by a port whose interval is unknown is missing on the sent side
+// (the gap shrinks: harmless); one received by such a port is missing on the
+// received side, and looks like loss. Which port sends CNPs to which is not
+// in the counters, so the received CNPs an unknown port may have missed are
+// bounded by twice its usual rate over its unknown time; the gap counts only
+// beyond that bound, and a window where that bound is more than
+// MaxUnknownShare of the CNPs says nothing. A port silent for
+// ForgetSilentAfter no longer counts: it has left the fabric.
+//
+// A gap must also persist (FabricOpenAfter of windows evaluated every 10 s)
+// and the fabric must have balanced before (see BalanceTolerance).
+func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em Emitter) {
+	_, t := d.trackers()
+	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	span := schemas.Millis(d.FabricWindow.Milliseconds())
+	span = max(width, span-span%width)
+	w := fabricWindow{from: end - span, to: end, buckets: min(cnpBuckets-2, int(span/width))}
+	w.from = end - schemas.Millis(w.buckets)*width
+	forget := schemas.Millis(d.ForgetSilentAfter.Milliseconds())
+	fabric.Ports(func(p *PortState) bool {
+		st, ok := LookupPortLocal[cnpPort](p, schemas.TypeCNPECNImbalance)
+		if !ok || (p.LastTime < w.from-forget) {
+			return true
+		}
+		w.ports++
+		pw := st.window(w.from, w.to)
+		w.sent += pw.c[cnpSent]
+		w.handled += pw.c[cnpHandled]
+		w.ign += pw.c[cnpIgnored]
+		for b := 0; b < w.buckets; b++ {
+			bf := w.from + schemas.Millis(b)*width
+			w.bucketSent[b] += st.sums[cnpSent].Sum(bf, bf+width)
+			w.bucketRecv[b] += st.sums[cnpHandled].Sum(bf, bf+width) + st.sums[cnpIgnored].Sum(bf, bf+width)
+		}
+		unknownMs := float64(w.to-w.from) - pw.coveredMs
+		if unknownMs > float64(width)/100 {
+			w.uncovered++
+			if !st.rated {
+				// Nothing known about this port yet: its share is unbounded.
+				w.unknownRecv = math.Inf(1)
+				return true
+			}
+			w.unknownRecv += 2 * float64(st.recvPerS) * unknownMs / 1000
+			w.unknownSent += 2 * float64(st.sentPerS) * unknownMs / 1000
+		}
+		return true
+	})
+	recv := w.handled + w.ign
+	conclusive := w.sent >= d.MinFabricCNPs && w.unknownRecv <= d.MaxUnknownShare*w.sent
+	if !conclusive {
+		return
+	}
+	gap := (w.sent - recv) / w.sent
+	gapLow := (w.sent - recv - w.unknownRecv) / w.sent
+	if math.Abs(gap) <= d.BalanceTolerance {
+		d.fab.balanced++
+		if d.fab.balanced >= d.BalancedEvaluations {
+			d.fab.proven = true
+		}
+	} else {
+		d.fab.balanced = 0
+	}
+	subject := schemas.Subject{}
+	switch {
+	case d.fab.proven && gapLow >= d.MinGap:
+		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
+	case gap < d.MinGap/2:
+		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)
+	}
+}
+
+// fabricOnset is the start of the run of buckets at the end of the window in
+// which the gap shows; the window's start if the gap covers all of it.
+func (d *CNPECNImbalance) fabricOnset(w *fabricWindow) schemas.Millis {
+	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	onset := w.to - width
+	for b := w.buckets - 1; b >= 0; b-- {
+		s := w.bucketSent[b]
+		if s <= 0 || (s-w.bucketRecv[b])/s < d.MinGap/2 {
+			break
+		}
+		onset = w.from + schemas.Millis(b)*width
+	}
+	return onset
+}
+
+func (d *CNPECNImbalance) fabricEvidence(w *fabricWindow, gap, gapLow float64) map[string]any {
+	secs := float64(w.to-w.from) / 1000
+	unknown := 0.0
+	if w.sent > 0 {
+		unknown = w.unknownRecv / w.sent
+	}
+	return map[string]any{
+		"fabric_cnp_sent":    round3(w.sent),
+		"fabric_cnp_handled": round3(w.handled),
+		"fabric_cnp_ignored": round3(w.ign),
+		"cnp_sent_per_s":     round3(w.sent / secs),
+		"cnp_handled_per_s":  round3(w.handled / secs),
+		"cnp_ignored_per_s":  round3(w.ign / secs),
+		"gap_fraction":       round3(gap),
+		"gap_fraction_low":   round3(gapLow),
+		"unknown_fraction":   round3(unknown),
+		"window_s":           round3(secs),
+		"ports":              w.ports,
+		"ports_unknown":      w.uncovered,
+	}
+}
+
+func (d *CNPECNImbalance) fabricFinding(w *fabricWindow, gap, gapLow float64, now schemas.Millis) Finding {
+	severity := schemas.SeverityWarning
+	if gapLow >= 0.5 {
+		severity = schemas.SeverityCritical
+	}
+	secs := float64(w.to-w.from) / 1000
+	return Finding{
+		Scope:    schemas.ScopeFabric,
+		Subject:  schemas.Subject{},
+		Onset:    d.fabricOnset(w),
+		Severity: severity,
+		Layer:    schemas.LayerLinkNetwork,
+		Summary: fmt.Sprintf("%.0f%% of the CNPs sent in the fabric over the last %.0f s never reached a reaction point (%.0f sent/s, %.0f handled+ignored/s over %d ports): CNPs are lost or on a lossy priority",
+			100*gap, secs, w.sent/secs, (w.handled+w.ign)/secs, w.ports),
+		Evidence: d.fabricEvidence(w, gap, gapLow),
+		NextChecks: []string{
+			"switch side: the CNP traffic class and its DSCP/priority (CNPs usually go out on DSCP 48, a strict-priority queue); drops on that queue",
+			"cat /sys/class/net/<netdev>/ecn/roce_np/cnp_dscp and cnp_802p_prio on the hosts: the same CNP priority everywhere",
+			"mlnx_qos -i <netdev> on the hosts: trust mode and the priority-to-TC map carry CNPs on a lossless or strict class",
+			"cma_roce_tos and /sys/kernel/config/rdma_cm/<dev>/ports/<p>/default_roce_tos: the RoCE traffic class the applications use",
+			"np_cnp_sent against rp_cnp_handled per leaf: the switch or link where the CNPs disappear",
+		},
+		Keys:     []string{"fabric"},
+		Progress: true,
+	}
+}

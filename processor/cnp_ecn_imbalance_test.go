@@ -1,0 +1,442 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// cnpFleet is a small RoCE fabric in which CNPs balance: every CNP a
+// notification point sends reaches a reaction point (spread evenly over the
+// ports) unless loss says it is lost. The collector side is modelled too:
+// baselines, resets, held glitches and silences produce the flags and deltas
+// the delta engine would.
+type cnpFleet struct {
+	n        int
+	interval float64 // seconds between readings
+	// marked is a port's ECN-marked packets per second; npRatio the share it
+	// answers with CNPs; ignoring says its RP ignores the CNPs it receives;
+	// loss is the fabric's lost share of CNPs.
+	marked   func(i int, sec float64) float64
+	npRatio  func(i int, sec float64) float64
+	ignoring func(i int, sec float64) bool
+	loss     func(sec float64) float64
+	// noise returns "", "silent", "baseline", "reset" or "held" for a
+	// reading.
+	noise func(i int, sec float64) string
+}
+
+func (f *cnpFleet) ids() []schemas.PortID {
+	ids := make([]schemas.PortID, f.n)
+	for i := range ids {
+		ids[i] = schemas.PortID{Node: fmt.Sprintf("gpu-%03d", i+1), Device: "mlx5_0", Port: 1}
+	}
+	return ids
+}
+
+// run feeds [0, dur) seconds of readings into h.
+func (f *cnpFleet) run(h *harness, dur float64) {
+	ids := f.ids()
+	cur := make([][cnpCounters]float64, f.n)
+	base := make([][cnpCounters]uint64, f.n)
+	last := make([]float64, f.n)
+	seen := make([]bool, f.n)
+	for sec := 0.0; sec < dur; sec += f.interval {
+		// Counters advance for everyone, reported or not.
+		if sec > 0 {
+			var sent float64
+			for i := 0; i < f.n; i++ {
+				m := f.marked(i, sec) * f.interval
+				s := m * f.npRatio(i, sec)
+				cur[i][cnpMarked] += m
+				cur[i][cnpSent] += s
+				sent += s
+			}
+			delivered := sent * (1 - f.loss(sec)) / float64(f.n)
+			for i := 0; i < f.n; i++ {
+				if f.ignoring(i, sec) {
+					cur[i][cnpIgnored] += delivered
+				} else {
+					cur[i][cnpHandled] += delivered
+				}
+			}
+		}
+		for i := 0; i < f.n; i++ {
+			ts := sec + 0.37*float64(i) // readings of different ports interleave
+			kind := ""
+			if f.noise != nil {
+				kind = f.noise(i, sec)
+			}
+			if !seen[i] {
+				kind = "baseline"
+			}
+			if kind == "silent" {
+				continue
+			}
+			cs := make([]schemas.CounterDelta, 0, cnpCounters+1)
+			cs = append(cs, schemas.CounterDelta{Name: "out_of_buffer", Source: schemas.SourceHWCounters})
+			interval := int64(math.Round((ts - last[i]) * 1000))
+			for k := 0; k < cnpCounters; k++ {
+				v := uint64(cur[i][k])
+				c := schemas.CounterDelta{Name: cnpNames[k], Source: schemas.SourceHWCounters, Value: v & 0xffffffff}
+				switch kind {
+				case "baseline":
+					c.Flags = schemas.FlagFirst
+					base[i][k] = v
+				case "reset":
+					// Cleared at some point of the interval: what counted
+					// since then is the delta.
+					cur[i][k] = float64(v - base[i][k])
+					c.Value, c.Delta, c.Flags = v-base[i][k], v-base[i][k], schemas.FlagReset
+					base[i][k] = v - base[i][k]
+				case "held":
+					if k == cnpHandled {
+						c.Value, c.Flags = 0, schemas.FlagHeld
+						break
+					}
+					fallthrough
+				default:
+					c.Delta = v - base[i][k]
+					if v < 1<<32 && v&0xffffffff < base[i][k]&0xffffffff {
+						c.Flags = schemas.FlagWrapped
+					}
+					base[i][k] = v
+				}
+				cs = append(cs, c)
+			}
+			if kind == "baseline" {
+				interval = 0
+			}
+			seen[i] = true
+			last[i] = ts
+			h.feed(&Sample{ID: ids[i], Time: at(ts), PortSample: &schemas.PortSample{
+				Device: ids[i].Device, Port: 1, Netdev: "ens1f0np0", LinkLayer: "Ethernet", State: "ACTIVE",
+				TimeMs: int64(at(ts)), IntervalMs: interval, Counters: cs,
+			}})
+		}
+	}
+}
+
+// healthyFleet is eight ports under normal congestion: marks on most ports,
+// CNPs in proportion, one idle port, one with a trickle of marks.
+func healthyFleet() *cnpFleet {
+	return &cnpFleet{
+		n: 8, interval: 5,
+		marked: func(i int, sec float64) float64 {
+			switch i {
+			case 6:
+				return 0 // idle
+			case 7:
+				return 0.5 // a trickle
+			}
+			return 100 + 60*float64(i) + 50*math.Sin(sec/97+float64(i))
+		},
+		npRatio: func(i int, sec float64) float64 {
+			if i == 7 {
+				return 0 // a trickle with no CNPs proves nothing
+			}
+			return 0.2 + 0.05*float64(i%3)
+		},
+		ignoring: func(int, float64) bool { return false },
+		loss:     func(float64) float64 { return 0 },
+	}
+}
+
+type cnpIncident struct {
+	id      string
+	subject schemas.Subject
+	scope   string
+	states  []string
+	first   *schemas.Event
+	last    *schemas.Event
+}
+
+func cnpIncidents(t *testing.T, evs []*schemas.Event) []*cnpIncident {
+	t.Helper()
+	byID := map[string]*cnpIncident{}
+	var out []*cnpIncident
+	for _, ev := range evs {
+		if ev.Type != schemas.TypeCNPECNImbalance {
+			t.Errorf("event type %s", ev.Type)
+		}
+		for k, v := range ev.Evidence {
+			if f, ok := v.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+				t.Errorf("evidence %s = %v", k, f)
+			}
+		}
+		in, ok := byID[ev.ID]
+		if !ok {
+			in = &cnpIncident{id: ev.ID, subject: ev.Subject, scope: ev.Scope, first: ev}
+			byID[ev.ID] = in
+			out = append(out, in)
+		}
+		in.states = append(in.states, ev.State)
+		in.last = ev
+	}
+	// One fault, one incident: open once, then updates, resolved at most
+	// once and last.
+	for _, in := range out {
+		if in.states[0] != schemas.StateOpen {
+			t.Errorf("%s starts with %s", in.id, in.states[0])
+		}
+		for j, s := range in.states[1:] {
+			if s == schemas.StateOpen || (s == schemas.StateResolved && j != len(in.states)-2) {
+				t.Errorf("%s lifecycle %v", in.id, in.states)
+			}
+		}
+	}
+	return out
+}
+
+func TestCNPECNImbalance(t *testing.T) {
+	gpu1 := schemas.Subject{Node: "gpu-001", Device: "mlx5_0", Port: 1}
+	gpu3 := schemas.Subject{Node: "gpu-003", Device: "mlx5_0", Port: 1}
+	fabric := schemas.Subject{}
+	type want struct {
+		subject  schemas.Subject
+		onset    float64 // seconds: when the fault started
+		resolved bool
+		key      string
+	}
+	cases := []struct {
+		name   string
+		dur    float64
+		modify func(f *cnpFleet)
+		want   []want
+	}{
+		{name: "normal congestion with proportional CNPs, idle and trickle ports", dur: 1200},
+		{
+			name: "notification point disabled", dur: 900,
+			modify: func(f *cnpFleet) {
+				ratio := f.npRatio
+				f.npRatio = func(i int, sec float64) float64 {
+					if i == 0 && sec > 300 && sec <= 600 {
+						return 0
+					}
+					return ratio(i, sec)
+				}
+			},
+			want: []want{{subject: gpu1, onset: 300, resolved: true, key: "np_disabled"}},
+		},
+		{
+			name: "notification point disabled on a 1 s interval", dur: 600,
+			modify: func(f *cnpFleet) {
+				f.interval = 1
+				ratio := f.npRatio
+				f.npRatio = func(i int, sec float64) float64 {
+					if i == 0 && sec > 200 {
+						return 0
+					}
+					return ratio(i, sec)
+				}
+			},
+			want: []want{{subject: gpu1, onset: 200}},
+		},
+		{
+			name: "reaction point ignoring CNPs, 10 s interval", dur: 900,
+			modify: func(f *cnpFleet) {
+				f.interval = 10
+				f.ignoring = func(i int, sec float64) bool { return i == 2 && sec > 250 && sec <= 650 }
+			},
+			want: []want{{subject: gpu3, onset: 250, resolved: true, key: "rp_ignoring"}},
+		},
+		{
+			name: "CNPs lost in the fabric", dur: 1200,
+			modify: func(f *cnpFleet) {
+				f.loss = func(sec float64) float64 {
+					if sec > 400 && sec <= 800 {
+						return 0.4
+					}
+					return 0
+				}
+			},
+			want: []want{{subject: fabric, onset: 400, resolved: true}},
+		},
+		{
+			name: "CNPs lost in the fabric, with a gap and a reset elsewhere", dur: 1000,
+			modify: func(f *cnpFleet) {
+				f.loss = func(sec float64) float64 {
+					if sec > 400 {
+						return 0.3
+					}
+					return 0
+				}
+				f.noise = func(i int, sec float64) string {
+					switch {
+					case i == 4 && sec >= 500 && sec < 530:
+						return "silent"
+					case i == 5 && sec == 600:
+						return "reset"
+					}
+					return ""
+				}
+			},
+			want: []want{{subject: fabric, onset: 400}},
+		},
+		{
+			name: "resets, restarts, held glitches and silent nodes are not loss", dur: 1500,
+			modify: func(f *cnpFleet) {
+				f.noise = func(i int, sec float64) string {
+					switch {
+					case i == 1 && sec >= 300 && sec < 360: // a silent node that receives CNPs
+						return "silent"
+					case i == 2 && sec >= 400 && sec < 700: // silent for 5 min
+						return "silent"
+					case i == 3 && sec == 500:
+						return "reset"
+					case i == 4 && (sec == 550 || sec == 900):
+						return "baseline" // collector restart
+					case i == 5 && int(sec)%60 == 0:
+						return "held"
+					case i == 0 && sec >= 800 && sec < 3000: // gone for good
+						return "silent"
+					}
+					return ""
+				}
+			},
+		},
+		{
+			name: "a fabric that never balances (unmonitored endpoints) says nothing", dur: 900,
+			modify: func(f *cnpFleet) {
+				f.loss = func(float64) float64 { return 0.45 }
+			},
+		},
+		{
+			name: "an RP that ignores a few CNPs once is not a fault", dur: 600,
+			modify: func(f *cnpFleet) {
+				f.ignoring = func(i int, sec float64) bool { return i == 2 && sec == 300 }
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthyFleet()
+			if tc.modify != nil {
+				tc.modify(f)
+			}
+			h := newHarness(t, NewCNPECNImbalance())
+			f.run(h, tc.dur)
+			ins := cnpIncidents(t, h.events)
+			if len(ins) != len(tc.want) {
+				for _, in := range ins {
+					t.Logf("incident %s %v: %s %v", in.id, in.states, in.first.Summary, in.first.Evidence)
+				}
+				t.Fatalf("%d incidents, want %d", len(ins), len(tc.want))
+			}
+			for i, w := range tc.want {
+				in := ins[i]
+				if in.subject != w.subject {
+					t.Errorf("subject %v, want %v", in.subject, w.subject)
+				}
+				if (w.subject == fabric) != (in.scope == schemas.ScopeFabric) {
+					t.Errorf("scope %s for %v", in.scope, in.subject)
+				}
+				if in.first.Layer != schemas.LayerLinkNetwork {
+					t.Errorf("layer %s", in.first.Layer)
+				}
+				onset, detected := in.first.Start, in.first.DetectedAt
+				if onset < at(w.onset-20) || onset > at(w.onset+30) {
+					t.Errorf("onset %s, fault from %s", onset, at(w.onset))
+				}
+				if lat := time.Duration(detected-at(w.onset)) * time.Millisecond; lat > 3*time.Minute || lat < 0 {
+					t.Errorf("detected %s after the fault started", lat)
+				}
+				if got := in.last.State == schemas.StateResolved; got != w.resolved {
+					t.Errorf("resolved %v, want %v (%v)", got, w.resolved, in.states)
+				}
+				if w.key != "" && !containsString(in.first.Summary, map[string]string{"np_disabled": "notification point", "rp_ignoring": "reaction point"}[w.key]) {
+					t.Errorf("summary %q", in.first.Summary)
+				}
+				t.Logf("%s %v onset %s detected %s: %s", in.id, in.states, onset, detected, in.first.Summary)
+			}
+		})
+	}
+}
+
+func containsString(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// partialView is a processor that owns only some partitions.
+type partialView struct{ *harness }
+
+func (partialView) Complete() bool { return false }
+
+// A processor that sees part of the fabric must not sum it.
+func TestCNPECNImbalancePartialView(t *testing.T) {
+	f := healthyFleet()
+	f.loss = func(sec float64) float64 {
+		if sec > 300 {
+			return 0.5
+		}
+		return 0
+	}
+	d := NewCNPECNImbalance()
+	h := newHarness(t)
+	pv := partialView{h}
+	// Drive the detector by hand with the partial view.
+	h.dets = []Detector{partialDriver{d: d, view: pv}}
+	f.run(h, 900)
+	if len(h.events) != 0 {
+		t.Fatalf("%d events on a partial view: %+v", len(h.events), h.events[0])
+	}
+}
+
+// partialDriver hands the detector a partial fabric view.
+type partialDriver struct {
+	d    *CNPECNImbalance
+	view FabricView
+}
+
+func (p partialDriver) Name() string { return p.d.Name() }
+func (p partialDriver) OnSample(ctx context.Context, port *PortState, s *Sample, em Emitter) {
+	p.d.OnSample(ctx, port, s, em)
+}
+func (p partialDriver) OnWatermark(ctx context.Context, _ FabricView, wm schemas.Millis, em Emitter) {
+	p.d.OnWatermark(ctx, p.view, wm, em)
+}
+
+// TestCNPECNImbalanceMemory: a RoCE port's state for this detector stays a
+// small fraction of the 8 KiB budget.
+func TestCNPECNImbalanceMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap")
+	}
+	f := healthyFleet()
+	f.n = 200
+	f.marked = func(i int, sec float64) float64 { return 100 + float64(i%7)*30 }
+	f.npRatio = func(int, float64) float64 { return 0.3 }
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	h := newHarness(t, NewCNPECNImbalance())
+	f.run(h, 600)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perPort := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(f.n)
+	t.Logf("%d B per port", perPort)
+	if perPort > 2<<10 {
+		t.Errorf("%d B per port for this detector alone", perPort)
+	}
+	runtime.KeepAlive(h)
+}
+
+func BenchmarkCNPECNImbalance(b *testing.B) {
+	// go test ./processor -run XXX -bench CNPECN -benchmem
+	f := healthyFleet()
+	f.n = 100
+	for b.Loop() {
+		h := newHarness(&testing.T{}, NewCNPECNImbalance())
+		f.run(h, 500) // 100 ports x 100 readings = 10k port-samples
+	}
+}
