@@ -3,8 +3,8 @@ package processor
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
