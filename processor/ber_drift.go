@@ -1,0 +1,912 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func init() {
+	Register(schemas.TypeBERDrift, func() Detector { return NewBERDrift() })
+}
+
+// BERDrift raises ber_drift when a link's bit error rate trends up towards
+// the level where the FEC (Ethernet) or the link (InfiniBand) stops coping:
+// a dirty connector or a dying optic degrades over tens of minutes to hours,
+// and the time to act is before it drops packets.
+//
+// What it measures, per port, in data time:
+//   - Ethernet: pre-FEC BER = rx_corrected_bits_phy / rx_bits_phy (ethtool);
+//     rx_err_lane_N_phy names the lane, rx_pcs_symbol_err_phy gives the
+//     post-FEC figure for the evidence. Critical: 1e-6 pre-FEC.
+//   - InfiniBand: symbol BER = symbol_error over the bits the line carried
+//     (link rate x time, as ibdiagnet and UFM count it: idles are symbols
+//     too; port_rcv_data x 8 when the rate is unknown). Critical: 1e-12.
+//     link_error_recovery is reported as support.
+//
+// How: the port keeps two hours of one-minute buckets (errors and bits, two
+// float32 each: ~1 KiB). At every closed minute a cheap check compares the
+// last few minutes with the older ones; only when they differ does the
+// detector fit a hinge model to the whole window by Poisson maximum
+// likelihood: errors_i ~ Poisson(bits_i * exp(a + s*max(0, t_i - onset))),
+// i.e. a flat log-BER that starts rising linearly (an exponential BER
+// rise) at onset. The fit weighs every minute by how many errors it could
+// show, so an idle link (few bits) or a sparse InfiniBand counter (a few
+// errors an hour) gets wide bounds instead of wild point estimates. The
+// likelihood ratio against a constant BER is scaled by the overdispersion
+// of the busy minutes (real BER wanders more than Poisson: quasi-Poisson),
+// so a noisy but stable link is not "significant" just because it counts
+// millions of bits.
+//
+// A drift is held when, all at once: the ratio is significant (MinLR), the
+// fitted BER has risen MinRise times above the link's own baseline and the
+// recent minutes confirm it (median of the last minutes on busy counters,
+// a Poisson lower bound on sparse ones), the rise spreads over several
+// minutes and errors (not one burst), and the projection reaches the
+// critical level within Horizon. A high but stable BER fits the constant
+// model: no drift. A pinned symbol_error (65535) is blindness, not zero
+// errors: those minutes are left out and an open incident says so.
+//
+// One incident per drift: it opens after OpenAfterEvaluations minutes in a
+// row, updates as the projection moves (severity turns critical when the
+// projected time to critical is under CriticalLead or the level is
+// crossed), and resolves once the BER of the last ResolveAfter has been
+// back below the level the alert was raised at (and near the baseline) for
+// ResolveAfter: an optic replaced, or a reset showing a healthy link.
+type BERDrift struct {
+	RecentMinutes        int           // the "now" of the cheap check and of the confirmation; default 5
+	MinHistoryMinutes    int           // minutes of the link's own history before an onset; default 8
+	MinLR                float64       // scaled likelihood ratio (hinge vs constant); default 25
+	MinRise              float64       // fitted BER now / baseline; default 2
+	MinErrors            float64       // errors after the onset; default 5
+	MinErrorMinutes      int           // minutes with errors after the onset; default 3
+	Horizon              time.Duration // projected time to critical must be shorter; default 6 h
+	CriticalLead         time.Duration // severity turns critical under this; default 15 min
+	OpenAfterEvaluations int           // consecutive minutes holding before open; default 2
+	ResolveAfter         time.Duration // default 10 min
+	MinUpdateInterval    time.Duration // default 5 min
+	SilentResolveAfter   time.Duration // default 30 min
+
+	tracker *Tracker
+	fabric  FabricView
+}
+
+// NewBERDrift returns the detector with its defaults.
+func NewBERDrift() *BERDrift {
+	return &BERDrift{
+		RecentMinutes:        5,
+		MinHistoryMinutes:    8,
+		MinLR:                25,
+		MinRise:              2,
+		MinErrors:            5,
+		MinErrorMinutes:      3,
+		Horizon:              6 * time.Hour,
+		CriticalLead:         15 * time.Minute,
+		OpenAfterEvaluations: 2,
+		ResolveAfter:         10 * time.Minute,
+		MinUpdateInterval:    5 * time.Minute,
+		SilentResolveAfter:   30 * time.Minute,
+	}
+}
+
+// Critical levels of DESIGN.md's ber_drift labels.
+const (
+	CriticalPreFECBER = 1e-6
+	CriticalSymbolBER = 1e-12
+	// criticalPostFECBER is where uncorrectable blocks start to cost packets.
+	criticalPostFECBER = 1e-12
+)
+
+// Name implements Detector.
+func (d *BERDrift) Name() string { return schemas.TypeBERDrift }
+
+// Init implements Initializer.
+func (d *BERDrift) Init(fabric FabricView) error {
+	d.fabric = fabric
+	return nil
+}
+
+func (d *BERDrift) track() *Tracker {
+	if d.tracker == nil {
+		d.tracker = NewTracker(schemas.TypeBERDrift, Policy{
+			OpenAfterSamples:    d.OpenAfterEvaluations,
+			ResolveAfter:        d.ResolveAfter,
+			ResolveAfterSamples: 2,
+			MinUpdateInterval:   d.MinUpdateInterval,
+			SilentResolveAfter:  d.SilentResolveAfter,
+		})
+	}
+	return d.tracker
+}
+
+const (
+	berBuckets  = 120    // two hours of history
+	berBucketMs = 60_000 // one minute
+)
+
+// Bucket flags.
+const (
+	berBucketData  uint8 = 1 << iota // bits were counted in the minute
+	berBucketBlind                   // symbol_error was pinned: errors invisible
+)
+
+// berPort is the per-port state: ~1.2 KiB whatever the interval.
+type berPort struct {
+	minute int64 // minute number (data time / 1 min) of the newest bucket
+	errs   [berBuckets]float32
+	bits   [berBuckets]float32
+	flags  [berBuckets]uint8
+
+	rateText string
+	rateGbps float64
+
+	// Decayed (halved every minute) sums for the evidence: which lane, and
+	// the post-FEC error rate of the last few minutes.
+	lanes      [8]float32
+	pcsErrs    float32
+	pcsBits    float32
+	recoveries uint64 // link_error_recovery increases seen on the port
+	symbolRaw  uint64 // latest symbol_error reading
+	blind      bool   // the latest symbol_error reading is pinned
+
+	// Figures of the open incident.
+	baseBER, openBER float64
+	recoveriesAtOpen uint64
+	lastFit          berFit
+}
+
+// OnSample implements PortDetector.
+func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+	ib := s.LinkLayer == "InfiniBand"
+	var errs, bits float64
+	ok, blind := false, false
+	st, have := LookupPortLocal[berPort](port, schemas.TypeBERDrift)
+	if ib {
+		errs, bits, ok, blind = d.readIB(st, s)
+	} else {
+		errs, bits, ok = berReadEthernet(s)
+	}
+	if !have {
+		if !ok && !blind {
+			return // nothing readable yet: keep no state
+		}
+		st = PortLocal[berPort](port, schemas.TypeBERDrift)
+		st.minute = int64(s.Time) / berBucketMs
+	}
+	if ib {
+		d.readIBExtras(st, s)
+	} else {
+		berReadEthernetExtras(st, s)
+	}
+	st.blind = blind
+
+	minute := int64(s.Time) / berBucketMs
+	if minute > st.minute {
+		st.advance(minute)
+		d.evaluate(port, st, s, minute, em)
+	}
+	i := int(minute % berBuckets)
+	switch {
+	case blind:
+		st.flags[i] |= berBucketBlind
+	case ok:
+		st.errs[i] += float32(errs)
+		st.bits[i] += float32(bits)
+		st.flags[i] |= berBucketData
+	}
+	if blind && d.track().IsOpen(s.ID.Subject()) && st.lastFit.valid {
+		// Cannot see errors: hold the incident as it is (no resolve on a
+		// blind counter) and say so once.
+		d.track().Hold(s.Time, d.finding(port, st, s, st.lastFit), em)
+	}
+}
+
+// advance clears the buckets of the minutes after st.minute up to minute,
+// decays the evidence sums, and makes minute the newest.
+func (st *berPort) advance(minute int64) {
+	steps := minute - st.minute
+	for m := st.minute + 1; m <= minute && m <= st.minute+berBuckets; m++ {
+		i := int(m % berBuckets)
+		st.errs[i], st.bits[i], st.flags[i] = 0, 0, 0
+	}
+	decay := float32(math.Pow(0.5, float64(min(steps, 60))))
+	for i := range st.lanes {
+		st.lanes[i] *= decay
+	}
+	st.pcsErrs *= decay
+	st.pcsBits *= decay
+	st.minute = minute
+}
+
+// usable reports whether a counter's delta can be used: a baseline carries
+// none, a held glitch is a 0 that is not a reading.
+func berUsable(c schemas.CounterDelta) bool {
+	return c.Flags&(schemas.FlagFirst|schemas.FlagHeld) == 0
+}
+
+// readEthernet returns the sample's corrected bits and PHY bits.
+func berReadEthernet(s *Sample) (errs, bits float64, ok bool) {
+	var haveErrs, haveBits bool
+	for _, c := range s.Counters {
+		if c.Source != schemas.SourceEthtool {
+			continue
+		}
+		switch c.Name {
+		case "rx_corrected_bits_phy":
+			if !berUsable(c) {
+				return 0, 0, false
+			}
+			errs, haveErrs = float64(c.Delta), true
+		case "rx_bits_phy":
+			if !berUsable(c) {
+				return 0, 0, false
+			}
+			bits, haveBits = float64(c.Delta), true
+		}
+	}
+	return errs, bits, haveErrs && haveBits && bits > 0
+}
+
+func berReadEthernetExtras(st *berPort, s *Sample) {
+	for _, c := range s.Counters {
+		if c.Source != schemas.SourceEthtool || !berUsable(c) {
+			continue
+		}
+		switch {
+		case c.Name == "rx_pcs_symbol_err_phy":
+			st.pcsErrs += float32(c.Delta)
+		case c.Name == "rx_bits_phy":
+			st.pcsBits += float32(c.Delta)
+		case strings.HasPrefix(c.Name, "rx_err_lane_") && strings.HasSuffix(c.Name, "_phy"):
+			n := c.Name[len("rx_err_lane_") : len(c.Name)-len("_phy")]
+			if len(n) == 1 && n[0] >= '0' && n[0] <= '7' {
+				st.lanes[n[0]-'0'] += float32(c.Delta)
+			}
+		}
+	}
+}
+
+// readIB returns the sample's symbol errors and line bits; blind is set
+// when symbol_error is pinned at 65535 and cannot count.
+func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind bool) {
+	var haveErrs bool
+	var rcvBytes float64
+	haveRcv := false
+	for _, c := range s.Counters {
+		if c.Source != schemas.SourceCounters {
+			continue
+		}
+		switch c.Name {
+		case "symbol_error":
+			if c.Flags&schemas.FlagHeld != 0 {
+				return 0, 0, false, false
+			}
+			if c.Flags&schemas.FlagSaturated != 0 || c.Value >= schemas.KindOf(c.Source, c.Name).Max() {
+				return 0, 0, false, true
+			}
+			if c.Flags&schemas.FlagFirst != 0 {
+				return 0, 0, false, false
+			}
+			errs, haveErrs = float64(c.Delta), true
+		case "port_rcv_data":
+			if berUsable(c) {
+				rcvBytes, haveRcv = float64(c.Delta), true
+			}
+		}
+	}
+	if !haveErrs || s.IntervalMs <= 0 || !linkUp(s.PortSample.State) {
+		return 0, 0, false, false
+	}
+	rate := 0.0
+	if st != nil && st.rateText == s.Rate {
+		rate = st.rateGbps
+	} else {
+		rate = berParseRateGbps(s.Rate)
+	}
+	switch {
+	case rate > 0:
+		bits = rate * 1e9 * float64(s.IntervalMs) / 1000
+	case haveRcv:
+		bits = rcvBytes * 8 // deltas of port_rcv_data are bytes already
+	}
+	return errs, bits, bits > 0, false
+}
+
+func (d *BERDrift) readIBExtras(st *berPort, s *Sample) {
+	if st.rateText != s.Rate {
+		st.rateText, st.rateGbps = s.Rate, berParseRateGbps(s.Rate)
+	}
+	for _, c := range s.Counters {
+		if c.Source != schemas.SourceCounters {
+			continue
+		}
+		switch c.Name {
+		case "link_error_recovery":
+			if berUsable(c) {
+				st.recoveries += c.Delta
+			}
+		case "symbol_error":
+			if c.Flags&schemas.FlagHeld == 0 {
+				st.symbolRaw = c.Value
+			}
+		}
+	}
+}
+
+// parseRateGbps reads the sysfs rate text ("200 Gb/sec (4X HDR)", "2.5
+// Gb/sec (1X SDR)"); 0 when it is not one. The processor does not import
+// the collector, so this is its own small parser.
+func berParseRateGbps(rate string) float64 {
+	rate = strings.TrimSpace(rate)
+	sp := strings.IndexByte(rate, ' ')
+	if sp <= 0 || !strings.HasPrefix(rate[sp+1:], "Gb/sec") {
+		return 0
+	}
+	v, frac, seenDot := 0.0, 0.1, false
+	for _, ch := range rate[:sp] {
+		switch {
+		case ch >= '0' && ch <= '9' && !seenDot:
+			v = v*10 + float64(ch-'0')
+		case ch >= '0' && ch <= '9':
+			v += frac * float64(ch-'0')
+			frac /= 10
+		case ch == '.' && !seenDot:
+			seenDot = true
+		default:
+			return 0
+		}
+	}
+	if v > 1e6 {
+		return 0
+	}
+	return v
+}
+
+// berFit is the result of one evaluation.
+type berFit struct {
+	valid bool
+	// onsetMin, nowMin are in minutes since the epoch (data time).
+	onsetMin, nowMin float64
+	slopePerMin      float64 // of ln BER
+	baseBER          float64 // fitted level before the onset
+	nowBER           float64 // fitted level now
+	lr               float64 // likelihood ratio / dispersion
+	dispersion       float64
+	postErrors       float64
+	postErrMinutes   int
+	// Empirical BER of the recent minutes with ~95% Poisson bounds.
+	recentBER, recentLow, recentHigh float64
+	recentErrors, recentBits         float64
+	recentMedian                     float64 // median per-minute BER (busy counters)
+	busy                             bool    // enough errors per minute for per-minute figures
+	minutesToCritical                float64
+	critical                         float64
+	holds                            bool
+	why                              string // why it does not hold, for tests
+}
+
+// berSeries is the window as the fit reads it, oldest first.
+type berSeries struct {
+	n    int
+	t    [berBuckets]float64 // bucket centre, minutes since the epoch
+	k, b [berBuckets]float64
+}
+
+func (st *berPort) series(newest int64, intervalMs int64) *berSeries {
+	var ser berSeries
+	// A sample's deltas cover the interval before its time, so a bucket's
+	// data sits half an interval before the bucket's centre.
+	shift := 0.5 - float64(intervalMs)/2/berBucketMs
+	for m := newest - berBuckets + 1; m <= newest; m++ {
+		if m < 0 {
+			continue
+		}
+		i := int(m % berBuckets)
+		if st.flags[i]&berBucketData == 0 || st.flags[i]&berBucketBlind != 0 || st.bits[i] <= 0 {
+			continue
+		}
+		ser.t[ser.n] = float64(m) + shift
+		ser.k[ser.n] = float64(st.errs[i])
+		ser.b[ser.n] = float64(st.bits[i])
+		ser.n++
+	}
+	return &ser
+}
+
+// evaluate runs once per closed minute: the cheap check, the fit when
+// worth it, and the incident lifecycle.
+func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int64, em Emitter) {
+	t := d.track()
+	subject := s.ID.Subject()
+	open := t.IsOpen(subject)
+	pending := t.Active() > 0 && !open && berHasActive(t, subject)
+	ser := st.series(minute-1, port.LastIntervalMs)
+	critical := CriticalPreFECBER
+	if s.LinkLayer == "InfiniBand" {
+		critical = CriticalSymbolBER
+	}
+	if !open && !pending && !d.rising(ser) {
+		return
+	}
+	fit := d.fit(ser, critical)
+	if fit.valid {
+		st.lastFit = fit
+	}
+	now := s.Time
+	switch {
+	case !open:
+		if fit.holds {
+			t.Hold(now, d.finding(port, st, s, fit), em)
+			if t.IsOpen(subject) {
+				st.baseBER, st.openBER, st.recoveriesAtOpen = fit.baseBER, fit.nowBER, st.recoveries
+			}
+		} else {
+			t.Clear(now, subject, "", nil, em)
+		}
+	case st.blind:
+		// Cannot see: neither confirm nor clear.
+	default:
+		if d.clear(st, ser) {
+			why := fmt.Sprintf("the BER has been back near its baseline (%.3g) for %s", st.baseBER, d.ResolveAfter)
+			t.Clear(now, subject, why, map[string]any{"recent_ber": berFinite(fit.recentBER)}, em)
+			return
+		}
+		if !fit.valid {
+			fit = st.lastFit
+			fit.recentBER, fit.recentLow, fit.recentHigh = berRecentBER(ser, d.RecentMinutes)
+		}
+		t.Hold(now, d.finding(port, st, s, fit), em)
+	}
+}
+
+func berHasActive(t *Tracker, subject schemas.Subject) bool {
+	_, ok := t.active[subject]
+	return ok
+}
+
+// rising is the cheap check: the last RecentMinutes show at least 1.3 times
+// the BER of the older minutes, beyond Poisson noise.
+func (d *BERDrift) rising(ser *berSeries) bool {
+	if ser.n < d.MinHistoryMinutes+3 {
+		return false
+	}
+	tEnd := ser.t[ser.n-1]
+	var kr, br, kh, bh float64
+	for i := 0; i < ser.n; i++ {
+		if ser.t[i] > tEnd-float64(d.RecentMinutes) {
+			kr += ser.k[i]
+			br += ser.b[i]
+		} else {
+			kh += ser.k[i]
+			bh += ser.b[i]
+		}
+	}
+	if kr < 3 || br <= 0 || bh <= 0 {
+		return false
+	}
+	expect := br * (kh + 0.5) / bh
+	return kr >= 1.3*expect && kr >= expect+3*math.Sqrt(expect)
+}
+
+// fit finds the hinge model with the highest likelihood and decides.
+func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
+	f := berFit{critical: critical, dispersion: 1}
+	n := ser.n
+	if n < d.MinHistoryMinutes+3 {
+		f.why = "short history"
+		return f
+	}
+	f.recentBER, f.recentLow, f.recentHigh = berRecentBER(ser, d.RecentMinutes)
+	var kTot, bTot float64
+	for i := 0; i < n; i++ {
+		kTot += ser.k[i]
+		bTot += ser.b[i]
+	}
+	// A pseudo half error before the onset keeps the baseline finite on a
+	// link that never showed one (Jeffreys-like prior); it makes the rise a
+	// little smaller, never larger.
+	kTot += 0.5
+
+	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
+	// at least 3 buckets after; coarse pass every 3, then refine.
+	first, last := d.MinHistoryMinutes, n-3
+	best := berHingeResult{lr: math.Inf(-1)}
+	try := func(tau float64, from int) {
+		r := berHinge(ser, from, tau, kTot, bTot)
+		if r.from >= first && r.from <= last && r.slope > 0 && r.lr > best.lr {
+			best = r
+		}
+	}
+	for j := first; j <= last; j += 3 {
+		try(ser.t[j]-0.5, j)
+	}
+	if math.IsInf(best.lr, -1) {
+		f.why = "no rise"
+		return f
+	}
+	center := best.from
+	for j := max(first, center-2); j <= min(last, center+2); j++ {
+		if j != center {
+			try(ser.t[j]-0.5, j)
+		}
+	}
+	// Sub-minute onset around the best boundary.
+	tau0 := best.tau
+	for _, off := range []float64{-0.75, -0.5, -0.25, 0.25, 0.5, 0.75} {
+		try(tau0+off, best.from)
+	}
+
+	f.valid = true
+	f.onsetMin = best.tau
+	f.nowMin = ser.t[n-1] + 0.5
+	f.slopePerMin = best.slope
+	f.baseBER = math.Exp(best.a)
+	f.nowBER = math.Exp(best.a + best.slope*(f.nowMin-best.tau))
+
+	// Overdispersion from the busy minutes (Pearson): quasi-Poisson.
+	var pearson float64
+	busyN := 0
+	for i := 0; i < n; i++ {
+		mu := ser.b[i] * math.Exp(best.a+best.slope*max(0, ser.t[i]-best.tau))
+		if mu >= 5 {
+			pearson += (ser.k[i] - mu) * (ser.k[i] - mu) / mu
+			busyN++
+		}
+		if i >= best.from {
+			f.postErrors += ser.k[i]
+			if ser.k[i] > 0 {
+				f.postErrMinutes++
+			}
+		}
+	}
+	if busyN >= 5 {
+		f.dispersion = max(1, pearson/float64(max(1, busyN-3)))
+	}
+	f.lr = best.lr / f.dispersion
+	f.busy = f.baseBER*ser.b[n-1] >= 20
+	f.recentMedian = berRecentMedian(ser, 3)
+
+	if f.nowBER >= critical {
+		f.minutesToCritical = 0
+	} else {
+		f.minutesToCritical = math.Log(critical/f.nowBER) / best.slope
+	}
+	switch {
+	case f.lr < d.MinLR:
+		f.why = "not significant"
+	case f.nowBER < d.MinRise*f.baseBER:
+		f.why = "rise too small"
+	case f.postErrors < d.MinErrors || f.postErrMinutes < d.MinErrorMinutes:
+		f.why = "too few errors"
+	case f.busy && f.recentMedian < d.MinRise*f.baseBER:
+		f.why = "recent minutes do not confirm"
+	case !f.busy && f.recentLow <= f.baseBER:
+		f.why = "recent minutes do not confirm"
+	case f.busy && !d.stillRising(ser, best):
+		f.why = "not rising any more"
+	case f.minutesToCritical > d.Horizon.Minutes():
+		f.why = "too slow"
+	default:
+		f.holds = true
+	}
+	return f
+}
+
+type berHingeResult struct {
+	from       int // first bucket after the onset
+	tau        float64
+	slope, a   float64
+	lr         float64
+	iterations int
+}
+
+// hinge fits errors_i ~ Poisson(b_i exp(a + s h_i)), h_i = max(0, t_i -
+// tau), for buckets from..n-1 after tau, by profile likelihood: a is
+// solved in closed form, s by safeguarded Newton on the score.
+func berHinge(ser *berSeries, from int, tau, kTot, bTot float64) berHingeResult {
+	n := ser.n
+	for from > 0 && ser.t[from-1] > tau {
+		from--
+	}
+	for from < n && ser.t[from] <= tau {
+		from++
+	}
+	r := berHingeResult{from: from, tau: tau}
+	if n-from < 3 {
+		r.lr = math.Inf(-1)
+		return r
+	}
+	var bPre, skh float64
+	for i := 0; i < from; i++ {
+		bPre += ser.b[i]
+	}
+	for i := from; i < n; i++ {
+		skh += ser.k[i] * (ser.t[i] - tau)
+	}
+	// score(s) = skh - kTot * E_w[h], decreasing in s.
+	moments := func(s float64) (z, zh, zhh float64) {
+		z = bPre
+		for i := from; i < n; i++ {
+			h := ser.t[i] - tau
+			w := ser.b[i] * math.Exp(s*h)
+			z += w
+			zh += w * h
+			zhh += w * h * h
+		}
+		return
+	}
+	lo, hi := -0.5, 3.0 // ln BER per minute: 3 is a decade in under a minute
+	s := 0.05
+	for it := 0; it < 30; it++ {
+		z, zh, zhh := moments(s)
+		mean := zh / z
+		score := skh - kTot*mean
+		if score > 0 {
+			lo = s
+		} else {
+			hi = s
+		}
+		if math.Abs(score) <= 1e-9*kTot*(1+mean) || hi-lo < 1e-7 {
+			break
+		}
+		variance := zhh/z - mean*mean
+		next := s
+		if variance > 0 {
+			next = s + score/(kTot*variance)
+		}
+		if !(next > lo && next < hi) {
+			next = (lo + hi) / 2
+		}
+		s = next
+		r.iterations = it + 1
+	}
+	z, _, _ := moments(s)
+	r.slope = s
+	r.a = math.Log(kTot / z)
+	r.lr = 2 * (s*skh - kTot*math.Log(z/bTot))
+	return r
+}
+
+// stillRising checks, on busy counters, that the latest minutes keep the
+// trend (Theil-Sen slope of ln BER over the post-onset minutes at least a
+// third of the fit's): a step up that then stays flat is a high BER, not a
+// drift, and one burst is neither.
+func (d *BERDrift) stillRising(ser *berSeries, h berHingeResult) bool {
+	const maxPts = 20
+	var xs, ys [maxPts]float64
+	m := 0
+	for i := ser.n - 1; i >= h.from && m < maxPts; i-- {
+		if ser.k[i] < 20 {
+			continue
+		}
+		xs[m], ys[m] = ser.t[i], math.Log(ser.k[i]/ser.b[i])
+		m++
+	}
+	if m < 4 {
+		return true // too few busy minutes to judge: the fit decides
+	}
+	var slopes [maxPts * (maxPts - 1) / 2]float64
+	p := 0
+	for i := 0; i < m; i++ {
+		for j := i + 1; j < m; j++ {
+			if dx := xs[i] - xs[j]; dx != 0 {
+				slopes[p] = (ys[i] - ys[j]) / dx
+				p++
+			}
+		}
+	}
+	return berMedian(slopes[:p]) >= h.slope/3
+}
+
+func berMedian(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// recentBER is the BER of the last minutes with ~95% Poisson bounds.
+func berRecentBER(ser *berSeries, minutes int) (ber, low, high float64) {
+	var k, b float64
+	tEnd := ser.t[max(0, ser.n-1)]
+	for i := ser.n - 1; i >= 0 && ser.t[i] > tEnd-float64(minutes); i-- {
+		k += ser.k[i]
+		b += ser.b[i]
+	}
+	if b <= 0 {
+		return 0, 0, 0
+	}
+	return k / b, berPoissonLow(k) / b, berPoissonHigh(k) / b
+}
+
+// poissonLow and poissonHigh are ~95% bounds of a Poisson mean given k
+// events (Wilson-Hilferty): 0 errors still allow up to ~3.7.
+func berPoissonLow(k float64) float64 {
+	if k <= 0 {
+		return 0
+	}
+	c := 1 - 1/(9*k) - 1.96/(3*math.Sqrt(k))
+	return k * c * c * c
+}
+
+func berPoissonHigh(k float64) float64 {
+	k1 := k + 1
+	c := 1 - 1/(9*k1) + 1.96/(3*math.Sqrt(k1))
+	return k1 * c * c * c
+}
+
+func berRecentMedian(ser *berSeries, minutes int) float64 {
+	var v [8]float64
+	m := 0
+	for i := ser.n - 1; i >= 0 && m < minutes && m < len(v); i-- {
+		v[m] = ser.k[i] / ser.b[i]
+		m++
+	}
+	return berMedian(v[:m])
+}
+
+// clear reports whether the last ResolveAfter shows the BER back down: its
+// upper bound under the level the alert was raised at and near the
+// baseline.
+func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
+	if ser.n == 0 {
+		return false
+	}
+	minutes := int(d.ResolveAfter / time.Minute)
+	_, _, high := berRecentBER(ser, max(1, minutes))
+	var covered int
+	tEnd := ser.t[ser.n-1]
+	for i := ser.n - 1; i >= 0 && ser.t[i] > tEnd-float64(minutes); i-- {
+		covered++
+	}
+	if covered < max(1, minutes/2) {
+		return false
+	}
+	level := max(2*st.baseBER, 0.7*st.openBER)
+	return high <= level
+}
+
+func berFinite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
+}
+
+// sig rounds to 4 significant digits: the evidence is for people.
+func berSig(v float64) float64 {
+	v = berFinite(v)
+	if v == 0 {
+		return 0
+	}
+	p := math.Pow(10, 3-math.Floor(math.Log10(math.Abs(v))))
+	return berFinite(math.Round(v*p) / p)
+}
+
+func berMinuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * berBucketMs)) }
+
+func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Finding {
+	ib := s.LinkLayer == "InfiniBand"
+	what, measure := "pre-FEC BER", "rx_corrected_bits_phy / rx_bits_phy"
+	if ib {
+		what, measure = "symbol BER", "symbol_error / line bits (rate x time)"
+		if st.rateGbps <= 0 {
+			measure = "symbol_error / (port_rcv_data x 8)"
+		}
+	}
+	severity := schemas.SeverityWarning
+	crossed := f.nowBER >= f.critical || f.recentLow >= f.critical
+	if crossed || f.minutesToCritical <= d.CriticalLead.Minutes() {
+		severity = schemas.SeverityCritical
+	}
+	onset := berMinuteMillis(f.onsetMin)
+	nowMs := berMinuteMillis(f.nowMin)
+	onset = min(max(onset, port.FirstTime), s.Time)
+	criticalAt := nowMs + berMinuteMillis(f.minutesToCritical)
+	ev := map[string]any{
+		"measure":               measure,
+		"critical_ber":          f.critical,
+		"baseline_ber":          berSig(f.baseBER),
+		"current_ber":           berSig(f.nowBER),
+		"recent_ber":            berSig(f.recentBER),
+		"recent_ber_low":        berSig(f.recentLow),
+		"recent_ber_high":       berSig(f.recentHigh),
+		"recent_minutes":        d.RecentMinutes,
+		"slope_decades_per_h":   berSig(f.slopePerMin * 60 / math.Ln10),
+		"doubling_minutes":      berSig(math.Ln2 / max(f.slopePerMin, 1e-9)),
+		"minutes_to_critical":   berSig(f.minutesToCritical),
+		"projected_critical_at": criticalAt.String(),
+		"critical_crossed":      crossed,
+		"onset_estimate":        onset.String(),
+		"likelihood_ratio":      berSig(f.lr),
+		"dispersion":            berSig(f.dispersion),
+		"errors_since_onset":    berSig(f.postErrors),
+		"window_minutes":        berBuckets,
+		"blind":                 st.blind,
+	}
+	var keys []string
+	if ib {
+		ev["symbol_error"] = st.symbolRaw
+		ev["link_error_recovery_since_open"] = st.recoveries - min(st.recoveries, st.recoveriesAtOpen)
+		if st.blind {
+			ev["blind_reason"] = "symbol_error is pinned at 65535: new symbol errors are invisible until the counters are cleared"
+			keys = append(keys, "blind")
+		}
+	} else {
+		var sum float32
+		lane, top := -1, float32(0)
+		for i, v := range st.lanes {
+			sum += v
+			if v > top {
+				lane, top = i, v
+			}
+		}
+		if lane >= 0 && sum > 0 {
+			ev["lane"] = lane
+			ev["lane_share"] = berSig(float64(top / sum))
+		}
+		if st.pcsBits > 0 {
+			post := float64(st.pcsErrs / st.pcsBits)
+			ev["post_fec_ber"] = berSig(post)
+			if st.pcsErrs >= 3 && post > criticalPostFECBER {
+				severity = schemas.SeverityCritical
+				ev["post_fec_critical"] = true
+			}
+		}
+	}
+	where := portName(s.ID, s.Netdev)
+	var summary string
+	if crossed {
+		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and is past the critical %.0e", where, what, f.baseBER, f.nowBER, onset, f.critical)
+	} else {
+		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); critical %.0e projected in %.0f min",
+			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(f.slopePerMin, 1e-9), f.critical, f.minutesToCritical)
+	}
+	if st.blind {
+		summary += "; symbol_error is saturated: the detector is blind until it is cleared"
+	}
+	dev := s.ID.Device
+	checks := []string{
+		fmt.Sprintf("mlxlink -d %s -p %d -m -c on %s: eye opening, FEC and per-lane BER, module temperature and power", dev, s.ID.Port, s.ID.Node),
+	}
+	if s.Netdev != "" {
+		checks = append(checks, fmt.Sprintf("ethtool -S %s | grep -E 'phy|lane' on %s: corrected bits per lane", s.Netdev, s.ID.Node))
+	}
+	if ib {
+		checks = append(checks, fmt.Sprintf("perfquery -x -C %s -P %d on %s: symbol_error, link_error_recovery", dev, s.ID.Port, s.ID.Node))
+	}
+	checks = append(checks,
+		"clean and reseat the optic or cable; replace it if the BER keeps rising",
+		switchCheck(d.fabric, s.ID, "BER, FEC and lane counters"))
+	return Finding{
+		Subject:    s.ID.Subject(),
+		Onset:      onset,
+		Severity:   severity,
+		Layer:      schemas.LayerPhysical,
+		Summary:    summary,
+		Evidence:   ev,
+		NextChecks: checks,
+		Keys:       keys,
+		Progress:   true,
+	}
+}
+
+// OnWatermark implements FabricDetector: incidents of silent ports resolve.
+func (d *BERDrift) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+	d.track().Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
+		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
+		if !ok {
+			return 0, false
+		}
+		return p.LastTime, true
+	}, em)
+}
