@@ -1,0 +1,422 @@
+package processor
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// pfcTopo: host-a..host-d on leaf-01, host-e and host-f on leaf-02, one
+// spine.
+const pfcTopo = `{"fabric":"t","switches":[{"name":"leaf-01","tier":"leaf"},{"name":"leaf-02","tier":"leaf"},{"name":"spine-01","tier":"spine"}],
+"links":[{"a":"host-a/mlx5_0/1","b":"leaf-01/swp1"},{"a":"host-b/mlx5_0/1","b":"leaf-01/swp2"},
+{"a":"host-c/mlx5_0/1","b":"leaf-01/swp3"},{"a":"host-d/mlx5_0/1","b":"leaf-01/swp4"},
+{"a":"host-e/mlx5_0/1","b":"leaf-02/swp1"},{"a":"host-f/mlx5_0/1","b":"leaf-02/swp2"},
+{"a":"leaf-01/swp49","b":"spine-01/swp1"},{"a":"leaf-02/swp49","b":"spine-01/swp2"}]}`
+
+var pfcHosts = []string{"host-a", "host-b", "host-c", "host-d", "host-e", "host-f"}
+
+func pfcPortOf(node string) schemas.PortID { return schemas.PortID{Node: node, Device: "mlx5_0", Port: 1} }
+
+// pfcRig drives the detector the way the runtime does: per-port order,
+// stale samples dropped, the port observed after the detectors, and the
+// watermark one interval (plus a tenth) behind the newest sample, ticking
+// fabric detectors every second of data time.
+type pfcRig struct {
+	t        *testing.T
+	det      *PFCStorm
+	topo     *schemas.Topology
+	ports    map[schemas.PortID]*PortState
+	maxT, wm schemas.Millis
+	nextTick schemas.Millis
+	lateness schemas.Millis
+	events   []*schemas.Event
+	totals   map[schemas.PortID]map[string]uint64
+}
+
+func newPFCRig(t *testing.T, interval time.Duration) *pfcRig {
+	topo, err := schemas.ParseTopology(strings.NewReader(pfcTopo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &pfcRig{t: t, det: NewPFCStorm(), topo: topo, ports: map[schemas.PortID]*PortState{},
+		lateness: schemas.Millis(interval.Milliseconds() * 11 / 10), totals: map[schemas.PortID]map[string]uint64{}}
+	if err := r.det.Init(r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *pfcRig) Topology() *schemas.Topology { return r.topo }
+func (r *pfcRig) Watermark() schemas.Millis   { return r.wm }
+func (r *pfcRig) Complete() bool              { return true }
+func (r *pfcRig) Port(id schemas.PortID) (*PortState, bool) {
+	p, ok := r.ports[id]
+	return p, ok
+}
+func (r *pfcRig) Ports(fn func(*PortState) bool) {
+	ids := make([]schemas.PortID, 0, len(r.ports))
+	for id := range r.ports {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	for _, id := range ids {
+		if !fn(r.ports[id]) {
+			return
+		}
+	}
+}
+
+func (r *pfcRig) Emit(ev *schemas.Event) {
+	if err := ev.Validate(); err != nil {
+		r.t.Errorf("invalid event: %v", err)
+	}
+	for k, v := range ev.Evidence {
+		switch v.(type) {
+		case float64, int, uint64:
+		default:
+			r.t.Errorf("evidence %s is %T, want a number", k, v)
+		}
+	}
+	r.events = append(r.events, ev)
+}
+
+func (r *pfcRig) feed(s *Sample) {
+	ctx := context.Background()
+	p, ok := r.ports[s.ID]
+	if !ok {
+		p = NewPortState(s.ID)
+		r.ports[s.ID] = p
+	}
+	if p.Samples > 0 && s.Time <= p.LastTime {
+		return
+	}
+	r.det.OnSample(ctx, p, s, r)
+	p.Observe(s)
+	r.maxT = max(r.maxT, s.Time)
+	if wm := r.maxT - r.lateness; wm > r.wm {
+		r.wm = wm
+		if wm >= r.nextTick {
+			r.det.OnWatermark(ctx, r, wm, r)
+			r.nextTick = wm + 1000
+		}
+	}
+}
+
+// reading is what a port does in one interval.
+type reading struct {
+	skip       bool // no sample (gap, silent node)
+	baseline   bool // collector (re)start: every counter FlagFirst
+	reset      bool // counters cleared: FlagReset
+	tx, rx     float64
+	rcvGbps    float64
+	ecnPerS    float64
+	cnpSent    float64
+	cnpHandled float64
+	warn, errs uint64
+}
+
+// sample builds one port's sample from a reading; cumulative values are
+// kept per port so Value moves as the hardware's would.
+func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Duration, rd reading) *Sample {
+	tot := r.totals[id]
+	if tot == nil {
+		tot = map[string]uint64{}
+		r.totals[id] = tot
+	}
+	sec := interval.Seconds()
+	deltas := []struct {
+		src  schemas.Source
+		name string
+		d    uint64
+	}{
+		{schemas.SourceEthtool, "tx_prio3_pause_duration", uint64(rd.tx * sec * 1e6)},
+		{schemas.SourceEthtool, "tx_prio3_pause", uint64(rd.tx * sec * 1e6 / 80)},
+		{schemas.SourceEthtool, "rx_prio3_pause_duration", uint64(rd.rx * sec * 1e6)},
+		{schemas.SourceEthtool, "rx_prio3_pause", uint64(rd.rx * sec * 1e6 / 80)},
+		{schemas.SourceEthtool, "tx_prio0_pause_duration", 0},
+		{schemas.SourceEthtool, "tx_pause_storm_warning_events", rd.warn},
+		{schemas.SourceEthtool, "tx_pause_storm_error_events", rd.errs},
+		{schemas.SourceCounters, "port_rcv_data", uint64(rd.rcvGbps * 1e9 / 8 * sec)},
+		{schemas.SourceHWCounters, "np_ecn_marked_roce_packets", uint64(rd.ecnPerS * sec)},
+		{schemas.SourceHWCounters, "np_cnp_sent", uint64(rd.cnpSent * sec)},
+		{schemas.SourceHWCounters, "rp_cnp_handled", uint64(rd.cnpHandled * sec)},
+	}
+	var cs []schemas.CounterDelta
+	for _, d := range deltas {
+		c := schemas.CounterDelta{Name: d.name, Source: d.src}
+		switch {
+		case rd.baseline:
+			tot[d.name] += d.d
+			c.Value, c.Flags = tot[d.name], schemas.FlagFirst
+		case rd.reset:
+			tot[d.name] = d.d
+			c.Value, c.Delta, c.Flags = d.d, d.d, schemas.FlagReset
+		default:
+			tot[d.name] += d.d
+			c.Value, c.Delta = tot[d.name], d.d
+		}
+		cs = append(cs, c)
+	}
+	iv := interval.Milliseconds()
+	if rd.baseline {
+		iv = 0
+	}
+	return &Sample{ID: id, Time: at, PortSample: &schemas.PortSample{Device: id.Device, Port: id.Port,
+		Netdev: "ens1f0np0", LinkLayer: "Ethernet", State: "ACTIVE", Rate: "200 Gb/sec (4X HDR)",
+		TimeMs: int64(at), IntervalMs: iv, Counters: cs}}
+}
+
+// run feeds n intervals of every host; plan says what host h does in
+// interval k (k = 0 is the baseline). Hosts are read 37 ms apart.
+func (r *pfcRig) run(interval time.Duration, n int, plan func(host string, k int) reading) {
+	for k := range n {
+		for i, h := range pfcHosts {
+			rd := plan(h, k)
+			if k == 0 {
+				rd.baseline = true
+			}
+			if rd.skip {
+				continue
+			}
+			at := t0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
+			r.feed(r.sample(pfcPortOf(h), at, interval, rd))
+		}
+	}
+}
+
+func healthy() reading { return reading{tx: 0.0005, rx: 0.0008, rcvGbps: 60, ecnPerS: 20, cnpSent: 10, cnpHandled: 12} }
+
+// stormPlan: host-a storms over intervals [from, to) (the first one partial),
+// host-b and host-c are paused, host-d is not; host-e on the other leaf is
+// paused from interval eFrom on (-1: never).
+func stormPlan(from, to, eFrom int, silent bool, dip int) func(string, int) reading {
+	return func(h string, k int) reading {
+		on := k >= from && k < to && k != dip
+		rd := healthy()
+		switch h {
+		case "host-a":
+			if silent && k >= from {
+				return reading{skip: true}
+			}
+			if on {
+				rd.tx, rd.rcvGbps, rd.ecnPerS, rd.cnpSent = 0.95, 0.2, 0, 0
+				if k == from {
+					rd.tx = 0.3 // the storm began late in the interval
+				}
+				if k == from+1 {
+					rd.warn = 1
+				}
+			}
+		case "host-b", "host-c":
+			if on && k > from || on && k == from && !silent {
+				rd.rx, rd.rcvGbps = 0.55, 25
+			}
+		case "host-e":
+			if eFrom >= 0 && on && k >= eFrom {
+				rd.rx = 0.3
+			}
+		}
+		return rd
+	}
+}
+
+func (r *pfcRig) ofType(state string) []*schemas.Event {
+	var out []*schemas.Event
+	for _, ev := range r.events {
+		if state == "" || ev.State == state {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestPFCStorm(t *testing.T) {
+	tests := []struct {
+		name     string
+		interval time.Duration
+		silent   bool
+		dip      int
+		eFrom    int
+		// latency budget in intervals from the storm's true onset
+		budget   int
+		affected []string // nodes, in first_seen order
+	}{
+		{"origin reports, 1 s", time.Second, false, -1, -1, 2, []string{"host-b", "host-c"}},
+		{"origin reports, 5 s", 5 * time.Second, false, -1, -1, 2, []string{"host-b", "host-c"}},
+		{"origin reports, 10 s", 10 * time.Second, false, -1, -1, 2, []string{"host-b", "host-c"}},
+		{"silent origin, 1 s", time.Second, true, -1, -1, 3, []string{"host-b", "host-c"}},
+		{"silent origin, 5 s", 5 * time.Second, true, -1, -1, 3, []string{"host-b", "host-c"}},
+		{"dips one interval", 2 * time.Second, false, 40, -1, 2, []string{"host-b", "host-c"}},
+		{"silent origin dips one interval", 2 * time.Second, true, 40, -1, 3, []string{"host-b", "host-c"}},
+		{"spreads to the other leaf", 5 * time.Second, false, -1, 25, 2, []string{"host-b", "host-c", "host-e"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const from, to, n = 20, 60, 90
+			r := newPFCRig(t, tt.interval)
+			r.run(tt.interval, n, stormPlan(from, to, tt.eFrom, tt.silent, tt.dip))
+			for _, l := range summaries(r.events) {
+				t.Log(l)
+			}
+			if got := len(r.ofType(schemas.StateOpen)); got != 1 {
+				t.Fatalf("%d opens, want 1: %v", got, summaries(r.events))
+			}
+			if !tt.silent {
+				if got := len(r.ofType(schemas.StateResolved)); got != 1 {
+					t.Errorf("%d resolved, want 1: %v", got, summaries(r.events))
+				}
+			} else if got := len(r.ofType(schemas.StateResolved)); got > 1 {
+				t.Errorf("%d resolved", got)
+			}
+			open := r.ofType(schemas.StateOpen)[0]
+			iv := schemas.Millis(tt.interval.Milliseconds())
+			// True onset: 30% of interval `from` before its end.
+			onset := t0 + schemas.Millis(from)*iv - iv*3/10
+			if lat := open.DetectedAt - onset; lat > schemas.Millis(tt.budget)*iv || lat < 0 {
+				t.Errorf("detected %v after onset, budget %d intervals", time.Duration(lat)*time.Millisecond, tt.budget)
+			}
+			if open.Start < onset-2*iv || open.Start > onset+iv {
+				t.Errorf("start %s, onset %s", open.Start, onset)
+			}
+			if open.Subject != pfcPortOf("host-a").Subject() || open.Origin == nil || open.Origin.Node != "host-a" || open.Origin.Silent != tt.silent {
+				t.Errorf("subject %v origin %+v", open.Subject, open.Origin)
+			}
+			if open.Layer != schemas.LayerLinkNetwork {
+				t.Errorf("layer %s", open.Layer)
+			}
+			last := r.events[len(r.events)-1]
+			var nodes []string
+			for i, a := range last.Affected {
+				nodes = append(nodes, a.Node)
+				if i > 0 && a.FirstSeen < last.Affected[i-1].FirstSeen {
+					t.Errorf("affected not in first_seen order: %+v", last.Affected)
+				}
+				wantHops := 2
+				if a.Node == "host-e" {
+					wantHops = 4
+				}
+				if a.Hops != wantHops || a.PauseFraction <= 0 {
+					t.Errorf("affected %+v", a)
+				}
+			}
+			if strings.Join(nodes, ",") != strings.Join(tt.affected, ",") {
+				t.Errorf("affected %v, want %v", nodes, tt.affected)
+			}
+			for _, ev := range r.events {
+				if ev.ID != open.ID {
+					t.Errorf("event of another incident: %s", ev.ID)
+				}
+			}
+		})
+	}
+}
+
+// Incast: short pause bursts with ECN marks and CNPs, on the receiver and on
+// its senders, while a node on the same leaf has a gap. Resets, collector
+// restarts, gaps and duplicates on healthy ports. None is a storm.
+func TestPFCStormQuiet(t *testing.T) {
+	tests := []struct {
+		name string
+		plan func(string, int) reading
+	}{
+		{"incast bursts", func(h string, k int) reading {
+			rd := healthy()
+			burst := k%4 == 1
+			switch h {
+			case "host-e": // the incast receiver: marks, CNPs, a slow-receiver pause
+				if burst {
+					rd.tx, rd.ecnPerS, rd.cnpSent, rd.rcvGbps = 0.45, 40000, 15000, 150
+				}
+				if k == 41 || k == 42 {
+					rd.tx, rd.ecnPerS, rd.cnpSent, rd.rcvGbps = 0.6, 60000, 20000, 70
+				}
+			case "host-b", "host-c", "host-d": // senders paused by the leaf, slowed by CNPs
+				if burst || k%4 == 2 {
+					rd.rx, rd.cnpHandled = 0.3, 8000
+				}
+			case "host-a":
+				if k >= 30 && k < 34 {
+					return reading{skip: true} // a node gap during the bursts
+				}
+			}
+			return rd
+		}},
+		{"resets, restarts, gaps, duplicates", func(h string, k int) reading {
+			rd := healthy()
+			switch {
+			case h == "host-b" && k == 10:
+				rd.reset = true
+				rd.tx = 0.9 // counts from zero: not this interval's figure
+			case h == "host-c" && k == 12:
+				rd.baseline = true // collector restart
+				rd.tx = 0.99
+			case h == "host-d" && k >= 15 && k < 19:
+				return reading{skip: true}
+			case h == "host-a" && k >= 20 && k < 23:
+				return reading{skip: true}
+			}
+			return rd
+		}},
+	}
+	for _, tt := range tests {
+		for _, iv := range []time.Duration{time.Second, 5 * time.Second} {
+			t.Run(tt.name+"/"+iv.String(), func(t *testing.T) {
+				r := newPFCRig(t, iv)
+				r.run(iv, 80, tt.plan)
+				// Duplicates: the same samples again are stale.
+				r.run(iv, 3, tt.plan)
+				if len(r.events) != 0 {
+					t.Errorf("events: %v", summaries(r.events))
+				}
+			})
+		}
+	}
+}
+
+// A slow receiver that pauses for a long time with congestion-control
+// activity is a storm after three intervals, not one.
+func TestPFCStormSustainedIncastSignature(t *testing.T) {
+	r := newPFCRig(t, time.Second)
+	r.run(time.Second, 30, func(h string, k int) reading {
+		rd := healthy()
+		if h == "host-a" && k >= 10 {
+			rd.tx, rd.ecnPerS, rd.cnpSent, rd.rcvGbps = 0.7, 30000, 9000, 50
+		}
+		return rd
+	})
+	opens := r.ofType(schemas.StateOpen)
+	if len(opens) != 1 || opens[0].DetectedAt < t0+12_000 {
+		t.Errorf("opens %v", summaries(opens))
+	}
+}
+
+func TestPFCReadPauses(t *testing.T) {
+	r := newPFCRig(t, time.Second)
+	s := r.sample(pfcPortOf("host-a"), t0+1000, 2*time.Second, reading{tx: 0.5, rx: 0.1, rcvGbps: 20, ecnPerS: 100, warn: 1})
+	got := pfcReadPauses(s)
+	if !got.valid || got.prio != 3 || got.txFraction != 0.5 || got.rxFraction != 0.1 || got.stormWarn != 1 ||
+		got.utilisation < 0.099 || got.utilisation > 0.101 || got.ecnPerS != 100 || got.txFramesPerS != 6250 {
+		t.Errorf("%+v", got)
+	}
+	for _, name := range []string{"tx_prio8_pause", "tx_prio3_pausex", "rx_prio_pause", "tx_pause_storm_warning_events"} {
+		if _, _, _, ok := pfcPauseCounter(name); ok {
+			t.Errorf("%s parsed as a pause counter", name)
+		}
+	}
+	if pfcRateGbps("100 Gb/sec (4X EDR)") != 100 || pfcRateGbps("") != 0 {
+		t.Error("rate")
+	}
+}
+
+func summaries(evs []*schemas.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, ev.State+" "+ev.Subject.String()+" "+ev.DetectedAt.String()+" "+ev.Summary)
+	}
+	return out
+}
