@@ -20,7 +20,9 @@ const pfcTopo = `{"fabric":"t","switches":[{"name":"leaf-01","tier":"leaf"},{"na
 
 var pfcHosts = []string{"host-a", "host-b", "host-c", "host-d", "host-e", "host-f"}
 
-func pfcPortOf(node string) schemas.PortID { return schemas.PortID{Node: node, Device: "mlx5_0", Port: 1} }
+func pfcPortOf(node string) schemas.PortID {
+	return schemas.PortID{Node: node, Device: "mlx5_0", Port: 1}
+}
 
 // pfcRig drives the detector the way the runtime does: per-port order,
 // stale samples dropped, the port observed after the detectors, and the
@@ -189,7 +191,9 @@ func (r *pfcRig) run(interval time.Duration, n int, plan func(host string, k int
 	}
 }
 
-func healthy() reading { return reading{tx: 0.0005, rx: 0.0008, rcvGbps: 60, ecnPerS: 20, cnpSent: 10, cnpHandled: 12} }
+func healthy() reading {
+	return reading{tx: 0.0005, rx: 0.0008, rcvGbps: 60, ecnPerS: 20, cnpSent: 10, cnpHandled: 12}
+}
 
 // stormPlan: host-a storms over intervals [from, to) (the first one partial),
 // host-b and host-c are paused, host-d is not; host-e on the other leaf is
