@@ -98,6 +98,12 @@ type CNPECNImbalance struct {
 	// collector) quiet: their CNPs never balance, so no gap there is news.
 	BalanceTolerance    float64
 	BalancedEvaluations int
+	// StepWithin: a gap opens an incident only if the fabric balanced at
+	// most this long before the gap first held; default 3 min. Lost CNPs
+	// start with a change (a QoS push, a starved queue) and the gap jumps
+	// within a window; a gap that creeps up over many minutes is the
+	// workload moving between monitored and unmonitored endpoints.
+	StepWithin time.Duration
 	// MaxUnknownShare: a window whose unknown CNPs (ports that were silent,
 	// reset or restarted in it, at twice their usual rate) exceed this share
 	// of the sent CNPs is inconclusive; default 0.1.
@@ -139,6 +145,7 @@ func NewCNPECNImbalance() *CNPECNImbalance {
 		MinGap:              0.2,
 		BalanceTolerance:    0.1,
 		BalancedEvaluations: 6,
+		StepWithin:          3 * time.Minute,
 		MaxUnknownShare:     0.1,
 		FabricOpenAfter:     60 * time.Second,
 		FabricResolveAfter:  2 * time.Minute,
@@ -520,9 +527,8 @@ type cnpFabric struct {
 	lastEval schemas.Millis // end of the latest evaluated window
 	balanced int            // consecutive conclusive balanced windows
 	proven   bool           // the fabric's CNPs have been seen to balance
-	open     struct {
-		onset schemas.Millis
-	}
+	// lastBalanced is the end of the latest conclusive balanced window.
+	lastBalanced schemas.Millis
 }
 
 // fabricWindow is the fabric's sums over one window, with per-bucket sums
@@ -576,8 +582,9 @@ func (d *CNPECNImbalance) OnWatermark(_ context.Context, fabric FabricView, wm s
 // MaxUnknownShare of the CNPs says nothing. A port silent for
 // ForgetSilentAfter no longer counts: it has left the fabric.
 //
-// A gap must also persist (FabricOpenAfter of windows evaluated every 10 s)
-// and the fabric must have balanced before (see BalanceTolerance).
+// A gap must also persist (FabricOpenAfter of windows evaluated every 10 s),
+// the fabric must have balanced before (see BalanceTolerance), and the gap
+// must have appeared as a step (see StepWithin).
 func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em Emitter) {
 	_, t := d.trackers()
 	width := schemas.Millis(cnpBucketWidth.Milliseconds())
@@ -622,6 +629,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	gap := (w.sent - recv) / w.sent
 	gapLow := (w.sent - recv - w.unknownRecv) / w.sent
 	if math.Abs(gap) <= d.BalanceTolerance {
+		d.fab.lastBalanced = end
 		d.fab.balanced++
 		if d.fab.balanced >= d.BalancedEvaluations {
 			d.fab.proven = true
@@ -631,7 +639,8 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	}
 	subject := schemas.Subject{}
 	switch {
-	case d.fab.proven && gapLow >= d.MinGap:
+	case d.fab.proven && gapLow >= d.MinGap &&
+		(t.Active() > 0 || end-d.fab.lastBalanced <= schemas.Millis(d.StepWithin.Milliseconds())):
 		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
 	case gap < d.MinGap/2:
 		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)

@@ -307,6 +307,12 @@ func TestCNPECNImbalance(t *testing.T) {
 			},
 		},
 		{
+			name: "a gap that creeps up over 20 minutes is the workload moving, not loss", dur: 1800,
+			modify: func(f *cnpFleet) {
+				f.loss = func(sec float64) float64 { return max(0, min(0.5, (sec-300)/2400)) }
+			},
+		},
+		{
 			name: "an RP that ignores a few CNPs once is not a fault", dur: 600,
 			modify: func(f *cnpFleet) {
 				f.ignoring = func(i int, sec float64) bool { return i == 2 && sec == 300 }
