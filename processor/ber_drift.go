@@ -65,6 +65,7 @@ type BERDrift struct {
 	MinRise              float64       // fitted BER now / baseline; default 2
 	MinErrors            float64       // errors after the onset; default 5
 	MinErrorMinutes      int           // minutes with errors after the onset; default 3
+	SparseMinutes        int           // the window of the sparse-error test; default 10
 	Horizon              time.Duration // projected time to critical must be shorter; default 6 h
 	CriticalLead         time.Duration // severity turns critical under this; default 15 min
 	OpenAfterEvaluations int           // consecutive minutes holding before open; default 2
@@ -85,6 +86,7 @@ func NewBERDrift() *BERDrift {
 		MinRise:              2,
 		MinErrors:            5,
 		MinErrorMinutes:      3,
+		SparseMinutes:        10,
 		Horizon:              6 * time.Hour,
 		CriticalLead:         15 * time.Minute,
 		OpenAfterEvaluations: 2,
@@ -386,6 +388,8 @@ type berFit struct {
 	busy                             bool    // enough errors per minute for per-minute figures
 	minutesToCritical                float64
 	critical                         float64
+	minRise                          float64 // the rise this link needs (MinRise or its own wander)
+	sparseErrors, sparseExpected     float64 // the sparse test's figures
 	holds                            bool
 	why                              string // why it does not hold, for tests
 }
@@ -469,28 +473,41 @@ func berHasActive(t *Tracker, subject schemas.Subject) bool {
 	return ok
 }
 
-// rising is the cheap check: the last RecentMinutes show at least 1.3 times
-// the BER of the older minutes, beyond Poisson noise.
+// rising is the cheap check: the last RecentMinutes show at least 1.3
+// times the BER of the older minutes, beyond Poisson noise, or the last
+// SparseMinutes hold MinErrors errors where the history expects fewer.
 func (d *BERDrift) rising(ser *berSeries) bool {
 	if ser.n < d.MinHistoryMinutes+3 {
 		return false
 	}
 	tEnd := ser.t[ser.n-1]
-	var kr, br, kh, bh float64
+	var kr, br, ks, bs, kh, bh float64
 	for i := 0; i < ser.n; i++ {
-		if ser.t[i] > tEnd-float64(d.RecentMinutes) {
+		switch {
+		case ser.t[i] > tEnd-float64(d.RecentMinutes):
 			kr += ser.k[i]
 			br += ser.b[i]
-		} else {
+			fallthrough
+		case ser.t[i] > tEnd-float64(d.SparseMinutes):
+			ks += ser.k[i]
+			bs += ser.b[i]
+		default:
 			kh += ser.k[i]
 			bh += ser.b[i]
 		}
 	}
-	if kr < 3 || br <= 0 || bh <= 0 {
+	if bh <= 0 {
 		return false
 	}
+	bh += bs - br // the recent test's history starts where its window ends
+	kh += ks - kr
 	expect := br * (kh + 0.5) / bh
-	return kr >= 1.3*expect && kr >= expect+3*math.Sqrt(expect)
+	if kr >= 3 && kr >= 1.3*expect && kr >= expect+3*math.Sqrt(expect) {
+		return true
+	}
+	kh -= ks - kr
+	bh -= bs - br
+	return ks >= d.MinErrors && ks >= d.MinRise*bs*(kh+1)/bh
 }
 
 // fit finds the hinge model with the highest likelihood and decides.
@@ -576,14 +593,19 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	} else {
 		f.minutesToCritical = math.Log(critical/f.nowBER) / best.slope
 	}
+	// The rise must clear the link's own wander, not only MinRise: a link
+	// whose BER breathes with temperature by 2x is not drifting when it
+	// breathes 2x.
+	f.minRise = max(d.MinRise, math.Exp(4*berWander(ser, best.from)))
+	sparse := !f.busy && d.sparseRise(ser, best.from, &f)
 	switch {
-	case f.lr < d.MinLR:
+	case f.lr < d.MinLR && !sparse:
 		f.why = "not significant"
-	case f.nowBER < d.MinRise*f.baseBER:
+	case f.nowBER < f.minRise*f.baseBER:
 		f.why = "rise too small"
 	case f.postErrors < d.MinErrors || f.postErrMinutes < d.MinErrorMinutes:
 		f.why = "too few errors"
-	case f.busy && f.recentMedian < d.MinRise*f.baseBER:
+	case f.busy && f.recentMedian < f.minRise*f.baseBER:
 		f.why = "recent minutes do not confirm"
 	case !f.busy && f.recentLow <= f.baseBER:
 		f.why = "recent minutes do not confirm"
@@ -595,6 +617,92 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		f.holds = true
 	}
 	return f
+}
+
+// berWander is the robust spread (MAD x 1.4826) of the per-minute ln BER
+// before the onset, over the busy minutes (at least 20 errors: below that
+// Poisson noise, which the fit already weighs, dominates); 0 with fewer
+// than 8 such minutes.
+func berWander(ser *berSeries, from int) float64 {
+	var v [berBuckets]float64
+	m := 0
+	for i := 0; i < from; i++ {
+		if ser.k[i] >= 20 {
+			v[m] = math.Log(ser.k[i] / ser.b[i])
+			m++
+		}
+	}
+	if m < 8 {
+		return 0
+	}
+	med := berMedian(v[:m])
+	for i := range m {
+		v[i] = math.Abs(v[i] - med)
+	}
+	return 1.4826 * berMedian(v[:m])
+}
+
+// sparseRise is the test for counters that show a few errors an hour
+// (InfiniBand symbol errors, very clean Ethernet links). It starts at the
+// first minute with errors after the fitted onset (errors are what make a
+// sparse drift visible; the exponential fit itself puts the onset earlier)
+// and asks for at least MinErrors errors over MinErrorMinutes different
+// minutes since then, MinRise times what the link's own history before
+// predicts, and so many that the history's rate (with one error of benefit
+// of the doubt) explains them with probability under 1e-4, not counting
+// the error that chose the start. A few errors over a few minutes on a
+// clean link is the first sign a drift gives; one burst (a flap, a reseat)
+// is not, nor a handful spread over an hour.
+func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
+	for from < ser.n && ser.k[from] == 0 {
+		from++
+	}
+	var kw, bw, kh, bh float64
+	minutes := 0
+	for i := 0; i < ser.n; i++ {
+		if i >= from {
+			kw += ser.k[i]
+			bw += ser.b[i]
+			if ser.k[i] > 0 {
+				minutes++
+			}
+		} else {
+			kh += ser.k[i]
+			bh += ser.b[i]
+		}
+	}
+	if bh <= 0 || bw <= 0 || from < d.MinHistoryMinutes {
+		return false
+	}
+	expect := bw * (kh + 1) / bh
+	f.sparseErrors, f.sparseExpected = kw, expect
+	return kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
+		berPoissonTail(kw-1, expect) < 1e-4
+}
+
+// berPoissonTail is P(X >= k) for X ~ Poisson(mu).
+func berPoissonTail(k, mu float64) float64 {
+	if k <= 0 {
+		return 1
+	}
+	if mu <= 0 {
+		return 0
+	}
+	lg, _ := math.Lgamma(k + 1)
+	logPmf := k*math.Log(mu) - mu - lg
+	var sum float64
+	term := 1.0
+	for j := 1.0; j < 200 && term > 1e-12; j++ {
+		sum += term
+		term *= mu / (k + j)
+	}
+	if k < mu {
+		// The upper tail is most of the mass: the series above converges
+		// slowly; a normal approximation is enough for a rise test.
+		z := (k - 0.5 - mu) / math.Sqrt(mu)
+		return 0.5 * math.Erfc(z/math.Sqrt2)
+	}
+	return math.Exp(logPmf) * sum
 }
 
 type berHingeResult struct {

@@ -1,0 +1,398 @@
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// berLink generates one port's readings the way the collector's delta
+// engine hands them over: cumulative values, deltas, flags.
+type berLink struct {
+	ib        bool
+	rateGbps  float64
+	interval  float64 // seconds
+	duration  float64 // seconds
+	ber       func(sec float64) float64
+	noise     float64 // sigma of ln BER per reading (real optics wander)
+	utilBits  float64 // share of the line the port carries (IB port_rcv_data), default 0.3
+	seed      uint64
+	restartAt []float64 // collector restarts: a baseline with no delta
+	resetAt   []float64 // counters cleared: deltas count from zero
+	glitchAt  []float64 // read glitch on the error counter: held, delta 0
+	symbolAt0 uint64    // symbol_error's reading before the trace (65535: pinned)
+	lane      int
+}
+
+func (l berLink) samples(id schemas.PortID) []*Sample {
+	rng := rand.New(rand.NewPCG(l.seed, 7))
+	util := l.utilBits
+	if util == 0 {
+		util = 0.3
+	}
+	var bitsV, errV, rcvV, recV uint64
+	var lanes [4]uint64
+	symV := l.symbolAt0
+	errV = 123456
+	bitsV = 1 << 40
+	var out []*Sample
+	next := func(list []float64, sec float64) bool {
+		for _, x := range list {
+			if sec >= x && sec-l.interval < x {
+				return true
+			}
+		}
+		return false
+	}
+	for sec := 0.0; sec < l.duration; sec += l.interval {
+		first := sec == 0 || next(l.restartAt, sec)
+		reset := next(l.resetAt, sec)
+		glitch := next(l.glitchAt, sec)
+		lineBits := l.rateGbps * 1e9 * l.interval
+		ber := l.ber(sec) * math.Exp(l.noise*rng.NormFloat64())
+		var errs uint64
+		if !first || sec > 0 {
+			errs = berTestPoisson(rng, ber*lineBits)
+		}
+		if sec == 0 {
+			errs = 0
+		}
+		rcv := uint64(lineBits * util / 8)
+		if reset {
+			bitsV, errV, rcvV, recV, symV = 0, 0, 0, 0, 0
+			lanes = [4]uint64{}
+		}
+		bitsV += uint64(lineBits)
+		errV += errs
+		rcvV += rcv
+		lanes[l.lane] += errs
+		if symV+errs >= 65535 {
+			symV = 65535
+		} else {
+			symV += errs
+		}
+		var flags schemas.Flag
+		switch {
+		case first:
+			flags = schemas.FlagFirst
+		case reset:
+			flags = schemas.FlagReset
+		}
+		d := func(v, delta uint64) uint64 {
+			if first {
+				return 0
+			}
+			if reset {
+				return v
+			}
+			return delta
+		}
+		var cs []schemas.CounterDelta
+		if l.ib {
+			sf := flags
+			sd := d(symV, errs)
+			if symV >= 65535 {
+				sf |= schemas.FlagSaturated
+			}
+			sv := symV
+			if glitch {
+				sf, sd, sv = schemas.FlagHeld, 0, 0
+			}
+			cs = append(cs,
+				schemas.CounterDelta{Name: "symbol_error", Source: schemas.SourceCounters, Value: sv, Delta: sd, Flags: sf},
+				schemas.CounterDelta{Name: "link_error_recovery", Source: schemas.SourceCounters, Value: recV, Delta: d(recV, 0), Flags: flags},
+				schemas.CounterDelta{Name: "port_rcv_data", Source: schemas.SourceCounters, Value: rcvV / 4, Delta: d(rcvV, rcv), Flags: flags},
+			)
+		} else {
+			ef, ed, ev := flags, d(errV, errs), errV
+			if glitch {
+				ef, ed, ev = schemas.FlagHeld, 0, 0
+			}
+			cs = append(cs,
+				schemas.CounterDelta{Name: "rx_bits_phy", Source: schemas.SourceEthtool, Value: bitsV, Delta: d(bitsV, uint64(lineBits)), Flags: flags},
+				schemas.CounterDelta{Name: "rx_corrected_bits_phy", Source: schemas.SourceEthtool, Value: ev, Delta: ed, Flags: ef},
+				schemas.CounterDelta{Name: "rx_pcs_symbol_err_phy", Source: schemas.SourceEthtool, Value: 0, Delta: 0, Flags: flags},
+			)
+			for i, v := range lanes {
+				var ld uint64
+				if i == l.lane {
+					ld = errs
+				}
+				cs = append(cs, schemas.CounterDelta{Name: fmt.Sprintf("rx_err_lane_%d_phy", i), Source: schemas.SourceEthtool, Value: v, Delta: d(v, ld), Flags: flags})
+			}
+		}
+		interval := int64(l.interval * 1000)
+		if first {
+			interval = 0
+		}
+		ll, netdev, rate := "Ethernet", "ens1f0np0", fmt.Sprintf("%g Gb/sec (4X)", l.rateGbps)
+		if l.ib {
+			ll, netdev, rate = "InfiniBand", "", fmt.Sprintf("%g Gb/sec (4X HDR)", l.rateGbps)
+		}
+		out = append(out, &Sample{ID: id, Time: at(sec), PortSample: &schemas.PortSample{
+			Device: id.Device, Port: id.Port, Netdev: netdev, LinkLayer: ll, State: "ACTIVE", Rate: rate,
+			TimeMs: int64(at(sec)), IntervalMs: interval, Counters: cs,
+		}})
+	}
+	return out
+}
+
+func berTestPoisson(rng *rand.Rand, mean float64) uint64 {
+	if mean <= 0 {
+		return 0
+	}
+	if mean > 50 {
+		return uint64(max(0, math.Round(mean+math.Sqrt(mean)*rng.NormFloat64())))
+	}
+	limit, prod, n := math.Exp(-mean), rng.Float64(), uint64(0)
+	for prod > limit {
+		n++
+		prod *= rng.Float64()
+	}
+	return n
+}
+
+// drift is a BER that is base until onset, then rises exponentially to
+// critical in toCritical, and falls back to base at until (optic replaced;
+// 0: never).
+func drift(base, critical, onset, toCritical, until float64) func(float64) float64 {
+	g := math.Log(critical/base) / toCritical
+	return func(sec float64) float64 {
+		if sec < onset || until > 0 && sec >= until {
+			return base
+		}
+		return min(base*math.Exp(g*(sec-onset)), 100*critical)
+	}
+}
+
+func stable(v float64) func(float64) float64 { return func(float64) float64 { return v } }
+
+func TestBERDrift(t *testing.T) {
+	const h, m = 3600.0, 60.0
+	cases := []struct {
+		name string
+		link berLink
+		want []string // states, updates folded
+		// onset and critical (seconds) for the timing checks; 0 skips them.
+		onset, critical, latestDetect float64
+		check                         func(t *testing.T, evs []*schemas.Event)
+	}{
+		{
+			name: "ethernet 40-min drift from 1e-8 alerts before half-way, resolves once after the optic is replaced",
+			link: berLink{rateGbps: 200, interval: 5, duration: 3 * h, noise: 0.3, lane: 2,
+				ber: drift(1e-8, 1e-6, 60*m, 40*m, 95*m)},
+			want:  []string{"open", "resolved"},
+			onset: 60 * m, critical: 100 * m, latestDetect: 80 * m,
+			check: func(t *testing.T, evs []*schemas.Event) {
+				var sawCritical bool
+				for _, ev := range evs {
+					sawCritical = sawCritical || ev.Severity == "critical"
+				}
+				if !sawCritical {
+					t.Error("never critical though the level was crossed")
+				}
+				if evs[0].Evidence["lane"] != 2 {
+					t.Errorf("lane %v", evs[0].Evidence["lane"])
+				}
+			},
+		},
+		{
+			name: "ethernet 2-h drift from 1e-7 (one decade) alerts before half-way",
+			link: berLink{rateGbps: 100, interval: 10, duration: 4 * h, noise: 0.3,
+				ber: drift(1e-7, 1e-6, 60*m, 2*h, 0)},
+			want:  []string{"open"},
+			onset: 60 * m, critical: 180 * m, latestDetect: 120 * m,
+		},
+		{
+			name: "ethernet drift from a very clean link (1e-12, sparse corrected bits) at 1 s",
+			link: berLink{rateGbps: 100, interval: 1, duration: 100 * m, noise: 0.2,
+				ber: drift(1e-12, 1e-6, 30*m, 40*m, 0)},
+			want:  []string{"open"},
+			onset: 30 * m, critical: 70 * m, latestDetect: 50 * m,
+		},
+		{
+			name: "infiniband sparse symbol errors: alerts within a few errors, before critical",
+			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h,
+				ber: drift(1e-15, 1e-12, 50*m, 40*m, 0)},
+			want:  []string{"open"},
+			onset: 50 * m, critical: 90 * m, latestDetect: 80 * m,
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if n := evs[0].Evidence["errors_since_onset"].(float64); n > 15 {
+					t.Errorf("%v errors before the alert", n)
+				}
+			},
+		},
+		{
+			name: "stable high BER is not drift",
+			link: berLink{rateGbps: 200, interval: 5, duration: 3 * h, noise: 0.4, ber: stable(5e-7)},
+		},
+		{
+			name: "stable clean link is not drift",
+			link: berLink{rateGbps: 400, interval: 2, duration: 2 * h, noise: 0.3, ber: stable(3e-11)},
+		},
+		{
+			name: "resets, restarts and glitches on a healthy link are nothing",
+			link: berLink{rateGbps: 200, interval: 5, duration: 2 * h, noise: 0.3, ber: stable(2e-9),
+				restartAt: []float64{20 * m, 50 * m}, resetAt: []float64{35 * m, 80 * m}, glitchAt: []float64{10 * m, 61 * m, 90 * m}},
+		},
+		{
+			name: "infiniband resets and glitches with rare symbol errors are nothing",
+			link: berLink{ib: true, rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-14),
+				restartAt: []float64{20 * m}, resetAt: []float64{40 * m}, glitchAt: []float64{30 * m, 70 * m}},
+		},
+		{
+			name: "infiniband steady symbol errors (a few a minute) are not drift",
+			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 3 * h, ber: stable(2e-13)},
+		},
+		{
+			name: "idle ethernet link with a handful of errors is nothing",
+			link: berLink{rateGbps: 0.001, interval: 5, duration: 2 * h, ber: stable(1e-9)},
+		},
+		{
+			name: "saturated symbol_error is blindness, not a clean link and not a drift",
+			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, symbolAt0: 65535,
+				ber: drift(1e-15, 1e-12, 30*m, 40*m, 0)},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.link.seed = 11
+			det := NewBERDrift()
+			hn := newHarness(t, det)
+			for _, s := range c.link.samples(portA) {
+				hn.feed(s)
+			}
+			got := foldUpdates(hn.states())
+			if !equalStrings(got, c.want) {
+				for _, ev := range hn.events {
+					t.Logf("%s %s %s start %s: %s", ev.State, ev.Severity, ev.DetectedAt, ev.Start, ev.Summary)
+				}
+				t.Fatalf("states %v, want %v", got, c.want)
+			}
+			for _, ev := range hn.events {
+				if ev.ID != hn.events[0].ID || ev.Type != schemas.TypeBERDrift || ev.Layer != "physical" {
+					t.Errorf("event %+v", ev)
+				}
+				if _, err := json.Marshal(ev); err != nil {
+					t.Errorf("evidence not JSON: %v", err)
+				}
+			}
+			if c.onset > 0 {
+				open := hn.events[0]
+				detected := float64(open.DetectedAt-t0) / 1000
+				start := float64(open.Start-t0) / 1000
+				t.Logf("onset %.0fs: estimated %.0fs, detected %.0fs (%.1f min after onset, %.1f min before critical), evidence %v",
+					c.onset, start, detected, (detected-c.onset)/60, (c.critical-detected)/60, open.Evidence)
+				if detected > c.latestDetect {
+					t.Errorf("detected at %.0f s, later than %.0f s", detected, c.latestDetect)
+				}
+				if math.Abs(start-c.onset) > 10*m && !c.link.ib {
+					t.Errorf("onset %.0f s, real %.0f s", start, c.onset)
+				}
+				if start < c.onset-20*m {
+					t.Errorf("onset %.0f s far before the real %.0f s", start, c.onset)
+				}
+				for _, k := range []string{"minutes_to_critical", "projected_critical_at", "slope_decades_per_h", "current_ber", "recent_ber_low", "recent_ber_high"} {
+					if _, ok := open.Evidence[k]; !ok {
+						t.Errorf("evidence lacks %s", k)
+					}
+				}
+			}
+			if c.check != nil {
+				c.check(t, hn.events)
+			}
+		})
+	}
+}
+
+// foldUpdates drops updates: the tests check the lifecycle, open once and
+// resolve once.
+func foldUpdates(states []string) []string {
+	var out []string
+	for _, s := range states {
+		if s != "update" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestBERDriftBlindWhileOpen(t *testing.T) {
+	// A drift is open; then symbol_error pins at 65535. The incident must
+	// stay open (no resolve: errors are invisible, not gone) and say so.
+	const m = 60.0
+	det := NewBERDrift()
+	hn := newHarness(t, det)
+	link := berLink{ib: true, rateGbps: 200, interval: 5, duration: 150 * m, seed: 3, symbolAt0: 60000,
+		ber: drift(1e-15, 1e-12, 40*m, 30*m, 0)}
+	for _, s := range link.samples(portA) {
+		hn.feed(s)
+	}
+	got := foldUpdates(hn.states())
+	if !equalStrings(got, []string{"open"}) {
+		t.Fatalf("states %v", hn.states())
+	}
+	last := hn.events[len(hn.events)-1]
+	if last.Evidence["blind"] != true || last.Evidence["blind_reason"] == nil {
+		t.Errorf("the last event does not say blind: %v", last.Evidence)
+	}
+}
+
+func TestBERParseRate(t *testing.T) {
+	for in, want := range map[string]float64{
+		"200 Gb/sec (4X HDR)": 200, "2.5 Gb/sec (1X SDR)": 2.5, "400 Gb/sec (4X NDR)\n": 400,
+		"": 0, "fast": 0, "10 Mb/sec": 0, "1e3 Gb/sec": 0,
+	} {
+		if got := berParseRateGbps(in); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%q: %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestBERDriftPortMemory(t *testing.T) {
+	det := NewBERDrift()
+	hn := newHarness(t, det)
+	link := berLink{rateGbps: 200, interval: 5, duration: 2 * 3600, ber: stable(1e-8), seed: 1}
+	for _, s := range link.samples(portA) {
+		hn.feed(s)
+	}
+	st, ok := LookupPortLocal[berPort](hn.ports[portA], schemas.TypeBERDrift)
+	if !ok {
+		t.Fatal("no state")
+	}
+	if size := berPortSize(st); size > 2048 {
+		t.Errorf("per-port state %d B", size)
+	}
+}
+
+func berPortSize(st *berPort) int {
+	return int(unsafe.Sizeof(*st)) + len(st.rateText)
+}
+
+// BenchmarkBERDrift measures the cost per sample on a healthy fleet:
+// go test ./processor -run XXX -bench BERDrift -benchmem
+func BenchmarkBERDrift(b *testing.B) {
+	link := berLink{rateGbps: 200, interval: 5, duration: 3 * 3600, noise: 0.3, ber: stable(5e-9), seed: 1}
+	samples := link.samples(portA)
+	b.ResetTimer()
+	det := NewBERDrift()
+	port := NewPortState(portA)
+	em := EmitterFunc(func(*schemas.Event) {})
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		s := samples[i%len(samples)]
+		if i%len(samples) == 0 {
+			port = NewPortState(portA)
+		}
+		det.OnSample(ctx, port, s, em)
+		port.Observe(s)
+	}
+	runtime.KeepAlive(port)
+}
