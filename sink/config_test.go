@@ -1,0 +1,38 @@
+package sink_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/sink"
+)
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  sink.Config
+		ok   bool
+	}{
+		{"zero is defaults", sink.Config{}, true},
+		{"dsn", sink.Config{DSN: "clickhouse://127.0.0.1:19000/default"}, true},
+		{"bad dsn", sink.Config{DSN: "clickhouse://[::1"}, false},
+		{"negative rows", sink.Config{BatchRows: -1}, false},
+		{"negative pending", sink.Config{MaxAckPending: -5}, false},
+		{"dotted prefix", sink.Config{ConsumerPrefix: "sink.a"}, false},
+		{"negative flush", sink.Config{FlushInterval: -time.Second}, false},
+		{"retry min above max", sink.Config{RetryMin: time.Minute, RetryMax: time.Second}, false},
+		{"ack wait too short", sink.Config{AckWait: 5 * time.Second}, false},
+		{"small and fast", sink.Config{BatchRows: 10, FlushInterval: 10 * time.Millisecond, AckWait: 3 * time.Second, InsertTimeout: time.Second, RetryMax: time.Second}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, sink.ErrInvalidConfig) {
+				t.Fatalf("error %v does not wrap ErrInvalidConfig", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,472 @@
+package sink_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/sink"
+)
+
+// startNATS runs an embedded JetStream with the rdmawatch streams in memory.
+func startNATS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	srv, err := natsutil.StartEmbedded(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Memory: true, Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// migrated returns a connection into a fresh, migrated database on dsn's server.
+func migrated(t *testing.T, serverDSN string) (driver.Conn, string) {
+	t.Helper()
+	dsn := chtest.NewDatabase(t, serverDSN)
+	conn := chtest.Open(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	return conn, dsn
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// fastConfig flushes quickly and retries quickly, so tests wait little.
+func fastConfig(dsn string) sink.Config {
+	return sink.Config{
+		DSN: dsn, BatchRows: 1000, FlushInterval: 50 * time.Millisecond,
+		ConsumerPrefix: "test-sink", AckWait: 5 * time.Second, InsertTimeout: 2 * time.Second,
+		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
+	}
+}
+
+// runSink starts Run; the returned stop cancels it and returns Run's error.
+// The test's cleanup stops it too if the test did not.
+func runSink(t *testing.T, js jetstream.JetStream, conn driver.Conn, cfg sink.Config) (stop func() error) {
+	t.Helper()
+	s, err := sink.New(js, conn, cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	stopped := false
+	var runErr error
+	stop = func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("sink Run did not return 30s after cancel")
+			}
+		}
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("sink Run: %v", err)
+		}
+	})
+	return stop
+}
+
+func publish(t *testing.T, js jetstream.JetStream, subject string, data []byte, opts ...jetstream.PublishOpt) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.Publish(ctx, subject, data, opts...); err != nil {
+		t.Fatalf("publish on %s: %v", subject, err)
+	}
+}
+
+func publishBatch(t *testing.T, js jetstream.JetStream, b *schemas.CounterBatch, opts ...jetstream.PublishOpt) {
+	t.Helper()
+	data, err := schemas.EncodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, schemas.CountersSubject(b.Node), data, opts...)
+}
+
+func publishEvent(t *testing.T, js jetstream.JetStream, e *schemas.Event) {
+	t.Helper()
+	data, err := schemas.EncodeEvent(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, schemas.EventsSubject(e.Type, e.Scope), data)
+}
+
+func publishInventory(t *testing.T, js jetstream.JetStream, inv *schemas.Inventory) {
+	t.Helper()
+	data, err := schemas.EncodeInventory(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, schemas.InventorySubject(inv.Node), data)
+}
+
+// waitCount polls until table holds want rows (FINAL) matching where.
+func waitCount(t *testing.T, conn driver.Conn, table, where string, want uint64) {
+	t.Helper()
+	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := chtest.Count(ctx, conn, table, where)
+		if err != nil {
+			return err
+		}
+		if n != want {
+			return fmt.Errorf("%s has %d rows (where %q), want %d", table, n, where, want)
+		}
+		return nil
+	})
+}
+
+// waitDrained polls until the sink's consumer has acked everything.
+func waitDrained(t *testing.T, js jetstream.JetStream, stream, consumer string) {
+	t.Helper()
+	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 {
+			return fmt.Errorf("consumer %s: %d pending, %d unacked", consumer, info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+}
+
+func TestSinkWritesRows(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	js := startNATS(t)
+	runSink(t, js, conn, fastConfig(dsn))
+
+	b := testBatch()
+	publishBatch(t, js, b, jetstream.WithMsgID(b.MsgID()))
+	publishEvent(t, js, testEvent())
+	resolved := testEvent()
+	resolved.State, resolved.End, resolved.Revision = schemas.StateResolved, ms(1767225700000), 4
+	publishEvent(t, js, resolved)
+	publishInventory(t, js, testInventory())
+
+	waitCount(t, conn, "port_samples", "", 2)
+	waitCount(t, conn, "events", "", 2)
+	waitCount(t, conn, "inventory", "", 2)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// The columns of every table are exactly what the sink writes: a
+	// migration and the row code cannot drift apart unnoticed. (Compared as
+	// sets: the INSERTs name their columns, and 18.16's system.columns has
+	// no position to order by.)
+	for table, cols := range map[string][]string{"port_samples": sink.SampleColumns, "events": sink.EventColumns, "inventory": sink.InventoryColumns} {
+		var got []string
+		rows, err := conn.Query(ctx, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = ? ORDER BY name", table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, n)
+		}
+		rows.Close()
+		cols = slices.Sorted(slices.Values(cols))
+		if !reflect.DeepEqual(got, cols) {
+			t.Errorf("%s columns\n%v\nsink writes\n%v", table, got, cols)
+		}
+	}
+
+	var (
+		ts                            time.Time
+		timeMs                        int64
+		port                          uint16
+		first, reset                  uint8
+		xmitBytes, rcvBytes, cnp, rxP uint64
+		rxPrio                        []uint64
+		saturated, names              []string
+		deltas                        []uint64
+		flags                         []uint8
+	)
+	err := conn.QueryRow(ctx, `SELECT ts, time_ms, port, first, reset, xmit_bytes, rcv_bytes, np_cnp_sent, rx_pause,
+		rx_prio_pause, saturated, counter_name, counter_delta, counter_flags
+		FROM port_samples FINAL WHERE node = 'gpu-017' AND device = 'mlx5_0'`).Scan(
+		&ts, &timeMs, &port, &first, &reset, &xmitBytes, &rcvBytes, &cnp, &rxP, &rxPrio, &saturated, &names, &deltas, &flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"ts", ts.UTC(), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"time_ms", timeMs, int64(1767225600123)},
+		{"port", port, uint16(1)},
+		{"first", first, uint8(0)},
+		{"reset", reset, uint8(1)},
+		{"xmit_bytes", xmitBytes, uint64(8000)},
+		{"rcv_bytes", rcvBytes, uint64(4000)},
+		{"np_cnp_sent", cnp, uint64(11)},
+		{"rx_pause", rxP, uint64(105)},
+		{"rx_prio_pause", rxPrio, []uint64{0, 0, 0, 100, 0, 5, 0, 0}},
+		{"saturated", saturated, []string{"symbol_error"}},
+		{"counters kept", len(names), 15},
+		{"counter delta", deltas[5], uint64(11)},
+		{"counter flags", flags[5], uint8(schemas.FlagWrapped)},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("port_samples %s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+
+	var (
+		state, evidence string
+		endMs           *int64
+		endTs           *time.Time
+		affected        []string
+		hops            []uint8
+		next            []string
+	)
+	err = conn.QueryRow(ctx, `SELECT state, end_ms, end_ts, evidence, affected_node, affected_hops, next_checks
+		FROM events FINAL WHERE revision = 3`).Scan(&state, &endMs, &endTs, &evidence, &affected, &hops, &next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != "update" || endMs != nil || endTs != nil || !reflect.DeepEqual(affected, []string{"gpu-018", "gpu-019"}) ||
+		!reflect.DeepEqual(hops, []uint8{2, 4}) || len(next) != 2 || evidence == "" {
+		t.Errorf("open event row: state %s end %v/%v affected %v hops %v next %v evidence %s", state, endMs, endTs, affected, hops, next, evidence)
+	}
+	err = conn.QueryRow(ctx, `SELECT end_ms, end_ts FROM events FINAL WHERE revision = 4`).Scan(&endMs, &endTs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if endMs == nil || *endMs != 1767225700000 || endTs == nil || endTs.Unix() != 1767225700 {
+		t.Errorf("resolved event end %v / %v", endMs, endTs)
+	}
+
+	var fw string
+	var lastSeen time.Time
+	if err := conn.QueryRow(ctx, "SELECT fw_ver, last_seen FROM inventory FINAL WHERE device = 'mlx5_0'").Scan(&fw, &lastSeen); err != nil {
+		t.Fatal(err)
+	}
+	if fw != "28.39.1002" || lastSeen.Unix() != 1767225600 {
+		t.Errorf("inventory fw %q last_seen %v", fw, lastSeen)
+	}
+
+	for _, c := range []struct{ stream, consumer string }{
+		{schemas.StreamCounters, "test-sink-counters"}, {schemas.StreamEvents, "test-sink-events"}, {schemas.StreamInventory, "test-sink-inventory"},
+	} {
+		waitDrained(t, js, c.stream, c.consumer)
+	}
+}
+
+// A batch written twice (a collector retry past the dedup window, a
+// redelivery after a lost ack) leaves one row per port.
+func TestSinkRedeliveredBatchCollapses(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	js := startNATS(t)
+	runSink(t, js, conn, fastConfig(dsn))
+
+	b := testBatch()
+	publishBatch(t, js, b) // no msg id: JetStream keeps both copies
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+	publishBatch(t, js, b)
+	publishEvent(t, js, testEvent())
+	publishEvent(t, js, testEvent())
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+	waitDrained(t, js, schemas.StreamEvents, "test-sink-events")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var raw uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("port_samples holds %d rows before merging, 2 after", raw)
+	waitCount(t, conn, "port_samples", "", 2)
+	waitCount(t, conn, "events", "", 1)
+}
+
+// A message that cannot be decoded is terminated and does not hold up the
+// messages behind it.
+func TestSinkPoisonMessage(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	js := startNATS(t)
+	runSink(t, js, conn, fastConfig(dsn))
+
+	publish(t, js, schemas.CountersSubject("gpu-017"), []byte("not msgpack"))
+	publish(t, js, schemas.EventsSubject("pfc_storm", "port"), []byte{0x80}) // an empty map: no version
+	publishBatch(t, js, testBatch())
+	publishEvent(t, js, testEvent())
+
+	waitCount(t, conn, "port_samples", "", 2)
+	waitCount(t, conn, "events", "", 1)
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+	waitDrained(t, js, schemas.StreamEvents, "test-sink-events")
+}
+
+// Cancelling Run writes what the sink still buffers before it returns.
+func TestSinkFlushesOnShutdown(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	js := startNATS(t)
+	cfg := fastConfig(dsn)
+	cfg.FlushInterval = time.Hour // only shutdown can flush
+	cfg.AckWait = 2 * time.Hour
+	stop := runSink(t, js, conn, cfg)
+
+	publishBatch(t, js, testBatch())
+	// Wait until the sink holds the message unacked.
+	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, schemas.StreamCounters, "test-sink-counters")
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumAckPending != 1 {
+			return fmt.Errorf("%d unacked, want 1", info.NumAckPending)
+		}
+		return nil
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	waitCount(t, conn, "port_samples", "", 2)
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+}
+
+// ClickHouse going away loses nothing: the sink retries and keeps its
+// messages in progress until the server is back.
+func TestSinkSurvivesClickHouseRestart(t *testing.T) {
+	t.Parallel()
+	srv := chtest.StartPrivate(t)
+	conn, dsn := migrated(t, srv.DSN)
+	js := startNATS(t)
+	cfg := fastConfig(dsn)
+	cfg.AckWait = 3 * time.Second // shorter than the outage: only InProgress prevents redelivery
+	cfg.InsertTimeout = time.Second
+	cfg.RetryMax = 300 * time.Millisecond
+	runSink(t, js, conn, cfg)
+
+	b := testBatch()
+	publishBatch(t, js, b)
+	waitCount(t, conn, "port_samples", "", 2)
+
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	const batches = 20
+	for i := 1; i <= batches; i++ {
+		nb := testBatch()
+		nb.Seq = uint64(100 + i)
+		for p := range nb.Ports {
+			nb.Ports[p].TimeMs += int64(i) * 1000
+		}
+		publishBatch(t, js, nb, jetstream.WithMsgID(nb.MsgID()))
+	}
+	// Let the sink fail a few times against the stopped server, past the
+	// ack wait, so redelivery would show if InProgress did not hold it off.
+	chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := js.Consumer(ctx, schemas.StreamCounters, "test-sink-counters")
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.NumAckPending != batches {
+			return fmt.Errorf("%d unacked, want %d", info.NumAckPending, batches)
+		}
+		return nil
+	})
+	outage := time.NewTimer(4 * time.Second) // longer than AckWait
+	<-outage.C
+
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, conn, "port_samples", "", 2+2*batches)
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, schemas.StreamCounters, "test-sink-counters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumRedelivered != 0 {
+		t.Errorf("%d messages were redelivered during the outage: InProgress did not hold them", info.NumRedelivered)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := sink.New(nil, nil, sink.Config{}, nil); !errors.Is(err, sink.ErrInvalidConfig) {
+		t.Fatalf("New without js and conn: %v", err)
+	}
+}

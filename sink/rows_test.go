@@ -1,0 +1,277 @@
+package sink_test
+
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/sink"
+)
+
+func cd(src schemas.Source, name string, delta, value uint64, flags schemas.Flag) schemas.CounterDelta {
+	return schemas.CounterDelta{Name: name, Source: src, Delta: delta, Value: value, Flags: flags}
+}
+
+// testBatch is a RoCE port mid-storm and an InfiniBand port at baseline.
+func testBatch() *schemas.CounterBatch {
+	return &schemas.CounterBatch{
+		Version: schemas.Version, Node: "gpu-017", BootID: "boot-a", Seq: 42, TimeMs: 1767225600500,
+		Ports: []schemas.PortSample{
+			{
+				Device: "mlx5_0", Port: 1, Netdev: "eth2", LinkLayer: "Ethernet", State: "ACTIVE", Rate: "200 Gb/sec (4X HDR)",
+				TimeMs: 1767225600123, IntervalMs: 1000,
+				Counters: []schemas.CounterDelta{
+					cd(schemas.SourceCounters, "port_rcv_data", 4000, 1000, 0), // bytes already
+					cd(schemas.SourceCounters, "port_xmit_data", 8000, 2000, 0),
+					cd(schemas.SourceCounters, "port_xmit_packets", 7, 70, 0),
+					cd(schemas.SourceCounters, "symbol_error", 0, 65535, schemas.FlagSaturated),
+					cd(schemas.SourceCounters, "port_rcv_errors", 3, 3, schemas.FlagReset),
+					cd(schemas.SourceHWCounters, "np_cnp_sent", 11, 4294967290, schemas.FlagWrapped),
+					cd(schemas.SourceHWCounters, "out_of_sequence", 0, 9, schemas.FlagHeld),
+					cd(schemas.SourceEthtool, "rx_prio3_pause", 100, 1000, 0),
+					cd(schemas.SourceEthtool, "rx_prio5_pause", 5, 50, 0),
+					cd(schemas.SourceEthtool, "tx_prio3_pause", 2, 20, 0),
+					cd(schemas.SourceEthtool, "rx_prio3_pause_duration", 900, 9000, 0),
+					cd(schemas.SourceEthtool, "tx_prio7_pause_duration", 30, 300, 0),
+					cd(schemas.SourceEthtool, "tx_pause_storm_warning_events ", 1, 1, 0), // older mlx5: trailing space
+					cd(schemas.SourceEthtool, "rx_vport_unicast_packets", 9, 99, 0),      // not a named column
+					cd(schemas.SourceEthtool, "symbol_error", 77, 77, 0),                 // same name, other source: not the named column
+				},
+				Gauges: map[string]uint64{"lifespan": 10, "a_gauge": 1},
+			},
+			{
+				Device: "mlx5_1", Port: 1, LinkLayer: "InfiniBand", State: "ACTIVE", Rate: "400 Gb/sec (4X NDR)",
+				TimeMs: 1767225600200,
+				Counters: []schemas.CounterDelta{
+					cd(schemas.SourceCounters, "port_rcv_data", 0, 5, schemas.FlagFirst),
+				},
+			},
+		},
+	}
+}
+
+func TestSampleRows(t *testing.T) {
+	rows := sink.SampleRows(testBatch())
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	roce, ib := rows[0], rows[1]
+	for _, tc := range []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"node", roce.Node, "gpu-017"},
+		{"time", roce.TimeMs, int64(1767225600123)},
+		{"batch time", roce.BatchTimeMs, int64(1767225600500)},
+		{"seq", roce.Seq, uint64(42)},
+		{"boot", roce.BootID, "boot-a"},
+		{"roce not first", roce.First, false},
+		{"ib first", ib.First, true},
+		{"reset", roce.Reset, true},
+		{"wrapped", roce.Wrapped, true},
+		{"held", roce.Held, true},
+		{"ib reset", ib.Reset, false},
+		{"saturated", roce.Saturated, []string{"symbol_error"}},
+		{"ib saturated empty", ib.Saturated, []string{}},
+		{"rx prio pause", roce.RxPrioPause, [8]uint64{3: 100, 5: 5}},
+		{"tx prio pause", roce.TxPrioPause, [8]uint64{3: 2}},
+		{"rx prio duration", roce.RxPrioPauseDurationUs, [8]uint64{3: 900}},
+		{"tx prio duration", roce.TxPrioPauseDurationUs, [8]uint64{7: 30}},
+		{"counter names trimmed", roce.CounterName[12], "tx_pause_storm_warning_events"},
+		{"all counters kept", len(roce.CounterName), 15},
+		{"counter sources", roce.CounterSource[5], uint8(schemas.SourceHWCounters)},
+		{"counter flags", roce.CounterFlags[3], uint8(schemas.FlagSaturated)},
+		{"counter values", roce.CounterValue[5], uint64(4294967290)},
+		{"gauges sorted", roce.GaugeName, []string{"a_gauge", "lifespan"}},
+		{"gauge values", roce.GaugeValue, []uint64{1, 10}},
+		{"ib gauges empty", len(ib.GaugeName), 0},
+	} {
+		if !reflect.DeepEqual(tc.got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+	for col, want := range map[string]uint64{
+		"rcv_bytes": 4000, "xmit_bytes": 8000, "xmit_packets": 7, "rcv_packets": 0,
+		"symbol_error": 0, "port_rcv_errors": 3, "np_cnp_sent": 11, "out_of_sequence": 0,
+		"tx_pause_storm_warning_events": 1,
+	} {
+		if got, ok := roce.Delta(col); !ok || got != want {
+			t.Errorf("delta %s = %d (known %v), want %d", col, got, ok, want)
+		}
+	}
+	if _, ok := roce.Delta("no_such_column"); ok {
+		t.Error("Delta knows a column that does not exist")
+	}
+}
+
+func TestValuesMatchColumns(t *testing.T) {
+	sr := sink.SampleRows(testBatch())[0]
+	er, err := sink.NewEventRow(testEvent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := sink.InventoryRows(testInventory())[0]
+	for _, tc := range []struct {
+		table   string
+		columns []string
+		values  []any
+	}{
+		{"port_samples", sink.SampleColumns, sr.Values()},
+		{"events", sink.EventColumns, er.Values()},
+		{"inventory", sink.InventoryColumns, ir.Values()},
+	} {
+		if len(tc.columns) != len(tc.values) {
+			t.Errorf("%s: %d columns, %d values", tc.table, len(tc.columns), len(tc.values))
+		}
+		seen := map[string]bool{}
+		for _, c := range tc.columns {
+			if seen[c] {
+				t.Errorf("%s: column %s twice", tc.table, c)
+			}
+			seen[c] = true
+		}
+	}
+	// Pause sums come right after the named deltas.
+	v := sr.Values()
+	idx := func(col string) int {
+		for i, c := range sink.SampleColumns {
+			if c == col {
+				return i
+			}
+		}
+		t.Fatalf("no column %s", col)
+		return -1
+	}
+	for col, want := range map[string]uint64{"rx_pause": 105, "tx_pause": 2, "rx_pause_duration_us": 900, "tx_pause_duration_us": 30} {
+		if got := v[idx(col)]; got != want {
+			t.Errorf("%s = %v, want %d", col, got, want)
+		}
+	}
+}
+
+func ms(v int64) *schemas.Millis { m := schemas.Millis(v); return &m }
+
+func testEvent() *schemas.Event {
+	return &schemas.Event{
+		Version: schemas.Version, ID: "pfc_storm/gpu-017/mlx5_0/1/1767225600", Type: schemas.TypePFCStorm,
+		State: schemas.StateUpdate, Severity: schemas.SeverityCritical, Scope: schemas.ScopePort,
+		Subject: schemas.Subject{Node: "gpu-017", Device: "mlx5_0", Port: 1},
+		Start:   1767225600000, DetectedAt: 1767225605000, Layer: schemas.LayerLinkNetwork,
+		Summary:    "gpu-017 mlx5_0/1 sends PFC pauses that reach 2 ports",
+		Evidence:   map[string]any{"pause_fraction": 0.8, "window_s": 10, "nested": map[string]any{"ratio": math.NaN()}},
+		NextChecks: []string{"mlnx_qos -i eth2", "ethtool -S eth2 | grep pause"},
+		Origin:     &schemas.Origin{Node: "gpu-017", Device: "mlx5_0", Port: 1, Silent: true},
+		Affected: []schemas.Affected{
+			{Node: "gpu-018", Device: "mlx5_0", Port: 1, FirstSeen: 1767225601000, Hops: 2, PauseFraction: 0.5},
+			{Node: "gpu-019", Device: "mlx5_0", Port: 1, FirstSeen: 1767225602000, Hops: 4, PauseFraction: math.Inf(1)},
+		},
+		Revision: 3,
+	}
+}
+
+func TestNewEventRow(t *testing.T) {
+	resolved := testEvent()
+	resolved.State, resolved.End, resolved.Origin, resolved.Affected, resolved.Evidence, resolved.NextChecks =
+		schemas.StateResolved, ms(1767225700000), nil, nil, nil, nil
+	for _, tc := range []struct {
+		name  string
+		event *schemas.Event
+		check func(t *testing.T, r sink.EventRow)
+	}{
+		{"open storm", testEvent(), func(t *testing.T, r sink.EventRow) {
+			if r.EndMs != nil {
+				t.Errorf("end %v, want nil while open", *r.EndMs)
+			}
+			if r.Revision != 3 || r.SubjectPort != 1 || r.StartMs != 1767225600000 || r.DetectedAtMs != 1767225605000 {
+				t.Errorf("row %+v", r)
+			}
+			if !r.HasOrigin || !r.OriginSilent || r.OriginNode != "gpu-017" {
+				t.Errorf("origin %v %v %q", r.HasOrigin, r.OriginSilent, r.OriginNode)
+			}
+			if !reflect.DeepEqual(r.AffectedNode, []string{"gpu-018", "gpu-019"}) || !reflect.DeepEqual(r.AffectedHops, []uint8{2, 4}) ||
+				!reflect.DeepEqual(r.AffectedFirstSeenMs, []int64{1767225601000, 1767225602000}) {
+				t.Errorf("affected arrays %v %v %v", r.AffectedNode, r.AffectedHops, r.AffectedFirstSeenMs)
+			}
+			var ev map[string]any
+			if err := json.Unmarshal([]byte(r.Evidence), &ev); err != nil {
+				t.Fatalf("evidence %q: %v", r.Evidence, err)
+			}
+			if ev["pause_fraction"] != 0.8 || ev["nested"].(map[string]any)["ratio"] != nil {
+				t.Errorf("evidence %s: NaN must become null, figures stay", r.Evidence)
+			}
+			var aff []map[string]any
+			if err := json.Unmarshal([]byte(r.Affected), &aff); err != nil {
+				t.Fatalf("affected %q: %v", r.Affected, err)
+			}
+			if len(aff) != 2 || aff[0]["first_seen"] != "2026-01-01T00:00:01.000Z" || aff[1]["pause_fraction"] != nil {
+				t.Errorf("affected JSON %s", r.Affected)
+			}
+		}},
+		{"resolved port event", resolved, func(t *testing.T, r sink.EventRow) {
+			if r.EndMs == nil || *r.EndMs != 1767225700000 {
+				t.Errorf("end %v", r.EndMs)
+			}
+			if r.HasOrigin || r.Evidence != "{}" || r.Affected != "[]" || r.NextChecks == nil || len(r.AffectedNode) != 0 {
+				t.Errorf("empty parts: origin %v evidence %q affected %q next %v", r.HasOrigin, r.Evidence, r.Affected, r.NextChecks)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := sink.NewEventRow(tc.event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, r)
+		})
+	}
+}
+
+func testInventory() *schemas.Inventory {
+	return &schemas.Inventory{
+		Version: schemas.Version, Node: "gpu-017", BootID: "boot-a", TimeMs: 1767225600999,
+		Ports: []schemas.PortInventory{
+			{Device: "mlx5_0", Port: 1, Netdev: "eth2", LinkLayer: "Ethernet", State: "ACTIVE", Rate: "200 Gb/sec (4X HDR)",
+				FWVersion: "28.39.1002", BoardID: "MT_0000000838", HCAType: "MT4129", NodeGUID: "946d:ae03:00f1:2a3c"},
+			{Device: "mlx5_1", Port: 1, LinkLayer: "InfiniBand", State: "DOWN", Rate: "10 Gb/sec (4X SDR)"},
+		},
+	}
+}
+
+func TestInventoryRows(t *testing.T) {
+	rows := sink.InventoryRows(testInventory())
+	want := []sink.InventoryRow{
+		{Node: "gpu-017", Device: "mlx5_0", Port: 1, Netdev: "eth2", LinkLayer: "Ethernet", State: "ACTIVE", Rate: "200 Gb/sec (4X HDR)",
+			FWVersion: "28.39.1002", BoardID: "MT_0000000838", HCAType: "MT4129", GUID: "946d:ae03:00f1:2a3c", BootID: "boot-a", LastSeenMs: 1767225600999},
+		{Node: "gpu-017", Device: "mlx5_1", Port: 1, LinkLayer: "InfiniBand", State: "DOWN", Rate: "10 Gb/sec (4X SDR)", BootID: "boot-a", LastSeenMs: 1767225600999},
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Fatalf("rows\n%+v\nwant\n%+v", rows, want)
+	}
+}
+
+// go test ./sink -run '^$' -bench . -benchmem
+func BenchmarkSampleRows(b *testing.B) {
+	batch := testBatch()
+	b.ReportAllocs()
+	for b.Loop() {
+		rows := sink.SampleRows(batch)
+		for i := range rows {
+			_ = rows[i].Values()
+		}
+	}
+}
+
+func BenchmarkNewEventRow(b *testing.B) {
+	e := testEvent()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := sink.NewEventRow(e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = r.Values()
+	}
+}
