@@ -144,6 +144,7 @@ type pfcPort struct {
 	// Victim streak: consecutive readings receiving VictimFraction.
 	victimStreak int
 	victimFirst  schemas.Millis // time of the streak's first reading
+	victimSure   schemas.Millis // time of its second: the victim is sustained from then on
 	victimSince  schemas.Millis // that reading's Since(): when pauses may have begun
 	victimLast   schemas.Millis
 	rxFraction   float64
@@ -272,6 +273,9 @@ func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pfcReading) {
 			st.victimFirst, st.victimSince = s.Time, s.Since()
 		}
 		st.victimStreak++
+		if st.victimStreak == 2 {
+			st.victimSure = s.Time
+		}
 		st.victimLast = s.Time
 		idx := d.victims[st.leaf]
 		if idx == nil {
@@ -364,13 +368,18 @@ func (d *PFCStorm) resolveSilent(st *pfcIncident, now schemas.Millis, em Emitter
 }
 
 // pfcOverdue reports whether a port's next sample is late beyond read-time
-// jitter at watermark wm: every sample up to wm has arrived, so it is silent.
+// jitter (30% of an interval) at watermark wm: every sample up to wm has
+// arrived, so the port is silent.
 func pfcOverdue(p *PortState, wm schemas.Millis) bool {
+	return wm-p.LastTime > pfcSilentAfter(p)
+}
+
+func pfcSilentAfter(p *PortState) schemas.Millis {
 	interval := p.LastIntervalMs
 	if interval <= 0 {
 		interval = 10_000
 	}
-	return wm-p.LastTime > schemas.Millis(interval+interval/2)
+	return schemas.Millis(interval + interval*3/10)
 }
 
 // collectAffected adds the sustained victims nearest to st and refreshes the
@@ -401,6 +410,11 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 			_, known := st.byPort[v.id]
 			fresh := max(wm, v.victimLast)-v.victimLast <= 2*schemas.Millis(max(v.intervalMs, 1000))
 			if !fresh || !known && !d.sustainedVictim(v, max(wm, v.victimLast)) {
+				continue
+			}
+			// A port paused in bursts while congestion control slows it
+			// (CNPs handled) is an incast sender: that pause is not ours.
+			if !known && v.cnpHandPerS >= d.IncastEventsPerS {
 				continue
 			}
 			hops, ok := topo.Hops(st.origin, v.id)
@@ -493,6 +507,22 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		if !ok {
 			continue
 		}
+		// The decision's data time is when its evidence was complete: the
+		// victims' quorum sustained, and the origin's silence provable
+		// (overdue by the watermark's rule, plus the lateness the
+		// watermark keeps). A processor fed in bursts (a replayed trace
+		// delivers a node's scrape when its next one starts) ticks later
+		// than that; the decision does not depend on when it ticked.
+		sure := make([]schemas.Millis, len(victims))
+		for i, v := range victims {
+			sure[i] = v.victimSure
+		}
+		sort.Slice(sure, func(i, j int) bool { return sure[i] < sure[j] })
+		decided := sure[min(1, len(sure)-1)]
+		if p, seen := fabric.Port(origin); seen && p.Samples > 0 {
+			decided = max(decided, p.LastTime+pfcSilentAfter(p)+(now-wm))
+		}
+		decided = min(max(decided, wm), now)
 		onset := max(firstSince, last)
 		st := &pfcIncident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last}
 		if p, seen := fabric.Port(origin); seen {
@@ -503,7 +533,7 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		}
 		d.storms[origin] = st
 		d.collectAffected(st)
-		d.track().Hold(now, d.finding(st), em)
+		d.track().Hold(decided, d.finding(st), em)
 	}
 }
 

@@ -61,7 +61,9 @@ type Config struct {
 	// duplicate window of the events stream.
 	ResendWindow time.Duration
 	// Tick is the data-time step at which fabric detectors are called as the
-	// watermark advances. Default 1 s.
+	// watermark advances. Zero (the default) is 1 s, or a quarter of the
+	// allowed lateness when that is shorter: on a fleet read every second a
+	// 1 s step would add up to a whole interval to every fabric decision.
 	Tick time.Duration
 	// PortTTL forgets a port silent for this long (data time, against the
 	// watermark), so that a churning fleet does not grow the processor
@@ -90,9 +92,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ResendWindow == 0 {
 		c.ResendWindow = 9 * time.Minute
-	}
-	if c.Tick == 0 {
-		c.Tick = time.Second
 	}
 	if c.PortTTL == 0 {
 		c.PortTTL = 3 * time.Hour

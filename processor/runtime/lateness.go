@@ -49,3 +49,12 @@ func (p *Processor) lateness() schemas.Millis {
 	}
 	return schemas.Millis(p.intervals.median + p.intervals.median/10)
 }
+
+// tick is the data-time step between fabric-detector calls: the configured
+// one, or 1 s, shortened to a quarter of the lateness (at least 100 ms).
+func (p *Processor) tick() schemas.Millis {
+	if p.cfg.Tick > 0 {
+		return schemas.Millis(p.cfg.Tick.Milliseconds())
+	}
+	return max(100, min(1000, p.lateness()/4))
+}

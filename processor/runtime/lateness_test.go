@@ -29,6 +29,9 @@ func TestLatenessAdaptsToInterval(t *testing.T) {
 			if got := int64(p.lateness()); got != tt.want {
 				t.Errorf("lateness %d ms, want %d", got, tt.want)
 			}
+			if got, want := int64(p.tick()), max(100, min(1000, tt.want/4)); got != want {
+				t.Errorf("tick %d ms, want %d", got, want)
+			}
 		})
 	}
 }

@@ -298,7 +298,7 @@ func (p *Processor) advance(ctx context.Context) {
 		for _, d := range p.fabDets {
 			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
 		}
-		p.nextTick = wm + schemas.Millis(p.cfg.Tick.Milliseconds())
+		p.nextTick = wm + p.tick()
 	}
 	if wm >= p.nextEvict {
 		if p.nextEvict != 0 {
