@@ -66,10 +66,10 @@ type BERDrift struct {
 	MinErrors            float64       // errors after the onset; default 5
 	MinErrorMinutes      int           // minutes with errors after the onset; default 3
 	SparseMinutes        int           // the window of the sparse-error test; default 10
-	Horizon              time.Duration // projected time to critical must be shorter; default 6 h
+	Horizon              time.Duration // projected time to critical must be shorter; default 3 h
 	CriticalLead         time.Duration // severity turns critical under this; default 15 min
 	OpenAfterEvaluations int           // consecutive minutes holding before open; default 2
-	ResolveAfter         time.Duration // default 10 min
+	ResolveAfter         time.Duration // default 15 min
 	MinUpdateInterval    time.Duration // default 5 min
 	SilentResolveAfter   time.Duration // default 30 min
 
@@ -87,10 +87,10 @@ func NewBERDrift() *BERDrift {
 		MinErrors:            5,
 		MinErrorMinutes:      3,
 		SparseMinutes:        10,
-		Horizon:              6 * time.Hour,
+		Horizon:              3 * time.Hour,
 		CriticalLead:         15 * time.Minute,
 		OpenAfterEvaluations: 2,
-		ResolveAfter:         10 * time.Minute,
+		ResolveAfter:         15 * time.Minute,
 		MinUpdateInterval:    5 * time.Minute,
 		SilentResolveAfter:   30 * time.Minute,
 	}
@@ -390,6 +390,7 @@ type berFit struct {
 	critical                         float64
 	minRise                          float64 // the rise this link needs (MinRise or its own wander)
 	sparseErrors, sparseExpected     float64 // the sparse test's figures
+	test                             string  // which test held: trend or sparse
 	holds                            bool
 	why                              string // why it does not hold, for tests
 }
@@ -565,13 +566,25 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	f.baseBER = math.Exp(best.a)
 	f.nowBER = math.Exp(best.a + best.slope*(f.nowMin-best.tau))
 
-	// Overdispersion from the busy minutes (Pearson): quasi-Poisson.
-	var pearson float64
+	// Overdispersion from the busy minutes (Pearson): quasi-Poisson. Real
+	// BER also wanders slowly (temperature, load): neighbouring minutes'
+	// residuals agree, and n correlated minutes weigh like fewer
+	// independent ones. The lag-1 autocorrelation rho of the residuals
+	// inflates the dispersion by (1+rho)/(1-rho), the AR(1) variance factor
+	// of a mean, so a slow wander is not read as a significant trend.
+	var pearson, rr, r2 float64
 	busyN := 0
+	prevR, prevT := 0.0, math.Inf(-1)
 	for i := 0; i < n; i++ {
 		mu := ser.b[i] * math.Exp(best.a+best.slope*max(0, ser.t[i]-best.tau))
 		if mu >= 5 {
-			pearson += (ser.k[i] - mu) * (ser.k[i] - mu) / mu
+			r := (ser.k[i] - mu) / math.Sqrt(mu)
+			pearson += r * r
+			r2 += r * r
+			if ser.t[i]-prevT < 1.5 {
+				rr += r * prevR
+			}
+			prevR, prevT = r, ser.t[i]
 			busyN++
 		}
 		if i >= best.from {
@@ -583,6 +596,8 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	}
 	if busyN >= 5 {
 		f.dispersion = max(1, pearson/float64(max(1, busyN-3)))
+		rho := min(0.9, max(0, rr/r2))
+		f.dispersion *= (1 + rho) / (1 - rho)
 	}
 	f.lr = best.lr / f.dispersion
 	f.busy = f.baseBER*ser.b[n-1] >= 20
@@ -598,6 +613,10 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	// breathes 2x.
 	f.minRise = max(d.MinRise, math.Exp(4*berWander(ser, best.from)))
 	sparse := !f.busy && d.sparseRise(ser, best.from, &f)
+	f.test = "trend"
+	if sparse && f.lr < d.MinLR {
+		f.test = "sparse"
+	}
 	switch {
 	case f.lr < d.MinLR && !sparse:
 		f.why = "not significant"
@@ -649,18 +668,29 @@ func berWander(ser *berSeries, from int) float64 {
 // and asks for at least MinErrors errors over MinErrorMinutes different
 // minutes since then, MinRise times what the link's own history before
 // predicts, and so many that the history's rate (with one error of benefit
-// of the doubt) explains them with probability under 1e-4, not counting
+// of the doubt) explains them with probability under 1e-5, not counting
 // the error that chose the start. A few errors over a few minutes on a
 // clean link is the first sign a drift gives; one burst (a flap, a reseat)
 // is not, nor a handful spread over an hour.
+// sparseHistoryMinutes is the history the sparse test needs: a few errors
+// an hour need half an hour before "none so far" says anything.
+const sparseHistoryMinutes = 30
+
 func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	for from < ser.n && ser.k[from] == 0 {
 		from++
 	}
-	var kw, bw, kh, bh float64
+	var kw, bw, kh, bh, kLate float64
 	minutes := 0
+	if from >= ser.n {
+		return false
+	}
+	mid := (ser.t[from] + ser.t[ser.n-1]) / 2
 	for i := 0; i < ser.n; i++ {
 		if i >= from {
+			if ser.t[i] > mid {
+				kLate += ser.k[i]
+			}
 			kw += ser.k[i]
 			bw += ser.b[i]
 			if ser.k[i] > 0 {
@@ -671,13 +701,16 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 			bh += ser.b[i]
 		}
 	}
-	if bh <= 0 || bw <= 0 || from < d.MinHistoryMinutes {
+	if bh <= 0 || bw <= 0 || from < sparseHistoryMinutes {
 		return false
 	}
 	expect := bw * (kh + 1) / bh
 	f.sparseErrors, f.sparseExpected = kw, expect
-	return kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
-		berPoissonTail(kw-1, expect) < 1e-4
+	// A drift grows: the later half of the window has more errors than the
+	// earlier one. A cluster of errors at a steady rate does not.
+	growing := kLate > kw-kLate
+	return growing && kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
+		berPoissonTail(kw-1, expect) < 1e-5
 }
 
 // berPoissonTail is P(X >= k) for X ~ Poisson(mu).
@@ -862,25 +895,29 @@ func berRecentMedian(ser *berSeries, minutes int) float64 {
 	return berMedian(v[:m])
 }
 
-// clear reports whether the last ResolveAfter shows the BER back down: its
-// upper bound under the level the alert was raised at and near the
-// baseline.
+// clear reports whether the last ResolveAfter shows the BER back near the
+// baseline the drift rose from: no more errors than 1.5 times the baseline
+// explains, with Poisson slack (on a sparse counter: one stray error). The
+// level the alert was raised at is not enough: a slow drift under a
+// wandering BER dips below it and would resolve and reopen (a fragment).
 func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 	if ser.n == 0 {
 		return false
 	}
-	minutes := int(d.ResolveAfter / time.Minute)
-	_, _, high := berRecentBER(ser, max(1, minutes))
-	var covered int
+	minutes := max(1, int(d.ResolveAfter/time.Minute))
+	var k, b float64
+	covered := 0
 	tEnd := ser.t[ser.n-1]
 	for i := ser.n - 1; i >= 0 && ser.t[i] > tEnd-float64(minutes); i-- {
+		k += ser.k[i]
+		b += ser.b[i]
 		covered++
 	}
 	if covered < max(1, minutes/2) {
 		return false
 	}
-	level := max(2*st.baseBER, 0.7*st.openBER)
-	return high <= level
+	expect := 1.5 * st.baseBER * b
+	return k <= expect+2*math.Sqrt(expect)+1
 }
 
 func berFinite(v float64) float64 {
@@ -940,6 +977,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		"errors_since_onset":    berSig(f.postErrors),
 		"window_minutes":        berBuckets,
 		"blind":                 st.blind,
+		"test":                  f.test,
 	}
 	var keys []string
 	if ib {

@@ -21,7 +21,9 @@ type berLink struct {
 	interval  float64 // seconds
 	duration  float64 // seconds
 	ber       func(sec float64) float64
-	noise     float64 // sigma of ln BER per reading (real optics wander)
+	noise     float64 // sigma of ln BER per reading
+	wander    float64 // stationary sigma of a slow ln BER wander (temperature)
+	wanderMin float64 // its correlation time in minutes (default 20)
 	utilBits  float64 // share of the line the port carries (IB port_rcv_data), default 0.3
 	seed      uint64
 	restartAt []float64 // collector restarts: a baseline with no delta
@@ -51,12 +53,24 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 		}
 		return false
 	}
+	var w float64 // the wander: an Ornstein-Uhlenbeck process
+	tc := l.wanderMin
+	if tc == 0 {
+		tc = 20
+	}
+	if l.wander > 0 {
+		w = l.wander * rng.NormFloat64()
+	}
 	for sec := 0.0; sec < l.duration; sec += l.interval {
+		if l.wander > 0 {
+			a := math.Exp(-l.interval / (tc * 60))
+			w = a*w + l.wander*math.Sqrt(1-a*a)*rng.NormFloat64()
+		}
 		first := sec == 0 || next(l.restartAt, sec)
 		reset := next(l.resetAt, sec)
 		glitch := next(l.glitchAt, sec)
 		lineBits := l.rateGbps * 1e9 * l.interval
-		ber := l.ber(sec) * math.Exp(l.noise*rng.NormFloat64())
+		ber := l.ber(sec) * math.Exp(l.noise*rng.NormFloat64()+w)
 		var errs uint64
 		if !first || sec > 0 {
 			errs = berTestPoisson(rng, ber*lineBits)
@@ -222,7 +236,7 @@ func TestBERDrift(t *testing.T) {
 			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h,
 				ber: drift(1e-15, 1e-12, 50*m, 40*m, 0)},
 			want:  []string{"open"},
-			onset: 50 * m, critical: 90 * m, latestDetect: 80 * m,
+			onset: 50 * m, critical: 90 * m, latestDetect: 84 * m,
 			check: func(t *testing.T, evs []*schemas.Event) {
 				if n := evs[0].Evidence["errors_since_onset"].(float64); n > 15 {
 					t.Errorf("%v errors before the alert", n)
@@ -395,4 +409,83 @@ func BenchmarkBERDrift(b *testing.B) {
 		port.Observe(s)
 	}
 	runtime.KeepAlive(port)
+}
+
+// TestBERDriftRates runs many seeds of healthy and drifting links, the way
+// the fleet will: it reports recall, false alarms and lead.
+// go test ./processor -run BERDriftRates -v
+func TestBERDriftRates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("many seeds")
+	}
+	const h, m = 3600.0, 60.0
+	type kind struct {
+		name          string
+		drift         bool
+		onset, toCrit float64
+		mk            func(rng *rand.Rand) berLink
+	}
+	logU := func(rng *rand.Rand, lo, hi float64) float64 { return math.Pow(10, lo+(hi-lo)*rng.Float64()) }
+	intervals := []float64{1, 2, 5, 10}
+	kinds := []kind{
+		{name: "healthy eth", mk: func(rng *rand.Rand) berLink {
+			return berLink{rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 3 * h, noise: 0.3, wander: 0.1 + 0.1*rng.Float64(),
+				ber: stable(logU(rng, -12, -7))}
+		}},
+		{name: "healthy ib", mk: func(rng *rand.Rand) berLink {
+			return berLink{ib: true, rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 3 * h, wander: 0.3,
+				ber: stable(logU(rng, -16, -13))}
+		}},
+		{name: "drift eth 40m", drift: true, onset: 60 * m, toCrit: 40 * m, mk: func(rng *rand.Rand) berLink {
+			return berLink{rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 2 * h, noise: 0.3, wander: 0.2,
+				ber: drift(logU(rng, -12, -7), 1e-6, 60*m, 40*m, 0)}
+		}},
+		{name: "drift eth 2h", drift: true, onset: 60 * m, toCrit: 2 * h, mk: func(rng *rand.Rand) berLink {
+			return berLink{rateGbps: 100, interval: intervals[rng.IntN(4)], duration: 3*h + 10*m, noise: 0.3, wander: 0.2,
+				ber: drift(logU(rng, -12, -7), 1e-6, 60*m, 2*h, 0)}
+		}},
+		{name: "drift ib 40m", drift: true, onset: 60 * m, toCrit: 40 * m, mk: func(rng *rand.Rand) berLink {
+			return berLink{ib: true, rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 2 * h,
+				ber: drift(logU(rng, -16, -14.5), 1e-12, 60*m, 40*m, 0)}
+		}},
+	}
+	for _, k := range kinds {
+		rng := rand.New(rand.NewPCG(99, 1))
+		var hits, fps, late int
+		var leads []float64
+		runs := 20
+		for i := range runs {
+			l := k.mk(rng)
+			l.seed = uint64(i + 1)
+			hn := newHarness(t, NewBERDrift())
+			for _, s := range l.samples(portA) {
+				hn.feed(s)
+			}
+			opens := 0
+			for _, ev := range hn.events {
+				if ev.State != "open" {
+					continue
+				}
+				opens++
+				det := float64(ev.DetectedAt-t0) / 1000
+				if !k.drift || det < k.onset-2*l.interval || opens > 1 {
+					fps++
+					t.Logf("%s run %d: false alarm at %.1f min: %s %v", k.name, i, det/60, ev.Summary, ev.Evidence)
+					continue
+				}
+				hits++
+				leads = append(leads, (k.onset+k.toCrit-det)/60)
+				if det > k.onset+k.toCrit/2 {
+					late++
+				}
+			}
+		}
+		t.Logf("%-14s runs %d hits %d false %d late(past half-way) %d leads(min) %v", k.name, runs, hits, fps, late, leads)
+		if fps > 0 {
+			t.Errorf("%s: %d false alarms", k.name, fps)
+		}
+		if k.drift && hits < runs*19/20 {
+			t.Errorf("%s: recall %d/%d", k.name, hits, runs)
+		}
+	}
 }
