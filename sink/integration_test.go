@@ -411,9 +411,11 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 	publishBatch(t, js, b)
 	waitCount(t, conn, "port_samples", "", 2)
 
+	stopStart := time.Now()
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("clickhouse stopped in %v", time.Since(stopStart))
 	const batches = 20
 	for i := 1; i <= batches; i++ {
 		nb := testBatch()
@@ -444,9 +446,11 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 	outage := time.NewTimer(4 * time.Second) // longer than AckWait
 	<-outage.C
 
+	upStart := time.Now()
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("clickhouse up again in %v", time.Since(upStart))
 	waitCount(t, conn, "port_samples", "", 2+2*batches)
 	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
 

@@ -81,10 +81,11 @@ answers() {
 	# No client binary: ask the HTTP /ping endpoint with bash's /dev/tcp.
 	local reply
 	reply=$(
+		exec 2>/dev/null
 		exec 3<>"/dev/tcp/127.0.0.1/$http_port" || exit 1
 		printf 'GET /ping HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
 		timeout 2 cat <&3
-	) 2>/dev/null || return 1
+	) || return 1
 	[[ $reply == *"Ok."* ]]
 }
 
@@ -138,6 +139,10 @@ XML
     <mark_cache_size>268435456</mark_cache_size>
     <uncompressed_cache_size>268435456</uncompressed_cache_size>
     <mlock_executable>false</mlock_executable>
+    <!-- A throwaway server: stop without waiting 5s for running queries.
+         (Idle client connections still hold shutdown up to the profile's
+         poll_interval, 10s by default.) -->
+    <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
 </yandex>
 XML
 }
@@ -151,6 +156,11 @@ cmd_up() {
 	rm -f "$pid_file"
 	find_binaries
 	[[ ${#server_cmd[@]} -gt 0 ]] || install_server
+	# Another server on our port would answer the readiness check in our
+	# place: refuse instead of reporting its DSN as ours.
+	if answers; then
+		die "something already answers on 127.0.0.1:$tcp_port (http $http_port) but $pid_file names no running server; stop it or choose other ports (RDMAWATCH_CH_TCP_PORT, RDMAWATCH_CH_HTTP_PORT)"
+	fi
 	write_config
 	echo "local.sh: starting ${server_cmd[*]} on 127.0.0.1:$tcp_port (http $http_port), data in $dir" >&2
 	# setsid detaches the server from this shell's session so it outlives it;
@@ -175,6 +185,7 @@ cmd_up() {
 		fi
 		sleep 0.2
 	done
+	kill -0 "$pid" 2>/dev/null || die "clickhouse pid $pid exited right after answering; see $log_dir"
 	echo "$dsn"
 }
 
