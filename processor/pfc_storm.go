@@ -113,6 +113,10 @@ func (d *PFCStorm) track() *Tracker {
 	return d.tracker
 }
 
+// remoteSpreadWithin bounds how long after a storm's onset a port on another
+// leaf may start being paused and still count as its victim.
+const remoteSpreadWithin = 30 * time.Second
+
 // pfcReading is what one sample says about pauses and traffic.
 type pfcReading struct {
 	valid        bool // the tx pause duration of some priority has a real delta
@@ -424,6 +428,13 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 			// Pauses that began well before the storm are someone else's.
 			slack := 2 * schemas.Millis(max(v.intervalMs, 1000))
 			if v.victimSince < st.onset-slack {
+				continue
+			}
+			// Through the spines the pause spreads within seconds of the
+			// onset (buffers fill in milliseconds); a port on another leaf
+			// paused long after is paused by something else, such as a
+			// second storm there.
+			if !known && hops > 2 && v.victimSince > st.onset+max(millis(remoteSpreadWithin), 3*schemas.Millis(v.intervalMs)) {
 				continue
 			}
 			paused++
