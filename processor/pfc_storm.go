@@ -577,7 +577,7 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 		gap     int64 // intervals between the silence and the victims' onset
 		unseen  bool
 	}
-	var best *candidate
+	var cands []candidate
 	better := func(a, b *candidate) bool {
 		if a.unseen != b.unseen {
 			return !a.unseen
@@ -609,7 +609,6 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 				continue
 			}
 			c.last = p.LastTime
-			c.gap = int64((firstSeen - p.LastTime) / interval)
 			if st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
 				c.pausing = st.prevTx >= 0.05 && st.prevTime == p.LastTime
 			}
@@ -620,9 +619,28 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 		default:
 			continue
 		}
-		if best == nil || better(&c, best) {
-			cc := c
-			best = &cc
+		cands = append(cands, c)
+	}
+	// A hung host silences all its ports at once: the node's silence is
+	// what is compared with the victims' onset, so its ports tie on it
+	// (and then name order decides between them, for nothing in the
+	// counters says which of a silent node's ports is stuck).
+	nodeLast := map[string]schemas.Millis{}
+	for _, c := range cands {
+		nodeLast[c.id.Node] = max(nodeLast[c.id.Node], c.last)
+	}
+	var best *candidate
+	for i := range cands {
+		c := &cands[i]
+		if !c.unseen {
+			interval := schemas.Millis(1000)
+			if p, ok := fabric.Port(c.id); ok {
+				interval = schemas.Millis(max(p.LastIntervalMs, 1000))
+			}
+			c.gap = int64((firstSeen - nodeLast[c.id.Node] + interval/2) / interval)
+		}
+		if best == nil || better(c, best) {
+			best = c
 		}
 	}
 	if best == nil {
