@@ -425,8 +425,10 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 		}
 		publishBatch(t, js, nb, jetstream.WithMsgID(nb.MsgID()))
 	}
-	// Let the sink fail a few times against the stopped server, past the
-	// ack wait, so redelivery would show if InProgress did not hold it off.
+	// Keep the server down past the ack wait while the sink retries: a
+	// redelivery would show in the consumer's counts if the sink did not
+	// keep its messages in progress.
+	stoppedAt := time.Now()
 	chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -438,13 +440,17 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		if info.NumRedelivered != 0 {
+			t.Fatalf("%d messages redelivered while clickhouse was down: InProgress did not hold them", info.NumRedelivered)
+		}
 		if info.NumAckPending != batches {
 			return fmt.Errorf("%d unacked, want %d", info.NumAckPending, batches)
 		}
+		if since := time.Since(stoppedAt); since < cfg.AckWait+time.Second {
+			return fmt.Errorf("outage %v, want past the ack wait %v", since, cfg.AckWait)
+		}
 		return nil
 	})
-	outage := time.NewTimer(4 * time.Second) // longer than AckWait
-	<-outage.C
 
 	upStart := time.Now()
 	if err := srv.Start(); err != nil {
