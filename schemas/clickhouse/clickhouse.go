@@ -7,6 +7,7 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -50,7 +51,10 @@ func Open(ctx context.Context, dsn string) (driver.Conn, error) {
 		if err == nil {
 			return conn, nil
 		}
-		if attempt == dialAttempts || ctx.Err() != nil {
+		var exc *ch.Exception
+		if errors.As(err, &exc) || attempt == dialAttempts || ctx.Err() != nil {
+			// A server exception (unknown database, bad password) will not
+			// change by asking again.
 			break
 		}
 		select {

@@ -78,3 +78,19 @@ func TestOpenBadDSN(t *testing.T) {
 		t.Fatal("Open accepted the HTTP protocol")
 	}
 }
+
+func TestOpenUnknownDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := chtest.WithDatabase(t, chtest.DSN(t), "no_such_database_rdmawatch")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := clickhouse.Open(ctx, dsn)
+	if err == nil {
+		t.Fatal("Open of an unknown database succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Open retried a server exception for %v: %v", d, err)
+	}
+	t.Log(err)
+}
