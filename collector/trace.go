@@ -179,7 +179,8 @@ func (t *TraceReader) Close() error {
 
 // TraceSource replays a trace as readings, grouping each node's consecutive
 // port lines into one scrape: a node's reading is complete when one of its
-// ports shows up again, a collector_restart line arrives, or the trace ends.
+// ports shows up again, a collector_restart line arrives, the trace's data
+// time moves past it, or the trace ends.
 // It implements Source.
 type TraceSource struct {
 	r       *TraceReader
@@ -237,7 +238,17 @@ func (s *TraceSource) flush(node string) {
 	s.ready = append(s.ready, r)
 }
 
+// scrapeSpread is how far apart in data time the lines of one scrape of a
+// node can be. A node's reading is complete once the trace has moved this
+// far past it: a node that goes silent must not have its last scrape held
+// back until the trace ends. A port line arriving later still is not lost;
+// it starts the node's next reading.
+const scrapeSpread = time.Second
+
 func (s *TraceSource) add(l *TraceLine) {
+	for len(s.order) > 0 && s.pending[s.order[0]].Time.Add(scrapeSpread).Before(l.Time()) {
+		s.flush(s.order[0])
+	}
 	if l.Kind == KindCollectorRestart {
 		s.flush(l.Node)
 		s.ready = append(s.ready, &Reading{Node: l.Node, Time: l.Time(), Restart: true})

@@ -180,3 +180,25 @@ func TestTraceSourceDeliversPendingBeforeError(t *testing.T) {
 		t.Fatalf("the error must stick, got %v", err)
 	}
 }
+
+func TestTraceSourceFlushesInDataTime(t *testing.T) {
+	// Node a reports once and goes silent; b keeps reporting. a's scrape
+	// must come out as soon as the trace has moved past it, not at the end.
+	in := `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"mlx5_0","port":1,"counters":{"x":1}}
+{"kind":"sample","ts":"2026-03-14T00:00:00.100Z","node":"b","device":"mlx5_0","port":1,"counters":{"x":1}}
+{"kind":"sample","ts":"2026-03-14T00:00:05Z","node":"b","device":"mlx5_0","port":1,"counters":{"x":2}}
+{"kind":"sample","ts":"2026-03-14T00:00:10Z","node":"b","device":"mlx5_0","port":1,"counters":{"x":3}}
+`
+	r, _ := NewTraceReader(strings.NewReader(in), "t")
+	src := NewTraceSource(r)
+	first, err := src.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Node != "a" {
+		t.Fatalf("first reading from %s, want the silent node a", first.Node)
+	}
+	if src.r.Line() != 3 {
+		t.Errorf("a's scrape came out after line %d, want 3 (when data time passed it)", src.r.Line())
+	}
+}
