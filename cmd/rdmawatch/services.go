@@ -83,7 +83,7 @@ re-emitted events are dropped by JetStream's duplicate window.`,
 	f.IntVar(&instance, "instance", 0, "this instance's index, from 0")
 	f.IntVar(&instances, "instances", 1, "number of processor instances sharing the partitions")
 	f.IntVar(&partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream")
-	f.DurationVar(&lateness, "allowed-lateness", 10*time.Second, "how late (data time) a port's sample may arrive behind the newest one")
+	f.DurationVar(&lateness, "allowed-lateness", 0, "how late (data time) a sample may arrive behind the newest one; 0 adapts to the observed collection interval")
 	f.DurationVar(&warmup, "warmup", 2*time.Hour, "how much of the stream to re-read at start to rebuild windows")
 	return cmd
 }
