@@ -79,7 +79,7 @@ func fastConfig(dsn string) sink.Config {
 
 // runSink starts Run; the returned stop cancels it and returns Run's error.
 // The test's cleanup stops it too if the test did not.
-func runSink(t *testing.T, js jetstream.JetStream, conn driver.Conn, cfg sink.Config) (stop func() error) {
+func runSink(t *testing.T, js jetstream.JetStream, conn driver.Conn, cfg sink.Config) (s *sink.Sink, stop func() error) {
 	t.Helper()
 	s, err := sink.New(js, conn, cfg, testLogger(t))
 	if err != nil {
@@ -107,7 +107,7 @@ func runSink(t *testing.T, js jetstream.JetStream, conn driver.Conn, cfg sink.Co
 			t.Errorf("sink Run: %v", err)
 		}
 	})
-	return stop
+	return s, stop
 }
 
 func publish(t *testing.T, js jetstream.JetStream, subject string, data []byte, opts ...jetstream.PublishOpt) {
@@ -188,7 +188,7 @@ func TestSinkWritesRows(t *testing.T) {
 	t.Parallel()
 	conn, dsn := migrated(t, chtest.DSN(t))
 	js := startNATS(t)
-	runSink(t, js, conn, fastConfig(dsn))
+	s, _ := runSink(t, js, conn, fastConfig(dsn))
 
 	b := testBatch()
 	publishBatch(t, js, b, jetstream.WithMsgID(b.MsgID()))
@@ -198,6 +198,17 @@ func TestSinkWritesRows(t *testing.T) {
 	publishEvent(t, js, resolved)
 	publishInventory(t, js, testInventory())
 
+	drainCtx, drainCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer drainCancel()
+	if err := s.WaitDrained(drainCtx); err != nil {
+		t.Fatal(err)
+	}
+	// Drained means written: no polling of ClickHouse needed.
+	for table, want := range map[string]uint64{"port_samples": 2, "events": 2, "inventory": 2} {
+		if n, err := chtest.Count(drainCtx, conn, table, ""); err != nil || n != want {
+			t.Fatalf("after WaitDrained %s has %d rows (%v), want %d", table, n, err, want)
+		}
+	}
 	waitCount(t, conn, "port_samples", "", 2)
 	waitCount(t, conn, "events", "", 2)
 	waitCount(t, conn, "inventory", "", 2)
@@ -318,7 +329,7 @@ func TestSinkRedeliveredBatchCollapses(t *testing.T) {
 	t.Parallel()
 	conn, dsn := migrated(t, chtest.DSN(t))
 	js := startNATS(t)
-	runSink(t, js, conn, fastConfig(dsn))
+	_, _ = runSink(t, js, conn, fastConfig(dsn))
 
 	b := testBatch()
 	publishBatch(t, js, b) // no msg id: JetStream keeps both copies
@@ -346,7 +357,7 @@ func TestSinkPoisonMessage(t *testing.T) {
 	t.Parallel()
 	conn, dsn := migrated(t, chtest.DSN(t))
 	js := startNATS(t)
-	runSink(t, js, conn, fastConfig(dsn))
+	_, _ = runSink(t, js, conn, fastConfig(dsn))
 
 	publish(t, js, schemas.CountersSubject("gpu-017"), []byte("not msgpack"))
 	publish(t, js, schemas.EventsSubject("pfc_storm", "port"), []byte{0x80}) // an empty map: no version
@@ -367,7 +378,7 @@ func TestSinkFlushesOnShutdown(t *testing.T) {
 	cfg := fastConfig(dsn)
 	cfg.FlushInterval = time.Hour // only shutdown can flush
 	cfg.AckWait = 2 * time.Hour
-	stop := runSink(t, js, conn, cfg)
+	_, stop := runSink(t, js, conn, cfg)
 
 	publishBatch(t, js, testBatch())
 	// Wait until the sink holds the message unacked.
@@ -405,7 +416,7 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 	cfg.AckWait = 3 * time.Second // shorter than the outage: only InProgress prevents redelivery
 	cfg.InsertTimeout = time.Second
 	cfg.RetryMax = 300 * time.Millisecond
-	runSink(t, js, conn, cfg)
+	_, _ = runSink(t, js, conn, cfg)
 
 	b := testBatch()
 	publishBatch(t, js, b)

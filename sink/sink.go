@@ -378,3 +378,51 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// drainPoll is how often WaitDrained asks JetStream about the consumers.
+const drainPoll = 20 * time.Millisecond
+
+// WaitDrained returns once every consumer of this sink has no message left
+// to deliver and none delivered but unacked, that is when everything on the
+// streams is in ClickHouse (or was terminated as poison). Replay calls it
+// after the processors finished and before cancelling Run; a live sink never
+// needs it. It polls JetStream, so it also works before Run created the
+// consumers (it waits for them).
+func (s *Sink) WaitDrained(ctx context.Context) error {
+	consumers := []struct{ stream, name string }{
+		{schemas.StreamCounters, s.cfg.ConsumerPrefix + "-counters"},
+		{schemas.StreamEvents, s.cfg.ConsumerPrefix + "-events"},
+		{schemas.StreamInventory, s.cfg.ConsumerPrefix + "-inventory"},
+	}
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		drained := true
+		for _, c := range consumers {
+			cons, err := s.js.Consumer(ctx, c.stream, c.name)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				drained = false
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("sink: consumer %s on %s: %w", c.name, c.stream, err)
+			}
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return fmt.Errorf("sink: consumer %s on %s: %w", c.name, c.stream, err)
+			}
+			if info.NumPending != 0 || info.NumAckPending != 0 {
+				drained = false
+				break
+			}
+		}
+		if drained {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sink: waiting for the consumers to drain: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
