@@ -225,3 +225,28 @@ func (e *cnpLoss) Labels() []Label {
 	}
 	return []Label{l}
 }
+
+// newCNPBalance is the loss-free cnpLoss: it makes Σ np_cnp_sent and
+// Σ rp_cnp_handled agree over the RoCE ports, as in a healthy fabric.
+func newCNPBalance(l *Layout) *cnpLoss {
+	e := &cnpLoss{ports: map[PortRef]*cnpLossPort{}}
+	for _, p := range l.Ports {
+		if p.LinkLayer == LinkLayerEthernet {
+			e.refs = append(e.refs, p.PortRef)
+			e.ports[p.PortRef] = &cnpLossPort{}
+		}
+	}
+	if len(e.refs) == 0 {
+		return nil
+	}
+	return e
+}
+
+func hasFabricCNPEffect(effects []Effect) bool {
+	for _, e := range effects {
+		if _, ok := e.(*cnpLoss); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -121,6 +121,18 @@ func NewFleet(cfg Config) (*Fleet, error) {
 			byPort[r] = append(byPort[r], e)
 		}
 	}
+	// Congestion notifications balance across a healthy fabric: every CNP a
+	// notification point sends is handled by some reaction point. Unless a
+	// fault already moves CNPs fabric-wide, a loss-free pool hands each round's
+	// CNPs to the reaction points. It is not a fault: no label, and the ports
+	// stay open to noise.
+	if !hasFabricCNPEffect(f.effects) {
+		if bal := newCNPBalance(l); bal != nil {
+			for _, r := range bal.refs {
+				byPort[r] = append(byPort[r], bal)
+			}
+		}
+	}
 	var events []NoiseEvent
 	f.noise, events = newNoisePlan(&cfg, l, faulty)
 
