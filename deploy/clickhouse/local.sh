@@ -147,10 +147,18 @@ XML
 XML
 }
 
+# running_dsn is the DSN of the server the pid file names, from its own
+# config: the port variables of this call may differ from the ones it was
+# started with.
+running_dsn() {
+	local port
+	port=$(sed -n 's:.*<tcp_port>\([0-9]*\)</tcp_port>.*:\1:p' "$config" 2>/dev/null | head -n1)
+	echo "clickhouse://127.0.0.1:${port:-$tcp_port}/default"
+}
+
 cmd_up() {
 	if running_pid >/dev/null; then
-		find_binaries
-		echo "$dsn"
+		running_dsn
 		return
 	fi
 	rm -f "$pid_file"
@@ -212,7 +220,7 @@ cmd_down() {
 cmd_status() {
 	local pid
 	if pid=$(running_pid); then
-		echo "running pid $pid $dsn"
+		echo "running pid $pid $(running_dsn)"
 		return 0
 	fi
 	echo "not running ($dir)"
