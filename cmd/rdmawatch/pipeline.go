@@ -20,6 +20,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/processor/runtime"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/sink"
 )
 
 // pipelineConfig is one in-process run of the whole pipeline over a source:
@@ -146,13 +147,15 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 		goRun(fmt.Sprintf("processor %d", i), p.Run)
 	}
 
+	var sk *sink.Sink
 	if cfg.clickhouse != "" {
-		runSink, closeSink, err := openSink(ctx, js, cfg.clickhouse, 200*time.Millisecond, log.With("part", "sink"))
+		var closeSink func()
+		sk, closeSink, err = openSink(ctx, js, cfg.clickhouse, 200*time.Millisecond, log.With("part", "sink"))
 		if err != nil {
 			return nil, err
 		}
 		defer closeSink()
-		goRun("sink", runSink)
+		goRun("sink", sk.Run)
 	}
 
 	eng := collector.NewEngine(func(node string, restarts int) string { return fmt.Sprintf("replay-%d", restarts) })
@@ -163,7 +166,11 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 
 	// Wait until everything published has been processed, every event written
 	// and every row stored.
-	if err := waitDrained(ctx, js, procs, &written, cfg.clickhouse != "", errc); err != nil {
+	err = waitDrained(ctx, js, procs, &written, errc)
+	if err == nil && sk != nil {
+		err = sk.WaitDrained(ctx)
+	}
+	if err != nil {
 		cancel()
 		wg.Wait()
 		return res, err
@@ -187,7 +194,7 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 	return res, ferr
 }
 
-func waitDrained(ctx context.Context, js jetstream.JetStream, procs []*runtime.Processor, written *atomic.Uint64, withSink bool, errc <-chan error) error {
+func waitDrained(ctx context.Context, js jetstream.JetStream, procs []*runtime.Processor, written *atomic.Uint64, errc <-chan error) error {
 	stable := 0
 	for stable < 3 {
 		select {
@@ -197,7 +204,7 @@ func waitDrained(ctx context.Context, js jetstream.JetStream, procs []*runtime.P
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
-		done, err := drained(ctx, js, procs, written, withSink)
+		done, err := drained(ctx, js, procs, written)
 		if err != nil {
 			return err
 		}
@@ -210,7 +217,7 @@ func waitDrained(ctx context.Context, js jetstream.JetStream, procs []*runtime.P
 	return nil
 }
 
-func drained(ctx context.Context, js jetstream.JetStream, procs []*runtime.Processor, written *atomic.Uint64, withSink bool) (bool, error) {
+func drained(ctx context.Context, js jetstream.JetStream, procs []*runtime.Processor, written *atomic.Uint64) (bool, error) {
 	counters, err := js.Stream(ctx, schemas.StreamCounters)
 	if err != nil {
 		return false, err
@@ -236,24 +243,6 @@ func drained(ctx context.Context, js jetstream.JetStream, procs []*runtime.Proce
 	}
 	if written.Load() < ei.State.Msgs {
 		return false, nil
-	}
-	if !withSink {
-		return true, nil
-	}
-	for _, name := range []string{schemas.StreamCounters, schemas.StreamEvents, schemas.StreamInventory} {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			return false, err
-		}
-		lister := s.ListConsumers(ctx)
-		for info := range lister.Info() {
-			if info.NumPending > 0 || info.NumAckPending > 0 {
-				return false, nil
-			}
-		}
-		if err := lister.Err(); err != nil {
-			return false, err
-		}
 	}
 	return true, nil
 }

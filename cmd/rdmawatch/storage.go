@@ -14,9 +14,9 @@ import (
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
-// openSink connects to ClickHouse, applies migrations and returns the sink's
-// run function.
-func openSink(ctx context.Context, js jetstream.JetStream, dsn string, flush time.Duration, log *slog.Logger) (func(context.Context) error, func(), error) {
+// openSink connects to ClickHouse, applies migrations and returns the sink
+// and a function that closes its connection.
+func openSink(ctx context.Context, js jetstream.JetStream, dsn string, flush time.Duration, log *slog.Logger) (*sink.Sink, func(), error) {
 	conn, err := chschema.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
@@ -34,7 +34,7 @@ func openSink(ctx context.Context, js jetstream.JetStream, dsn string, flush tim
 		conn.Close()
 		return nil, nil, err
 	}
-	return s.Run, func() { conn.Close() }, nil
+	return s, func() { conn.Close() }, nil
 }
 
 func newSinkCmd(g *global) *cobra.Command {
