@@ -2,6 +2,7 @@ package processor
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -254,7 +255,14 @@ func (t *Tracker) resolve(em Emitter, inc *incident, subject schemas.Subject, no
 	}
 	f.Evidence = merged
 	if why != "" {
-		f.Summary = f.Summary + "; resolved: " + why
+		// The last open summary describes the fault as it was (a link that
+		// "is DOWN"); say what ended it first, and keep the rest as history.
+		who, what, ok := strings.Cut(f.Summary, ": ")
+		if ok {
+			f.Summary = who + ": resolved, " + why + " (while open: " + what + ")"
+		} else {
+			f.Summary = "resolved, " + why + " (while open: " + f.Summary + ")"
+		}
 	}
 	t.emit(em, inc, schemas.StateResolved, now, &end, f)
 	delete(t.active, subject)
