@@ -17,7 +17,7 @@ build:
 # Starts (or reuses) the throwaway ClickHouse, then the pipeline over the
 # bundled example fleet. ClickHouse keeps running until `make stop`.
 run: build
-	@dsn=$$($(CH) up | tail -n 1) && echo "ClickHouse: $$dsn" && \
+	@dsn=$$($(CH) up | tail -n 1) && dsn="$${dsn%/*}/rdmawatch" && echo "ClickHouse: $$dsn" && \
 	  RDMAWATCH_CLICKHOUSE="$$dsn" $(BIN) run
 
 # Unit, integration (real embedded NATS, real ClickHouse) and end-to-end tests.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,27 +119,22 @@ func formatEvent(ev *schemas.Event) string {
 }
 
 func printSQL(w io.Writer, dsn string) {
+	client := "clickhouse-client"
+	if u, err := url.Parse(dsn); err == nil {
+		port := u.Port()
+		if port == "" {
+			port = "9000"
+		}
+		client += " --host " + u.Hostname() + " --port " + port
+		if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+			client += " --database " + db
+		}
+	}
 	fmt.Fprintf(w, `
 What was stored, in ClickHouse (%s). Try:
-  clickhouse-client --port %s -q "SELECT type, state, severity, subject_node, subject_device, subject_port, summary FROM events FINAL ORDER BY detected_at_ms FORMAT PrettyCompact"
-  clickhouse-client --port %s -q "SELECT node, device, port, count() AS samples, sum(link_downed) AS downs, max(symbol_error) AS symbol_errors FROM port_samples FINAL GROUP BY node, device, port ORDER BY downs DESC LIMIT 10 FORMAT PrettyCompact"
-  clickhouse-client --port %s -q "SELECT node, device, port, link_layer, rate, last_seen FROM inventory FINAL ORDER BY node LIMIT 20 FORMAT PrettyCompact"
+  %s -q "SELECT type, state, severity, subject_node, subject_device, subject_port, summary FROM events FINAL ORDER BY detected_at_ms FORMAT PrettyCompact"
+  %s -q "SELECT node, device, port, count() AS samples, sum(link_downed) AS downs, max(symbol_error) AS symbol_errors FROM port_samples FINAL GROUP BY node, device, port ORDER BY downs DESC LIMIT 10 FORMAT PrettyCompact"
+  %s -q "SELECT node, device, port, link_layer, rate, last_seen FROM inventory FINAL ORDER BY node LIMIT 20 FORMAT PrettyCompact"
 ClickHouse keeps running until: make stop
-`, dsn, dsnPort(dsn), dsnPort(dsn), dsnPort(dsn))
-}
-
-func dsnPort(dsn string) string {
-	s := dsn
-	if i := strings.Index(s, "@"); i >= 0 {
-		s = s[i+1:]
-	} else if i := strings.Index(s, "://"); i >= 0 {
-		s = s[i+3:]
-	}
-	if i := strings.IndexAny(s, "/?"); i >= 0 {
-		s = s[:i]
-	}
-	if i := strings.LastIndex(s, ":"); i >= 0 {
-		return s[i+1:]
-	}
-	return "9000"
+`, dsn, client, client, client)
 }

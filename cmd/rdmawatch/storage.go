@@ -16,7 +16,10 @@ import (
 
 // openSink connects to ClickHouse, applies migrations and returns the sink
 // and a function that closes its connection.
-func openSink(ctx context.Context, js jetstream.JetStream, dsn string, flush time.Duration, log *slog.Logger) (*sink.Sink, func(), error) {
+func openSink(ctx context.Context, js jetstream.JetStream, dsn string, cfg sink.Config, log *slog.Logger) (*sink.Sink, func(), error) {
+	if err := chschema.EnsureDatabase(ctx, dsn); err != nil {
+		return nil, nil, err
+	}
 	conn, err := chschema.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
@@ -29,7 +32,8 @@ func openSink(ctx context.Context, js jetstream.JetStream, dsn string, flush tim
 	for _, m := range applied {
 		log.Info("clickhouse migration applied", "migration", m)
 	}
-	s, err := sink.New(js, conn, sink.Config{DSN: dsn, FlushInterval: flush}, log)
+	cfg.DSN = dsn
+	s, err := sink.New(js, conn, cfg, log)
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
@@ -51,23 +55,16 @@ func newSinkCmd(g *global) *cobra.Command {
 				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
 			}
 			ctx := cmd.Context()
-			conn, err := chschema.Open(ctx, g.clickhouse)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			if _, err := chschema.Migrate(ctx, conn); err != nil {
-				return err
-			}
 			js, closeNC, err := connectJS(cmd, g, "rdmawatch-sink", schemas.DefaultPartitions)
 			if err != nil {
 				return err
 			}
 			defer closeNC()
-			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush}, g.log)
+			s, closeSink, err := openSink(ctx, js, g.clickhouse, sink.Config{BatchRows: batchRows, FlushInterval: flush}, g.log)
 			if err != nil {
 				return err
 			}
+			defer closeSink()
 			g.log.Info("sink started")
 			return s.Run(ctx)
 		},
@@ -85,6 +82,9 @@ func newMigrateCmd(g *global) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if g.clickhouse == "" {
 				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			}
+			if err := chschema.EnsureDatabase(cmd.Context(), g.clickhouse); err != nil {
+				return err
 			}
 			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
 			if err != nil {

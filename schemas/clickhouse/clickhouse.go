@@ -122,3 +122,33 @@ func ServerVersion(ctx context.Context, conn driver.Conn) (Version, error) {
 	}
 	return ParseVersion(s)
 }
+
+// EnsureDatabase creates the DSN's database when it does not exist yet, so
+// `rdmawatch migrate` (and the sink, which migrates first) works on a fresh
+// server with a DSN like clickhouse://host:9000/rdmawatch.
+func EnsureDatabase(ctx context.Context, dsn string) error {
+	opts, err := ch.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("clickhouse dsn %q: %w", redact(dsn), err)
+	}
+	db := opts.Auth.Database
+	if db == "" || db == "default" {
+		return nil
+	}
+	if strings.ContainsAny(db, "`\\") {
+		return fmt.Errorf("clickhouse dsn %q: database name %q", redact(dsn), db)
+	}
+	opts.Auth.Database = "default"
+	if opts.DialTimeout == 0 || opts.DialTimeout > 5*time.Second {
+		opts.DialTimeout = 5 * time.Second
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		return fmt.Errorf("clickhouse %s: %w", strings.Join(opts.Addr, ","), err)
+	}
+	defer conn.Close()
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+db+"`"); err != nil {
+		return fmt.Errorf("clickhouse %s: create database %s: %w", strings.Join(opts.Addr, ","), db, err)
+	}
+	return nil
+}

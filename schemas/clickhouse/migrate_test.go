@@ -2,6 +2,7 @@ package clickhouse_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -93,4 +94,27 @@ func TestOpenUnknownDatabase(t *testing.T) {
 		t.Errorf("Open retried a server exception for %v: %v", d, err)
 	}
 	t.Log(err)
+}
+
+func TestEnsureDatabaseThenMigrate(t *testing.T) {
+	base := chtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := fmt.Sprintf("test_ensure_%d", time.Now().UnixNano())
+	dsn := chtest.WithDatabase(t, base, db)
+	admin := chtest.Open(t, base)
+	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	for i := 0; i < 2; i++ {
+		if err := clickhouse.EnsureDatabase(ctx, dsn); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	conn, err := clickhouse.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
 }
