@@ -21,8 +21,9 @@ type Collector struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	inventory map[string]map[portKey]schemas.PortInventory // node -> ports as last sent
-	noDevices bool
+	inventory     map[string]map[portKey]schemas.PortInventory // node -> ports as last sent
+	inventorySent map[string]time.Time                         // node -> data time of the last inventory
+	noDevices     bool
 }
 
 // Config configures a Collector.
@@ -39,7 +40,7 @@ func New(src Source, engine *Engine, pub *Publisher, cfg Config) *Collector {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, log: log, inventory: map[string]map[portKey]schemas.PortInventory{}}
+	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, log: log, inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
 }
 
 // Run reads until the source ends (io.EOF: returns nil after flushing) or
@@ -109,8 +110,12 @@ func (c *Collector) publish(ctx context.Context, r *Reading) error {
 	return nil
 }
 
+// InventoryRefresh is how often (data time) a node's unchanged inventory is
+// published again.
+const InventoryRefresh = 5 * time.Minute
+
 // inventoryChange returns the node's whole inventory when a port appeared or
-// changed since it was last sent. A reading may hold only some of the node's
+// changed since it was last sent, or InventoryRefresh has passed. A reading may hold only some of the node's
 // ports (a trace line group), so ports are merged, never dropped.
 func (c *Collector) inventoryChange(r *Reading) *schemas.Inventory {
 	known := c.inventory[r.Node]
@@ -131,9 +136,12 @@ func (c *Collector) inventoryChange(r *Reading) *schemas.Inventory {
 			changed = true
 		}
 	}
-	if !changed {
+	// Unchanged ports are re-sent now and then so the inventory's last_seen
+	// tells a live port from one that vanished.
+	if !changed && r.Time.Sub(c.inventorySent[r.Node]) < InventoryRefresh {
 		return nil
 	}
+	c.inventorySent[r.Node] = r.Time
 	ports := make([]schemas.PortInventory, 0, len(known))
 	for _, p := range known {
 		ports = append(ports, p)

@@ -109,8 +109,10 @@ func TestCollectorReplaysTraceIntoStream(t *testing.T) {
 	if got := streamMsgs(t, js, schemas.StreamCounters); got == 0 || got > 720 {
 		t.Errorf("%d batches on the stream", got)
 	}
-	if got := streamMsgs(t, js, schemas.StreamInventory); got != 6 {
-		t.Errorf("%d inventory records, want one per node (6)", got)
+	// 10 minutes of 6 nodes: each node's inventory at its first scrape and
+	// again after InventoryRefresh (5 min), nothing in between.
+	if got := streamMsgs(t, js, schemas.StreamInventory); got != 12 {
+		t.Errorf("%d inventory records, want two per node (12)", got)
 	}
 }
 
