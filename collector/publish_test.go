@@ -11,33 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func startJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	ns, err := natsutil.StartEmbedded(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := natsutil.EnsureStreams(context.Background(), js, schemas.StreamOptions{Memory: true, Partitions: 4}); err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return natstest.Start(t, &schemas.StreamOptions{Memory: true, Partitions: 4}).JS
 }
 
 func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -37,26 +37,8 @@ func checkFor(t *testing.T, total, step time.Duration, fn func() error) {
 // startJS starts an embedded JetStream with memory streams.
 func startJS(t *testing.T) (jetstream.JetStream, *nats.Conn) {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Memory: true}); err != nil {
-		t.Fatal(err)
-	}
-	return js, nc
+	srv := natstest.Start(t, &schemas.StreamOptions{Memory: true})
+	return srv.JS, srv.Conn
 }
 
 var t0 = time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC).UnixMilli()

@@ -10,31 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/collector/sysfstest"
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func embeddedJS(t *testing.T) (string, jetstream.JetStream) {
 	t.Helper()
-	ns, err := natsutil.StartEmbedded(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns.URL(), js
+	srv := natstest.Start(t, nil)
+	return srv.URL, srv.JS
 }
 
 // startCollector runs the binary (through argv, e.g. under unshare) and
