@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -110,6 +112,23 @@ type SampleRow struct {
 	CounterFlags  []uint8
 	GaugeName     []string
 	GaugeValue    []uint64
+	// Derived is what people query, computed from the deltas (see Derive).
+	Derived Derived
+}
+
+// Derived holds the values computed from a sample's deltas and interval, so
+// a query reads a column instead of repeating the arithmetic. All are 0 on a
+// baseline row (no interval) and where the inputs are missing.
+type Derived struct {
+	RateGbps        float64 // the link's rate, parsed from the sysfs rate text
+	RcvGbps         float64
+	XmitGbps        float64
+	Utilisation     float64 // the busier direction over the rate, 0..1 (0: rate unknown)
+	TxPauseFraction float64 // of the interval, on the busiest priority, 0..1
+	RxPauseFraction float64
+	PreFECBER       float64 // Ethernet: rx_corrected_bits_phy / rx_bits_phy
+	PostFECBER      float64 // Ethernet: rx_pcs_symbol_err_phy / rx_bits_phy
+	SymbolBER       float64 // InfiniBand: symbol_error / line bits (rate x time; port_rcv_data x 8 when the rate is unknown)
 }
 
 // Delta returns the named column's delta (e.g. "xmit_bytes").
@@ -186,8 +205,84 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 			r.Saturated = []string{}
 		}
 		r.GaugeName, r.GaugeValue = gauges(p.Gauges)
+		r.Derived = r.derive()
 	}
 	return rows
+}
+
+// Column slots of the counters the derived values use.
+var (
+	slotRcvBytes     = slotOf("rcv_bytes")
+	slotXmitBytes    = slotOf("xmit_bytes")
+	slotSymbolError  = slotOf("symbol_error")
+	slotRxBitsPhy    = slotOf("rx_bits_phy")
+	slotCorrectedPhy = slotOf("rx_corrected_bits_phy")
+	slotPCSSymbolErr = slotOf("rx_pcs_symbol_err_phy")
+)
+
+func slotOf(column string) int {
+	for i, c := range namedCounters {
+		if c.column == column {
+			return i
+		}
+	}
+	panic("sink: no named counter column " + column)
+}
+
+// derive computes the derived values the same way the detectors measure
+// them (processor/ber_drift.go, processor/pfc_storm.go), so a figure in an
+// event's evidence can be found again in the table.
+func (r *SampleRow) derive() Derived {
+	d := Derived{RateGbps: ParseRateGbps(r.Rate)}
+	if r.IntervalMs <= 0 {
+		return d
+	}
+	seconds := float64(r.IntervalMs) / 1000
+	d.RcvGbps = float64(r.Named[slotRcvBytes]) * 8 / seconds / 1e9
+	d.XmitGbps = float64(r.Named[slotXmitBytes]) * 8 / seconds / 1e9
+	if d.RateGbps > 0 {
+		d.Utilisation = min(max(d.RcvGbps, d.XmitGbps)/d.RateGbps, 1)
+	}
+	intervalUs := float64(r.IntervalMs) * 1000
+	d.TxPauseFraction = min(float64(maxOf(r.TxPrioPauseDurationUs))/intervalUs, 1)
+	d.RxPauseFraction = min(float64(maxOf(r.RxPrioPauseDurationUs))/intervalUs, 1)
+	if bits := r.Named[slotRxBitsPhy]; bits > 0 {
+		d.PreFECBER = float64(r.Named[slotCorrectedPhy]) / float64(bits)
+		d.PostFECBER = float64(r.Named[slotPCSSymbolErr]) / float64(bits)
+	}
+	if r.LinkLayer == "InfiniBand" {
+		bits := d.RateGbps * 1e9 * seconds
+		if bits <= 0 {
+			bits = float64(r.Named[slotRcvBytes]) * 8
+		}
+		if bits > 0 {
+			d.SymbolBER = float64(r.Named[slotSymbolError]) / bits
+		}
+	}
+	return d
+}
+
+func maxOf(a [prioCount]uint64) uint64 {
+	var m uint64
+	for _, v := range a {
+		m = max(m, v)
+	}
+	return m
+}
+
+// ParseRateGbps reads the sysfs rate text ("200 Gb/sec (4X HDR)", "2.5
+// Gb/sec (1X SDR)"); 0 when it is not one.
+func ParseRateGbps(rate string) float64 {
+	rate = strings.TrimSpace(rate)
+	sp := strings.IndexByte(rate, ' ')
+	if sp <= 0 || !strings.HasPrefix(rate[sp+1:], "Gb/sec") {
+		return 0
+	}
+	v, err := strconv.ParseFloat(rate[:sp], 64)
+	if err != nil || v <= 0 || v > 1e6 || math.IsNaN(v) {
+		return 0
+	}
+	return v
 }
 
 func gauges(m map[string]uint64) ([]string, []uint64) {
@@ -222,7 +317,9 @@ var SampleColumns = func() []string {
 	return append(cols, "rx_pause", "tx_pause", "rx_pause_duration_us", "tx_pause_duration_us",
 		"rx_prio_pause", "tx_prio_pause", "rx_prio_pause_duration_us", "tx_prio_pause_duration_us",
 		"counter_source", "counter_name", "counter_delta", "counter_value", "counter_flags",
-		"gauge_name", "gauge_value")
+		"gauge_name", "gauge_value",
+		"rate_gbps", "rcv_gbps", "xmit_gbps", "utilisation", "tx_pause_fraction", "rx_pause_fraction",
+		"pre_fec_ber", "post_fec_ber", "symbol_ber")
 }()
 
 // Values returns the row in SampleColumns order, typed as the columns are.
@@ -236,7 +333,10 @@ func (r *SampleRow) Values() []any {
 	return append(v, sum(r.RxPrioPause), sum(r.TxPrioPause), sum(r.RxPrioPauseDurationUs), sum(r.TxPrioPauseDurationUs),
 		r.RxPrioPause[:], r.TxPrioPause[:], r.RxPrioPauseDurationUs[:], r.TxPrioPauseDurationUs[:],
 		r.CounterSource, r.CounterName, r.CounterDelta, r.CounterValue, r.CounterFlags,
-		r.GaugeName, r.GaugeValue)
+		r.GaugeName, r.GaugeValue,
+		r.Derived.RateGbps, r.Derived.RcvGbps, r.Derived.XmitGbps, r.Derived.Utilisation,
+		r.Derived.TxPauseFraction, r.Derived.RxPauseFraction,
+		r.Derived.PreFECBER, r.Derived.PostFECBER, r.Derived.SymbolBER)
 }
 
 // EventRow is one row of events: one state change of one incident.

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -81,7 +83,7 @@ func migrate(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, serv
 			continue
 		}
 		for i, stmt := range m.stmts {
-			if err := conn.Exec(ctx, stmt); err != nil {
+			if err := conn.Exec(ctx, stmt); err != nil && !columnsExist(stmt, err) {
 				return applied, fmt.Errorf("migrate: %s statement %d (server %s): %w", m.file, i+1, server, err)
 			}
 		}
@@ -92,6 +94,28 @@ func migrate(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, serv
 	}
 	return applied, nil
 }
+
+// columnsExist reports whether err says an ALTER TABLE ... ADD COLUMN found
+// its column already there: 18.16 has no ADD COLUMN IF NOT EXISTS, so a step
+// that was cut short after its ALTER ran must be able to run again. An ALTER
+// with several ADD COLUMNs is checked as a whole before it changes anything,
+// so one existing column means the ALTER had run.
+func columnsExist(stmt string, err error) bool {
+	var exc *ch.Exception
+	if !errors.As(err, &exc) || (exc.Code != codeIllegalColumn && exc.Code != codeDuplicateColumn) {
+		return false
+	}
+	upper := strings.ToUpper(stmt)
+	return strings.HasPrefix(strings.TrimSpace(upper), "ALTER TABLE") && strings.Contains(upper, "ADD COLUMN") &&
+		strings.Contains(exc.Message, "already exists")
+}
+
+// Server error codes (ErrorCodes.cpp): 18.16 reports an existing column as
+// ILLEGAL_COLUMN, newer releases as DUPLICATE_COLUMN.
+const (
+	codeDuplicateColumn = 15
+	codeIllegalColumn   = 44
+)
 
 func appliedVersions(ctx context.Context, conn driver.Conn) (map[uint32]bool, error) {
 	rows, err := conn.Query(ctx, "SELECT version FROM "+migrationsTable)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
@@ -54,7 +57,9 @@ func TestMigrateTwice(t *testing.T) {
 		tables = append(tables, n)
 	}
 	rows.Close()
-	want := []string{"events", "inventory", "port_samples", "schema_migrations"}
+	want := []string{"events", "events_latest", "inventory", "inventory_latest",
+		"port_hour", "port_hour_mv", "port_hour_v", "port_minute", "port_minute_mv", "port_minute_v",
+		"port_samples", "schema_migrations", "topology_links", "topology_ports"}
 	if !reflect.DeepEqual(tables, want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}
@@ -64,6 +69,72 @@ func TestMigrateTwice(t *testing.T) {
 	}
 	if int(n) != len(first) {
 		t.Fatalf("schema_migrations has %d rows, applied %d files", n, len(first))
+	}
+}
+
+// schemaText is every table's and view's CREATE statement in the database.
+func schemaText(ctx context.Context, t *testing.T, conn interface {
+	Query(context.Context, string, ...any) (driver.Rows, error)
+}) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, "SELECT name, create_table_query FROM system.tables WHERE database = currentDatabase() AND name != 'schema_migrations' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var name, q string
+		if err := rows.Scan(&name, &q); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(q + "\n")
+	}
+	return b.String()
+}
+
+// TestMigrateRerunsCutShortStep: a step whose ALTER ... ADD COLUMN ran but
+// that was not recorded (the migrator died in between) runs again cleanly,
+// and a second full run changes no table's definition.
+func TestMigrateRerunsCutShortStep(t *testing.T) {
+	t.Parallel()
+	dsn := chtest.NewDatabase(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := chtest.Open(t, dsn)
+	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	before := schemaText(ctx, t, conn)
+	// Forget every step from 0004 on, as if the run had died after its DDL.
+	if err := conn.Exec(ctx, "ALTER TABLE schema_migrations DELETE WHERE version >= 4"); err != nil {
+		t.Fatal(err)
+	}
+	chtest.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM schema_migrations WHERE version >= 4").Scan(&n); err != nil {
+			return err
+		}
+		if n != 0 {
+			return fmt.Errorf("%d rows from 0004 on still in schema_migrations", n)
+		}
+		return nil
+	})
+	again, err := clickhouse.Migrate(ctx, conn)
+	if err != nil {
+		t.Fatalf("re-running cut-short steps: %v", err)
+	}
+	if len(again) == 0 || !strings.HasPrefix(again[0], "0004_") {
+		t.Fatalf("re-run applied %v, want 0004 first", again)
+	}
+	if after := schemaText(ctx, t, conn); after != before {
+		t.Errorf("schema changed on re-run:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if third, err := clickhouse.Migrate(ctx, conn); err != nil || len(third) != 0 {
+		t.Fatalf("third run applied %v, %v; want nothing", third, err)
+	}
+	if after := schemaText(ctx, t, conn); after != before {
+		t.Errorf("schema changed on a run that applied nothing")
 	}
 }
 
