@@ -210,3 +210,17 @@ func sysfsBenchInner(b *testing.B) {
 	fmt.Printf("%s %.0f %.0f %.0f %d %d\n", sysfsBenchLine, float64(refNs)/n, float64(readNs)/n, float64(scrapeNs)/n, ports, counters)
 	_ = sink
 }
+
+// FuzzSysfsParseCounter holds the kept-open reader's parser to rdmamap's
+// readCounter semantics (trim newlines, ParseUint base 10, error ignored).
+func FuzzSysfsParseCounter(f *testing.F) {
+	for _, s := range []string{"0\n", "12345\n", "N/A (no PMA)\n", "", "\n\n7\n", "18446744073709551615", "18446744073709551616\n", "99999999999999999999999", " 1\n", "+1", "1_0", "20000000000000000000A"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, _ := strconv.ParseUint(strings.Trim(string(b), "\n"), 10, 64)
+		if got := parseSysfsCounter(b); got != want {
+			t.Fatalf("parseSysfsCounter(%q) = %d, rdmamap reads %d", b, got, want)
+		}
+	})
+}
