@@ -132,9 +132,22 @@ func (d *LinkFlap) OnWatermark(_ context.Context, fabric FabricView, wm schemas.
 // interval, and the raw readings of link_downed ([0]) and
 // link_down_events_phy ([1]). Both counters count the same events, so the
 // larger delta is the answer, never the sum.
+//
+// A port reset (any counter of the sample flagged FlagReset: a driver reload
+// or a clear) makes the interval's downs unknowable: a reload bounces the
+// link on purpose and leaves link_downed at 0 or 1, so a link_downed that
+// was 0 and reads 1 after the reload did not fall and carries no reset flag
+// of its own; the reset of the port's other counters is what tells.
 func linkDowns(s *Sample) (uint64, map[int]uint64) {
 	var downs uint64
 	var seen map[int]uint64
+	portReset := false
+	for _, c := range s.Counters {
+		if c.Flags&schemas.FlagReset != 0 {
+			portReset = true
+			break
+		}
+	}
 	for _, c := range s.Counters {
 		var which int
 		switch {
@@ -151,7 +164,7 @@ func linkDowns(s *Sample) (uint64, map[int]uint64) {
 			}
 			seen[which] = c.Value
 		}
-		if c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0 {
+		if portReset || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0 {
 			continue
 		}
 		downs = max(downs, c.Delta)

@@ -112,6 +112,28 @@ func TestLinkFlap(t *testing.T) {
 			},
 		},
 		{
+			// A driver reload resets the port's counters and leaves
+			// link_downed at 0 or 1: from 0 to 1 it did not fall, so only
+			// the other counters' reset flags say the port was reset.
+			name: "a reload that leaves link_downed at 1 is not a flap",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first), ctr("port_rcv_data", 9e9, 0, first)))
+				h.feed(sample(portA, 5, "ACTIVE", ctr("link_downed", 0, 0, 0), ctr("port_rcv_data", 9.1e9, 1e8, 0)))
+				h.feed(sample(portA, 10, "ACTIVE", ctr("link_downed", 1, 1, 0), ctr("port_rcv_data", 4e6, 4e6, reset),
+					eth("link_down_events_phy", 1, 1, 0), eth("rx_bits_phy", 1e9, 1e9, reset)))
+				h.steady(portA, 15, 400, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(1) })
+			},
+		},
+		{
+			name: "a flap in the interval after a reload counts",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first), ctr("port_rcv_data", 9e9, 0, first)))
+				h.feed(sample(portA, 5, "ACTIVE", ctr("link_downed", 1, 1, 0), ctr("port_rcv_data", 4e6, 4e6, reset)))
+				h.feed(sample(portA, 10, "ACTIVE", ctr("link_downed", 2, 1, 0), ctr("port_rcv_data", 8e6, 4e6, 0)))
+			},
+			want: []string{"open"},
+		},
+		{
 			name: "a link that stays down keeps the incident open",
 			run: func(h *harness) {
 				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first)))

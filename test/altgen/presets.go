@@ -1,0 +1,70 @@
+package altgen
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Preset returns a named trace configuration; the seed varies sizes, link
+// layers, fault times and parameters within the preset.
+func Preset(name string, seed uint64, interval time.Duration) (Config, error) {
+	r := rand.New(rand.NewPCG(seed, 77))
+	m := func(a, b int) time.Duration { return time.Duration(a+r.IntN(b-a+1)) * time.Minute }
+	cfg := Config{Seed: seed, Fabric: "alt-" + name, Interval: interval, Noise: true, PortsPerHost: 1 + r.IntN(2)}
+	switch name {
+	case "healthy":
+		cfg.Duration = m(40, 70)
+		cfg.Leaves, cfg.HostsPerLeaf = 3, 4+r.IntN(3)
+		cfg.IBLeaves = r.IntN(4)
+		cfg.SaturatedFromStart = true
+		cfg.StableHighBER = true
+		cfg.Faults = []Fault{{Kind: LinkDown, At: m(10, 30), Dur: time.Duration(20+r.IntN(160)) * time.Second, Port: -1}}
+	case "pfc":
+		cfg.Duration = m(20, 30)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 3, 4+r.IntN(3), 0
+		cfg.Faults = []Fault{
+			{Kind: PFCStorm, At: m(3, 6), Dur: time.Duration(60+r.IntN(200)) * time.Second, Port: -1},
+			{Kind: PFCStormSilent, At: m(10, 13), Dur: time.Duration(60+r.IntN(200)) * time.Second, Port: -1},
+			{Kind: PFCStorm, At: m(17, 19), Dur: time.Duration(60+r.IntN(120)) * time.Second, Port: -1},
+		}
+	case "ber-roce", "ber-ib":
+		cfg.Duration = m(110, 130)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.PortsPerHost = 2, 3+r.IntN(2), 1
+		kind := BERDrift
+		if name == "ber-ib" {
+			cfg.IBLeaves = 2
+			kind = BERDriftIB
+		}
+		cfg.StableHighBER = true
+		cfg.Faults = []Fault{
+			{Kind: kind, At: m(35, 45), Ramp: m(20, 70), Port: -1},
+			{Kind: kind, At: m(40, 60), Ramp: m(30, 60), Port: -1},
+		}
+	case "cnp":
+		cfg.Duration = m(30, 40)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 3, 4+r.IntN(3), 0
+		cfg.Faults = []Fault{
+			{Kind: NPDisabled, At: m(6, 9), Dur: m(5, 8), Port: -1},
+			{Kind: RPIgnoring, At: m(8, 12), Dur: m(5, 8), Port: -1},
+			{Kind: CNPLoss, At: m(20, 24), Dur: m(5, 8)},
+		}
+	case "mix":
+		cfg.Duration = m(100, 120)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 4, 4, 1+r.IntN(2)
+		cfg.SaturatedFromStart = true
+		cfg.StableHighBER = true
+		cfg.Faults = []Fault{
+			{Kind: PFCStorm, At: m(10, 20), Dur: time.Duration(60+r.IntN(200)) * time.Second, Port: -1},
+			{Kind: PFCStormSilent, At: m(50, 60), Dur: time.Duration(60+r.IntN(200)) * time.Second, Port: -1},
+			{Kind: BERDrift, At: m(40, 50), Ramp: m(20, 60), Port: -1},
+			{Kind: BERDriftIB, At: m(40, 50), Ramp: m(30, 60), Port: -1},
+			{Kind: NPDisabled, At: m(25, 30), Dur: m(5, 8), Port: -1},
+			{Kind: RPIgnoring, At: m(65, 70), Dur: m(5, 8), Port: -1},
+			{Kind: CNPLoss, At: m(80, 85), Dur: m(5, 8)},
+		}
+	default:
+		return cfg, fmt.Errorf("unknown preset %q", name)
+	}
+	return cfg, nil
+}
