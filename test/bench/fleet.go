@@ -12,9 +12,9 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// PortsPerHost is the shape of a benchmark host: two single-port mlx5
-// devices, as sim.DefaultConfig.
-const PortsPerHost = 2
+// PortsPerHost is the shape of a benchmark host: eight single-port
+// ConnectX devices, as on a GPU server with one NIC per GPU.
+const PortsPerHost = 8
 
 // FleetConfig is a RoCE fleet of about ports ports (rounded up to whole
 // hosts) read every interval for duration, with the default noise of a
