@@ -38,7 +38,89 @@ type pipelineConfig struct {
 	interval time.Duration
 	// onEvent sees every event in the order it is written.
 	onEvent func(*schemas.Event)
-	log     *slog.Logger
+	// bootID names each node's collector run for the delta engine; nil:
+	// replay-<restarts>, the same on every run over the same input.
+	bootID func(node string, restarts int) string
+	// onStart is called once the embedded server is up, with a connection
+	// to it (live runs serve requests on it); nil: nothing.
+	onStart func(nc *nats.Conn, url string) error
+	// onProgress, when set, is called every progressEvery (default 1 s)
+	// while the source is read and once more when the run ends.
+	onProgress    func(pipelineProgress)
+	progressEvery time.Duration
+	// drainGrace bounds the wait for the pipeline to drain after ctx was
+	// cancelled (ctrl-C): what was read is processed and stored if it can be
+	// within it. Default 5 s.
+	drainGrace time.Duration
+	log        *slog.Logger
+}
+
+// pipelineProgress is a snapshot of a running pipeline.
+type pipelineProgress struct {
+	// Published is the data time of the newest reading the source gave the
+	// collector, Processed that of the newest one the processors handled.
+	Published, Processed time.Time
+	// Samples counts port samples read from the source; SamplesPerSec is
+	// their rate since the previous snapshot.
+	Samples       uint64
+	SamplesPerSec float64
+	// Backlog is the number of batches read but not yet processed.
+	Backlog uint64
+	Events  uint64
+	Wall    time.Duration
+}
+
+// Lag is how far processing is behind the source, in data time.
+func (p pipelineProgress) Lag() time.Duration {
+	if p.Processed.IsZero() || p.Published.IsZero() {
+		return 0
+	}
+	return max(0, p.Published.Sub(p.Processed))
+}
+
+// trackingSource remembers the data time of each reading that carries
+// ports, in order: with one publisher, the n-th counters message is the n-th
+// such reading, so the processors' message count gives the data time they
+// have reached. (A trace reading made only of duplicates publishes nothing
+// and skews this a little; the simulator never sends one.)
+type trackingSource struct {
+	collector.Source
+	mu      sync.Mutex
+	times   []int64 // unix ms, one per reading with ports
+	samples atomic.Uint64
+}
+
+func (t *trackingSource) Next(ctx context.Context) (*collector.Reading, error) {
+	r, err := t.Source.Next(ctx)
+	if err == nil && r != nil && len(r.Ports) > 0 {
+		t.samples.Add(uint64(len(r.Ports)))
+		t.mu.Lock()
+		t.times = append(t.times, r.Time.UnixMilli())
+		t.mu.Unlock()
+	}
+	return r, err
+}
+
+// at returns the data time of the n-th reading (1-based) and how many
+// readings there are.
+func (t *trackingSource) at(n uint64) (time.Time, uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	total := uint64(len(t.times))
+	if n == 0 || total == 0 {
+		return time.Time{}, total
+	}
+	n = min(n, total)
+	return time.UnixMilli(t.times[n-1]).UTC(), total
+}
+
+func (t *trackingSource) newest() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.times) == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(t.times[len(t.times)-1]).UTC()
 }
 
 type pipelineResult struct {
@@ -53,7 +135,9 @@ type pipelineResult struct {
 // runPipeline runs until the source ends and everything it produced has been
 // processed, written as events and, with ClickHouse, stored. A source error
 // (a malformed trace line) stops reading; what was accepted before it is
-// still processed and written, then the error is returned.
+// still processed and written, then the error is returned. Cancelling ctx
+// stops reading; what was read is drained within drainGrace, then ctx's
+// error is returned.
 func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, error) {
 	start := time.Now()
 	log := cfg.log
@@ -62,6 +146,10 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	// The parts run on their own context so that a cancelled ctx (ctrl-C)
+	// stops the source first and lets the rest drain what it read.
+	workCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
 	ns, err := natsutil.StartEmbedded(dir, 0)
 	if err != nil {
 		return nil, err
@@ -80,9 +168,13 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 	if err := natsutil.EnsureStreams(ctx, js, sopts); err != nil {
 		return nil, err
 	}
+	if cfg.onStart != nil {
+		if err := cfg.onStart(nc, ns.URL()); err != nil {
+			return nil, err
+		}
+	}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	runCtx := workCtx
 	var wg sync.WaitGroup
 	errc := make(chan error, 16)
 	goRun := func(name string, fn func(context.Context) error) {
@@ -158,21 +250,92 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 		goRun("sink", sk.Run)
 	}
 
-	eng := collector.NewEngine(func(node string, restarts int) string { return fmt.Sprintf("replay-%d", restarts) })
+	bootID := cfg.bootID
+	if bootID == nil {
+		bootID = func(node string, restarts int) string { return fmt.Sprintf("replay-%d", restarts) }
+	}
+	eng := collector.NewEngine(bootID)
 	pub := collector.NewPublisher(js, 1024, log)
-	srcErr := collector.New(cfg.source, eng, pub, collector.Config{Interval: cfg.interval, Log: log}).Run(runCtx)
+	src := &trackingSource{Source: cfg.source}
+	snapshot := func(prev *pipelineProgress) pipelineProgress {
+		var processed uint64
+		for _, p := range procs {
+			processed += p.Processed()
+		}
+		pt, total := src.at(processed)
+		p := pipelineProgress{Published: src.newest(), Processed: pt, Samples: src.samples.Load(),
+			Events: written.Load(), Wall: time.Since(start)}
+		if total > processed {
+			p.Backlog = total - processed
+		}
+		if prev != nil && p.Wall > prev.Wall {
+			p.SamplesPerSec = float64(p.Samples-prev.Samples) / (p.Wall - prev.Wall).Seconds()
+		}
+		return p
+	}
+	progressDone := make(chan struct{})
+	var progressWG sync.WaitGroup
+	if cfg.onProgress != nil {
+		every := cfg.progressEvery
+		if every <= 0 {
+			every = time.Second
+		}
+		progressWG.Add(1)
+		go func() {
+			defer progressWG.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			prev := snapshot(nil)
+			for {
+				select {
+				case <-progressDone:
+					return
+				case <-t.C:
+				}
+				p := snapshot(&prev)
+				cfg.onProgress(p)
+				prev = p
+			}
+		}()
+	}
+	srcErr := collector.New(src, eng, pub, collector.Config{Interval: cfg.interval, Log: log}).Run(ctx)
 	res.engine = eng.Stats()
 	res.batches = pub.Published()
 
 	// Wait until everything published has been processed, every event written
-	// and every row stored.
-	err = waitDrained(ctx, js, procs, &written, errc)
+	// and every row stored. After ctrl-C, only for a little while.
+	drainCtx := workCtx
+	if ctx.Err() != nil {
+		grace := cfg.drainGrace
+		if grace <= 0 {
+			grace = 5 * time.Second
+		}
+		var cancelDrain context.CancelFunc
+		drainCtx, cancelDrain = context.WithTimeout(workCtx, grace)
+		defer cancelDrain()
+	}
+	err = waitDrained(drainCtx, js, procs, &written, errc)
 	if err == nil && sk != nil {
-		err = sk.WaitDrained(ctx)
+		err = sk.WaitDrained(drainCtx)
+	}
+	close(progressDone)
+	progressWG.Wait()
+	if cfg.onProgress != nil {
+		// The last line's rate is the whole run's.
+		cfg.onProgress(snapshot(&pipelineProgress{}))
+	}
+	if ctx.Err() != nil {
+		err = ctx.Err()
 	}
 	if err != nil {
 		cancel()
 		wg.Wait()
+		cc.Stop()
+		writeMu.Lock()
+		out.Flush()
+		writeMu.Unlock()
+		res.events = written.Load()
+		res.elapsed = time.Since(start)
 		return res, err
 	}
 	cancel()
