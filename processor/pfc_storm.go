@@ -228,7 +228,7 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 			active.reading = r
 			d.clear(active, s.Time, fmt.Sprintf("the port pauses %.0f%% of the time", 100*r.txFraction), em)
 		}
-	case d.originNow(st, &r):
+	case !pfcSpansGap(port, s) && d.originNow(st, &r):
 		nw := &pfcIncident{origin: s.ID, netdev: s.Netdev, leaf: st.leaf, onset: d.onset(st, s, &r), holding: true,
 			reading: r, warn: r.stormWarn, errs: r.stormErr}
 		d.storms[s.ID] = nw
@@ -236,6 +236,18 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		t.Hold(s.Time, d.finding(nw), em)
 	}
 	st.prevTime, st.prevTx, st.prevIntvlMs = s.Time, r.txFraction, s.IntervalMs
+}
+
+// pfcSpansGap reports whether the sample's deltas cover a gap (the port or
+// its node was silent for more than a couple of its intervals): the pause
+// fraction is then an average over minutes in which anything may have
+// happened, often a storm that was already inferred from the victims while
+// the host was silent and resolved since. Such a reading holds or clears an
+// active storm but never opens one; if the port still pauses, its next
+// reading, one interval later, says so.
+func pfcSpansGap(port *PortState, s *Sample) bool {
+	usual := port.LastIntervalMs
+	return usual > 0 && s.IntervalMs > usual*5/2+1000
 }
 
 // originNow decides whether the port's latest reading makes it a storm
@@ -514,6 +526,14 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		for _, v := range victims[1:] {
 			firstSince, firstSeen = min(firstSince, v.victimSince), min(firstSeen, v.victimFirst)
 		}
+		// The evidence must be complete: every host port of the leaf that
+		// reports must have reported past the victims' onset. Lines of
+		// different nodes arrive up to an interval out of order, so a port
+		// that is merely late may be the real (not silent) origin whose
+		// storm opens when its sample arrives.
+		if d.leafLagging(fabric, topo, leaf, firstSeen, wm) {
+			continue
+		}
 		origin, last, ok := d.silentPortOn(fabric, topo, leaf, victims, firstSeen, wm)
 		if !ok {
 			continue
@@ -546,6 +566,22 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		d.collectAffected(st)
 		d.track().Hold(decided, d.finding(st), em)
 	}
+}
+
+// leafLagging reports whether a host port of the leaf that is not overdue
+// (so not silent) has not yet delivered a reading past firstSeen: its
+// reading for the victims' onset may still be on its way.
+func (d *PFCStorm) leafLagging(fabric FabricView, topo *schemas.Topology, leaf string, firstSeen, wm schemas.Millis) bool {
+	for _, q := range topo.HostPorts(leaf) {
+		p, seen := fabric.Port(q)
+		if !seen || p.Samples == 0 || pfcOverdue(p, wm) {
+			continue
+		}
+		if p.LastTime < firstSeen {
+			return true
+		}
+	}
+	return false
 }
 
 // leafExplained reports whether an active storm's origin is on the leaf.

@@ -424,3 +424,97 @@ func summaries(evs []*schemas.Event) []string {
 	}
 	return out
 }
+
+// Readings that arrive out of order or span a gap must not invent a second
+// storm or a wrong silent origin.
+func TestPFCStormLateAndGapReadings(t *testing.T) {
+	const iv = 5 * time.Second
+	ivMs := schemas.Millis(iv.Milliseconds())
+	tests := []struct {
+		name string
+		// feed drives the rig; it returns nothing, the checks are common.
+		feed func(r *pfcRig)
+	}{
+		{
+			// The host hung (silent origin inferred from its victims), the
+			// storm ended, and the host came back: its first reading spans
+			// the whole silence and averages 60% paused. That is the storm
+			// already told, not a new one.
+			name: "silent origin's first reading after the silence",
+			feed: func(r *pfcRig) {
+				plan := stormPlan(20, 40, -1, true, -1)
+				for k := range 60 {
+					for i, h := range pfcHosts {
+						at := t0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
+						rd := plan(h, k)
+						if k == 0 {
+							rd.baseline = true
+						}
+						switch {
+						case h == "host-a" && k == 46:
+							gap := time.Duration(27) * iv
+							rd = reading{tx: 0.6, rcvGbps: 1}
+							r.feed(r.sample(pfcPortOf(h), at, gap, rd))
+							continue
+						case h == "host-a" && k > 46:
+							rd = healthy()
+						}
+						if rd.skip {
+							continue
+						}
+						r.feed(r.sample(pfcPortOf(h), at, iv, rd))
+					}
+				}
+			},
+		},
+		{
+			// host-d has a gap as the storm begins; host-a, the real
+			// origin, delivers its lines one interval late. The silent
+			// host-d must not be named before host-a's reading arrives.
+			name: "late origin lines and a silent neighbour",
+			feed: func(r *pfcRig) {
+				plan := stormPlan(20, 40, -1, false, -1)
+				var late []*Sample
+				for k := range 60 {
+					for i, h := range pfcHosts {
+						at := t0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
+						rd := plan(h, k)
+						if k == 0 {
+							rd.baseline = true
+						}
+						if h == "host-d" && k >= 17 && k < 30 {
+							continue
+						}
+						s := r.sample(pfcPortOf(h), at, iv, rd)
+						if h == "host-d" && k == 30 {
+							s = r.sample(pfcPortOf(h), at, 14*iv, rd)
+						}
+						if h == "host-a" && k >= 18 {
+							late = append(late, s)
+							continue
+						}
+						r.feed(s)
+					}
+					// host-a's previous line arrives after everyone's current one.
+					for len(late) > 1 {
+						r.feed(late[0])
+						late = late[1:]
+					}
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newPFCRig(t, iv)
+			tt.feed(r)
+			opens := r.ofType(schemas.StateOpen)
+			if len(opens) != 1 {
+				t.Fatalf("%d opens, want 1: %v", len(opens), summaries(r.events))
+			}
+			if opens[0].Subject.Node != "host-a" {
+				t.Errorf("origin %v, want host-a", opens[0].Subject)
+			}
+		})
+	}
+}
