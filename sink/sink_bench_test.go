@@ -1,0 +1,164 @@
+package sink_test
+
+// Benchmark #4 of BENCHMARKS.md: rows per second the sink writes into
+// ClickHouse (JetStream consume, decode, rows, PrepareBatch inserts), against
+// clickhouse-client inserting the same rows in Native format. The rows are
+// exported by clickhouse-client itself (SELECT ... FORMAT Native) from what
+// the sink wrote; the table is truncated before each reference insert, so
+// both write into the same table with the same materialized views. Wall
+// time: the server's work is most of both.
+//
+//	RDMAWATCH_CLICKHOUSE=$(deploy/clickhouse/local.sh up | tail -n1) \
+//	  go test -run '^$' -bench '^BenchmarkSinkInsert$' ./sink
+
+import (
+	"bytes"
+	"context"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/sink"
+	"github.com/rdmawatch/rdmawatch/test/bench"
+)
+
+func BenchmarkSinkInsert(b *testing.B) {
+	const (
+		ports = 1000
+		ticks = 30
+	)
+	client, err := exec.LookPath("clickhouse-client")
+	if err != nil {
+		b.Skipf("skipped: clickhouse-client (the reference) not found: %v", err)
+	}
+	dsn := chtest.NewDatabase(b, chtest.DSN(b))
+	conn := chtest.Open(b, dsn)
+	ctx := context.Background()
+	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+		b.Fatal(err)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := strings.TrimPrefix(u.Path, "/")
+	chArgs := []string{"--host", u.Hostname(), "--port", u.Port(), "--database", db}
+	if u.User != nil {
+		chArgs = append(chArgs, "--user", u.User.Username())
+		if pw, ok := u.User.Password(); ok {
+			chArgs = append(chArgs, "--password", pw)
+		}
+	}
+	ch := func(stdin []byte, query string) []byte {
+		cmd := exec.Command(client, append(chArgs, "--query", query)...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("clickhouse-client %q: %v: %s", query, err, stderr.Bytes())
+		}
+		return out
+	}
+
+	ns, err := natsutil.StartEmbedded(b.TempDir(), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Memory: true}); err != nil {
+		b.Fatal(err)
+	}
+	pub := collector.NewPublisher(js, 1024, nil)
+	samples := 0
+	err = bench.Run(bench.FleetConfig(ports, time.Second, ticks*time.Second), func(t *bench.Tick) error {
+		for _, bt := range t.Batches {
+			samples += len(bt.Ports)
+			if err := pub.PublishBatch(ctx, bt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = pub.Flush(ctx)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	var oursWall, refWall time.Duration
+	var rows uint64
+	for range b.N {
+		// Ours: a fresh sink (new consumers) over the whole stream.
+		ch(nil, "TRUNCATE TABLE port_samples")
+		cfg := sink.Config{DSN: dsn, ConsumerPrefix: "bench-" + strings.ReplaceAll(time.Now().Format("150405.000000"), ".", "")}
+		sk, err := sink.New(js, conn, cfg, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		t0 := time.Now()
+		go func() { done <- sk.Run(rctx) }()
+		if err := sk.WaitDrained(ctx); err != nil {
+			b.Fatal(err)
+		}
+		oursWall += time.Since(t0)
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		n, err := chtest.Count(ctx, conn, "port_samples", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows = n
+
+		// The reference: the same rows, Native, through clickhouse-client.
+		cols := strings.Join(sink.SampleColumns, ", ")
+		native := ch(nil, "SELECT "+cols+" FROM port_samples FORMAT Native")
+		path := filepath.Join(b.TempDir(), "rows.native")
+		if err := os.WriteFile(path, native, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		ch(nil, "TRUNCATE TABLE port_samples")
+		t0 = time.Now()
+		ch(native, "INSERT INTO port_samples ("+cols+") FORMAT Native")
+		refWall += time.Since(t0)
+		if n, err := chtest.Count(ctx, conn, "port_samples", ""); err != nil || n != rows {
+			b.Fatalf("reference inserted %d rows (%v), the sink %d", n, err, rows)
+		}
+	}
+	if rows != uint64(samples) {
+		b.Fatalf("%d rows in port_samples, %d port-samples published", rows, samples)
+	}
+	total := float64(b.N) * float64(rows)
+	b.ReportMetric(total/oursWall.Seconds(), "sink-rows/s")
+	b.ReportMetric(total/refWall.Seconds(), "clickhouse-client-rows/s")
+	b.ReportMetric(refWall.Seconds()/oursWall.Seconds(), "sink/clickhouse-client")
+	b.ReportMetric(float64(rows), "rows")
+}
