@@ -628,6 +628,8 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		f.why = "recent minutes do not confirm"
 	case !f.busy && f.recentLow <= f.baseBER:
 		f.why = "recent minutes do not confirm"
+	case !f.busy && !berBeyondOneBurst(ser, best.from, d.MinRise):
+		f.why = "one burst"
 	case f.busy && !d.stillRising(ser, best):
 		f.why = "not rising any more"
 	case f.minutesToCritical > d.Horizon.Minutes():
@@ -711,6 +713,43 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	growing := kLate > kw-kLate
 	return growing && kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
 		berPoissonTail(kw-1, expect) < 1e-5
+}
+
+// berBeyondOneBurst is the burst test of sparse counters: the rise since
+// the onset must still stand without its single worst bucket. A link
+// retrain, a reseat or a flap dumps tens of symbol errors into one interval
+// (and a node gap folds minutes of them into one reading); a drift spreads
+// its errors over the minutes. With the worst bucket left out (its errors
+// and its bits), the rest must still exceed the history's rate MinRise
+// times and be unlikely under it (P < 1e-3: a looser bound than the main
+// test's, it only has to rule out that one burst made the rise).
+func berBeyondOneBurst(ser *berSeries, from int, minRise float64) bool {
+	for from < ser.n && ser.k[from] == 0 {
+		from++
+	}
+	if from >= ser.n {
+		return false
+	}
+	var kh, bh, kw, bw float64
+	worst := from
+	for i := 0; i < ser.n; i++ {
+		if i < from {
+			kh += ser.k[i]
+			bh += ser.b[i]
+			continue
+		}
+		kw += ser.k[i]
+		bw += ser.b[i]
+		if ser.k[i] > ser.k[worst] {
+			worst = i
+		}
+	}
+	if bh <= 0 {
+		return true // no history to compare with: the other tests decide
+	}
+	kRest, bRest := kw-ser.k[worst], bw-ser.b[worst]
+	expect := bRest * (kh + 1) / bh
+	return kRest >= minRise*expect && berPoissonTail(kRest-1, expect) < 1e-3
 }
 
 // berPoissonTail is P(X >= k) for X ~ Poisson(mu).

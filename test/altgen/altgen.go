@@ -160,17 +160,17 @@ type LabelAffected struct {
 }
 
 type gen struct {
-	cfg    Config
-	r      *rand.Rand
-	nodes  []*node
-	ports  []*port
-	leafC  []float64 // congestion per leaf, 0..1
-	leafJ  []float64 // job intensity per leaf
-	leafOn []bool
-	prio   int
-	lines  []line
-	labels []Label
-	events []event // scheduled noise and fault edges
+	cfg     Config
+	r       *rand.Rand
+	nodes   []*node
+	ports   []*port
+	leafC   []float64 // congestion per leaf, 0..1
+	leafJ   []float64 // job intensity per leaf
+	leafOn  []bool
+	prio    int
+	lines   []line
+	labels  []Label
+	events  []event // scheduled noise and fault edges
 	cnpLoss float64
 	// storm bookkeeping for labels
 	storms []*stormState
