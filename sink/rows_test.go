@@ -275,3 +275,64 @@ func BenchmarkNewEventRow(b *testing.B) {
 		_ = r.Values()
 	}
 }
+
+func TestParseRateGbps(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+	}{
+		{"200 Gb/sec (4X HDR)", 200},
+		{"2.5 Gb/sec (1X SDR)", 2.5},
+		{" 400 Gb/sec (4X NDR) ", 400},
+		{"", 0},
+		{"Unknown", 0},
+		{"100 Mb/sec", 0},
+		{"-5 Gb/sec", 0},
+		{"NaN Gb/sec", 0},
+	} {
+		if got := sink.ParseRateGbps(tc.in); got != tc.want {
+			t.Errorf("ParseRateGbps(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDerived(t *testing.T) {
+	port := func(layer, rate string, intervalMs int64, counters ...schemas.CounterDelta) *schemas.CounterBatch {
+		return &schemas.CounterBatch{Node: "n", Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, LinkLayer: layer,
+			Rate: rate, TimeMs: 1, IntervalMs: intervalMs, Counters: counters}}}
+	}
+	eth := schemas.SourceEthtool
+	for _, tc := range []struct {
+		name  string
+		batch *schemas.CounterBatch
+		want  sink.Derived
+	}{
+		{"baseline has only the rate", port("Ethernet", "100 Gb/sec (4X EDR)", 0, cd(schemas.SourceCounters, "port_rcv_data", 5, 5, 0)),
+			sink.Derived{RateGbps: 100}},
+		{"roce half busy, paused a quarter on one priority",
+			port("Ethernet", "100 Gb/sec (4X EDR)", 2000,
+				cd(schemas.SourceCounters, "port_rcv_data", 12_500_000_000, 0, 0), // 50 Gb/s over 2 s
+				cd(schemas.SourceCounters, "port_xmit_data", 2_500_000_000, 0, 0), // 10 Gb/s
+				cd(eth, "tx_prio3_pause_duration", 500_000, 0, 0),
+				cd(eth, "tx_prio4_pause_duration", 100_000, 0, 0),
+				cd(eth, "rx_prio3_pause_duration", 9_000_000, 0, 0), // more than the interval: clamped
+				cd(eth, "rx_bits_phy", 1e9, 0, 0),
+				cd(eth, "rx_corrected_bits_phy", 100, 0, 0),
+				cd(eth, "rx_pcs_symbol_err_phy", 1, 0, 0)),
+			sink.Derived{RateGbps: 100, RcvGbps: 50, XmitGbps: 10, Utilisation: 0.5, TxPauseFraction: 0.25, RxPauseFraction: 1,
+				PreFECBER: 1e-7, PostFECBER: 1e-9}},
+		{"infiniband symbol BER over line bits",
+			port("InfiniBand", "200 Gb/sec (4X HDR)", 1000, cd(schemas.SourceCounters, "symbol_error", 2, 2, 0)),
+			sink.Derived{RateGbps: 200, SymbolBER: 1e-11}},
+		{"infiniband without a rate: received bits",
+			port("InfiniBand", "", 1000, cd(schemas.SourceCounters, "symbol_error", 4, 4, 0), cd(schemas.SourceCounters, "port_rcv_data", 1000, 0, 0)),
+			sink.Derived{RcvGbps: 8e-6, SymbolBER: 4.0 / 8000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := sink.SampleRows(tc.batch)[0].Derived
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("derived %+v\nwant    %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -5,8 +5,8 @@
 -- port_minute_v / port_hour_v views. Baseline rows (no interval) are left
 -- out: they carry no deltas. A batch the sink inserts twice (a redelivery
 -- after a crash between INSERT and ack) is counted twice here although
--- port_samples collapses it; `rdmawatch retention --rebuild-rollups DAY`
--- rebuilds a day from the raw rows.
+-- port_samples collapses it (query port_samples FINAL where exact sums
+-- matter for a range still in raw retention).
 -- Retention: day partitions (minute) and month partitions (hour), dropped by
 -- `rdmawatch retention` on 18.16; TTL on newer servers (0008).
 CREATE TABLE IF NOT EXISTS port_minute

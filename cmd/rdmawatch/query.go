@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmawatch/rdmawatch/report"
+	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+)
+
+// timeFlag parses --from/--to: RFC 3339 ("2026-03-14T00:05:00Z"), a date
+// ("2026-03-14"), "now", or a duration back from now ("-6h", "90m").
+func parseTimeFlag(name, s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	switch {
+	case s == "":
+		return time.Time{}, nil
+	case s == "now":
+		return now, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t.UTC(), nil
+	}
+	if d, err := time.ParseDuration(strings.TrimPrefix(s, "-")); err == nil {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("--%s %q: want RFC 3339 (2026-03-14T00:05:00Z), a date, now, or a duration back from now (6h)", name, s)
+}
+
+// rangeFlags are the filters `query` and `postmortem` share.
+type rangeFlags struct {
+	from, to, node, device string
+	port, limit            int
+	event                  string
+}
+
+func (r *rangeFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&r.from, "from", "", "start of the time range: RFC 3339, a date, now, or a duration back from now (6h)")
+	f.StringVar(&r.to, "to", "now", "end of the time range (same forms as --from)")
+	f.StringVar(&r.node, "node", "", "only this node")
+	f.StringVar(&r.device, "device", "", "only this RDMA device (with --node)")
+	f.IntVar(&r.port, "port", 0, "only this port (with --node and --device)")
+}
+
+func (r *rangeFlags) params(now time.Time) (report.Params, error) {
+	from, err := parseTimeFlag("from", r.from, now)
+	if err != nil {
+		return report.Params{}, err
+	}
+	to, err := parseTimeFlag("to", r.to, now)
+	if err != nil {
+		return report.Params{}, err
+	}
+	return report.Params{From: from, To: to, Node: r.node, Device: r.device, Port: r.port, Limit: r.limit}, nil
+}
+
+func newQueryCmd(g *global) *cobra.Command {
+	var (
+		rf     rangeFlags
+		format string
+		list   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "query NAME --from T --to T [--node N --device D --port P] [--format table|json|csv]",
+		Short: "Run one of the shipped ClickHouse queries (no NAME: list them)",
+		Long: `query runs a query of schemas/clickhouse/queries against the ClickHouse
+--clickhouse names. Without NAME (or with --list) it lists the queries and the
+question each answers. --event ID sets --from/--to around that incident and
+its subject as --node/--device/--port, for port_timeline.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			if len(args) == 0 || list {
+				qs, err := chschema.Queries()
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+				for _, q := range qs {
+					fmt.Fprintf(tw, "%s\t%s\n", q.Name, q.Question)
+				}
+				return tw.Flush()
+			}
+			if g.clickhouse == "" {
+				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			}
+			q, err := chschema.QueryByName(args[0])
+			if err != nil {
+				return err
+			}
+			p, err := rf.params(time.Now().UTC())
+			if err != nil {
+				return err
+			}
+			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			if rf.event != "" {
+				w, err := report.EventWindow(cmd.Context(), conn, rf.event)
+				if err != nil {
+					return err
+				}
+				if rf.from == "" {
+					p.From, p.To = w.From, w.To
+				}
+				if p.Node == "" {
+					p.Node, p.Device, p.Port = w.Node, w.Device, w.Port
+				}
+			}
+			res, err := report.RunQuery(cmd.Context(), conn, q, p)
+			if err != nil {
+				return err
+			}
+			return res.Write(out, format)
+		},
+	}
+	rf.register(cmd)
+	cmd.Flags().StringVar(&rf.event, "event", "", "incident id: the window around it and its subject port")
+	cmd.Flags().IntVar(&rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend)")
+	cmd.Flags().StringVar(&format, "format", "table", "output: table, json (one object per line) or csv")
+	cmd.Flags().BoolVar(&list, "list", false, "list the shipped queries")
+	return cmd
+}

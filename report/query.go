@@ -1,0 +1,267 @@
+// Package report runs the queries shipped in schemas/clickhouse/queries
+// and writes the postmortem report: the events of a time range in order, the
+// counters that moved, and an SVG plot of the key series around each event.
+package report
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+)
+
+// Params are the filters every shipped query takes.
+type Params struct {
+	From, To time.Time // [From, To), second resolution
+	Node     string    // "" = every node
+	Device   string    // "" = every device
+	Port     int       // 0 = every port
+	Limit    int       // rows, for the queries that rank (0: 20)
+}
+
+func (p Params) validate(q chschema.Query) error {
+	if p.From.IsZero() || p.To.IsZero() {
+		return fmt.Errorf("query %s: --from and --to are required", q.Name)
+	}
+	if !p.To.After(p.From) {
+		return fmt.Errorf("query %s: --to %s is not after --from %s", q.Name, p.To.Format(time.RFC3339), p.From.Format(time.RFC3339))
+	}
+	if p.Port < 0 || p.Port > math.MaxUint16 {
+		return fmt.Errorf("query %s: --port %d out of range", q.Name, p.Port)
+	}
+	for _, n := range q.Needs {
+		if n == "node" && p.Node == "" {
+			return fmt.Errorf("query %s needs --node (or --event)", q.Name)
+		}
+	}
+	return nil
+}
+
+func (p Params) args() []any {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 20
+	}
+	return []any{
+		ch.Named("from", p.From.Unix()),
+		ch.Named("to", p.To.Unix()),
+		ch.Named("node", p.Node),
+		ch.Named("device", p.Device),
+		ch.Named("port", p.Port),
+		ch.Named("limit", limit),
+	}
+}
+
+// Result is what a query returned, values as the driver scanned them.
+type Result struct {
+	Query   string
+	Columns []string
+	Rows    [][]any
+}
+
+// Run runs the shipped query name with p.
+func Run(ctx context.Context, conn driver.Conn, name string, p Params) (*Result, error) {
+	q, err := chschema.QueryByName(name)
+	if err != nil {
+		return nil, err
+	}
+	return RunQuery(ctx, conn, q, p)
+}
+
+// RunQuery runs q with p.
+func RunQuery(ctx context.Context, conn driver.Conn, q chschema.Query, p Params) (*Result, error) {
+	if err := p.validate(q); err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, q.SQL, p.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("query %s: %w", q.Name, err)
+	}
+	defer rows.Close()
+	res := &Result{Query: q.Name, Columns: rows.Columns()}
+	types := rows.ColumnTypes()
+	for rows.Next() {
+		ptrs := make([]any, len(types))
+		for i, t := range types {
+			ptrs[i] = reflect.New(t.ScanType()).Interface()
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, fmt.Errorf("query %s: row %d: %w", q.Name, len(res.Rows)+1, err)
+		}
+		row := make([]any, len(ptrs))
+		for i, ptr := range ptrs {
+			row[i] = reflect.ValueOf(ptr).Elem().Interface()
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("query %s: %w", q.Name, err)
+	}
+	return res, nil
+}
+
+// Column returns the index of the column name, or -1.
+func (r *Result) Column(name string) int {
+	for i, c := range r.Columns {
+		if c == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Formats Write takes.
+const (
+	FormatTable = "table"
+	FormatJSON  = "json"
+	FormatCSV   = "csv"
+)
+
+// Write writes the result as an aligned table, JSON Lines (one object per
+// row, as the project's other machine-read outputs) or CSV with a header.
+func (r *Result) Write(w io.Writer, format string) error {
+	switch format {
+	case FormatTable, "":
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(r.Columns, "\t"))
+		for _, row := range r.Rows {
+			cells := make([]string, len(row))
+			for i, v := range row {
+				cells[i] = text(v)
+			}
+			fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "(%d rows)\n", len(r.Rows))
+		return err
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		for _, row := range r.Rows {
+			obj := make(map[string]any, len(row))
+			for i, v := range row {
+				obj[r.Columns[i]] = jsonValue(v)
+			}
+			if err := enc.Encode(obj); err != nil {
+				return err
+			}
+		}
+		return nil
+	case FormatCSV:
+		cw := csv.NewWriter(w)
+		if err := cw.Write(r.Columns); err != nil {
+			return err
+		}
+		for _, row := range r.Rows {
+			cells := make([]string, len(row))
+			for i, v := range row {
+				cells[i] = text(v)
+			}
+			if err := cw.Write(cells); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	return fmt.Errorf("--format %q: want table, json or csv", format)
+}
+
+// text renders a value for a table or CSV cell.
+func text(v any) string {
+	switch x := deref(v).(type) {
+	case nil:
+		return ""
+	case time.Time:
+		return x.UTC().Format(time.RFC3339)
+	case float64:
+		return strconv.FormatFloat(x, 'g', 6, 64)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', 6, 32)
+	case string:
+		return x
+	default:
+		rv := reflect.ValueOf(x)
+		if rv.Kind() == reflect.Slice {
+			parts := make([]string, rv.Len())
+			for i := range parts {
+				parts[i] = text(rv.Index(i).Interface())
+			}
+			return "[" + strings.Join(parts, " ") + "]"
+		}
+		return fmt.Sprint(x)
+	}
+}
+
+// jsonValue makes a value JSON-safe: times in RFC 3339, NaN and infinities
+// as null.
+func jsonValue(v any) any {
+	switch x := deref(v).(type) {
+	case time.Time:
+		return x.UTC().Format(time.RFC3339)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil
+		}
+		return x
+	case nil:
+		return nil
+	default:
+		return x
+	}
+}
+
+func deref(v any) any {
+	rv := reflect.ValueOf(v)
+	for rv.IsValid() && rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return nil
+		}
+		rv = rv.Elem()
+	}
+	if !rv.IsValid() {
+		return nil
+	}
+	return rv.Interface()
+}
+
+// EventWindow looks up incident id and returns its subject and the window
+// around it: from a quarter of its length (at least five minutes) before
+// the onset to as long after its end (or its last detection while open).
+func EventWindow(ctx context.Context, conn driver.Conn, id string) (Params, error) {
+	var (
+		node, device string
+		port         uint16
+		startMs      int64
+		endMs        *int64
+		lastMs       int64
+	)
+	err := conn.QueryRow(ctx, `SELECT subject_node, subject_device, subject_port, start_ms, end_ms, last_detected_at_ms
+FROM events_latest WHERE id = @id`, ch.Named("id", id)).Scan(&node, &device, &port, &startMs, &endMs, &lastMs)
+	if err != nil {
+		return Params{}, fmt.Errorf("event %q: %w", id, err)
+	}
+	end := lastMs
+	if endMs != nil {
+		end = *endMs
+	}
+	pad := max((end-startMs)/4, 5*60*1000)
+	return Params{
+		From: time.UnixMilli(startMs - pad).UTC().Truncate(time.Second),
+		To:   time.UnixMilli(end + pad).UTC().Truncate(time.Second).Add(time.Second),
+		Node: node, Device: device, Port: int(port),
+	}, nil
+}

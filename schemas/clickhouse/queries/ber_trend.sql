@@ -1,0 +1,33 @@
+-- question: Which links' bit error rate rises fastest? Per port over --from..--to, from the minute rollup: BER per minute (pre-FEC on Ethernet, symbol BER over line bits on InfiniBand), its fitted slope per hour, first and last minute's BER and the worst minute; steepest first (--limit rows).
+SELECT
+    node,
+    device,
+    port,
+    link_layer,
+    count() AS minutes,
+    covarPop(t, ber) / varPop(t) * 3600 AS ber_slope_per_hour,
+    argMin(ber, t) AS ber_first,
+    argMax(ber, t) AS ber_last,
+    max(ber) AS ber_max
+FROM
+(
+    SELECT
+        node,
+        device,
+        port,
+        toFloat64(toUInt32(minute)) AS t,
+        anyLastMerge(link_layer) AS link_layer,
+        if(link_layer = 'InfiniBand',
+           if(maxMerge(rate_gbps) * sumMerge(interval_ms) > 0, sumMerge(symbol_error) / (maxMerge(rate_gbps) * 1e6 * sumMerge(interval_ms)), 0),
+           if(sumMerge(rx_bits_phy) > 0, sumMerge(rx_corrected_bits_phy) / sumMerge(rx_bits_phy), 0)) AS ber
+    FROM port_minute
+    WHERE minute >= toStartOfMinute(toDateTime(@from)) AND minute < toDateTime(@to)
+      AND (@node = '' OR node = @node)
+      AND (@device = '' OR device = @device)
+      AND (@port = 0 OR port = @port)
+    GROUP BY node, device, port, minute
+)
+GROUP BY node, device, port, link_layer
+HAVING minutes >= 2 AND ber_max > 0
+ORDER BY ber_slope_per_hour DESC, ber_max DESC, node, device, port
+LIMIT @limit
