@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
@@ -618,4 +619,40 @@ What was stored, in ClickHouse (%s). Try:
   %s -q "SELECT node, device, port, link_layer, rate, last_seen FROM inventory FINAL ORDER BY node LIMIT 20 FORMAT PrettyCompact"
 ClickHouse keeps running until: make stop
 `, dsn, client, client, client)
+}
+
+// runSimCollector is `rdmawatch collector --source sim`: the simulated fleet
+// published to a real JetStream, every node with its own node name and boot
+// id, paced in accelerated data time, taking faults on demand on
+// simInjectSubject.
+func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream.JetStream, fl *simFleet, maxInFlight int) error {
+	fleet, err := sim.NewFleet(fl.cfg)
+	if err != nil {
+		return err
+	}
+	src, err := collector.NewSimSource(fleet, collector.WithSimSpeed(fl.speed))
+	if err != nil {
+		return err
+	}
+	sub, err := nc.Subscribe(simInjectSubject, func(m *nats.Msg) {
+		reply := injectOnDemand(src, string(m.Data))
+		g.log.Info("fault on demand", "request", string(m.Data), "reply", reply)
+		_ = m.Respond([]byte(reply))
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", simInjectSubject, err)
+	}
+	defer sub.Unsubscribe()
+	lay := fleet.Layout()
+	eng := collector.NewEngine(func(string, int) string { return randomBootID() })
+	pub := collector.NewPublisher(js, maxInFlight, g.log)
+	g.log.Info("simulated collectors started", "fleet", fl.name, "nodes", len(lay.Nodes), "ports", len(lay.Ports),
+		"interval", fl.cfg.Interval, "data_start", lay.Start, "data_end", lay.End, "speed", fl.speed, "inject_subject", simInjectSubject)
+	for _, f := range fl.cfg.Faults {
+		g.log.Info("fault scheduled", "fault", describeFault(f, lay.Start))
+	}
+	err = collector.New(src, eng, pub, collector.Config{Log: g.log}).Run(ctx)
+	st := eng.Stats()
+	g.log.Info("simulated collectors stopped", "data_time", src.DataTime(), "samples", st.Samples, "published", pub.Published(), "restarts", st.Restarts)
+	return err
 }
