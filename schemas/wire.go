@@ -8,8 +8,13 @@ import (
 )
 
 // Version is the wire schema version written into every message. A decoder
-// refuses a higher major version instead of misreading it.
-const Version = 1
+// refuses a version it does not know instead of misreading it.
+//
+// Version 2 is the compact counter encoding (codec.go): counters known to
+// counterDict travel as bits and varint deltas, raw values only where a flag
+// makes them matter. Version 1 (msgpack maps with counter names) was never
+// released.
+const Version = 2
 
 // ErrVersion is returned when a message carries a schema version this build
 // cannot read.
@@ -55,37 +60,39 @@ func (s Source) String() string {
 	return fmt.Sprintf("source(%d)", uint8(s))
 }
 
-// CounterDelta is one counter of one port-sample. It is encoded as a msgpack
-// array to keep the wire small; new fields may only be appended.
+// CounterDelta is one counter of one port-sample.
 type CounterDelta struct {
-	_msgpack struct{} `msgpack:",as_array"`
-	Name     string
-	Source   Source
+	Name   string
+	Source Source
 	// Delta is the increase since the previous reading, in the counter's own
 	// unit except port_*_data, which is converted to bytes.
 	Delta uint64
-	// Value is the raw cumulative reading as the hardware reported it.
+	// Value is the raw cumulative reading as the hardware reported it. The
+	// wire carries it only where a flag makes it matter (a baseline, a reset,
+	// a wrap, a saturated or held counter); elsewhere it decodes as 0: the
+	// delta is the measurement.
 	Value uint64
 	Flags Flag
 }
 
-// PortSample is one port's reading inside a CounterBatch.
+// PortSample is one port's reading inside a CounterBatch. Its wire form is
+// codec.go's.
 type PortSample struct {
-	Device    string `msgpack:"d"`
-	Port      int    `msgpack:"p"`
-	Netdev    string `msgpack:"nd,omitempty"`
-	LinkLayer string `msgpack:"ll"`
-	State     string `msgpack:"st"`
-	Rate      string `msgpack:"r"`
+	Device    string
+	Port      int
+	Netdev    string
+	LinkLayer string
+	State     string
+	Rate      string
 	// TimeMs is when the port was read (unix milliseconds, data time).
-	TimeMs int64 `msgpack:"t"`
+	TimeMs int64
 	// IntervalMs is the time since the previous reading the deltas cover;
 	// 0 for a baseline.
-	IntervalMs int64          `msgpack:"i"`
-	Counters   []CounterDelta `msgpack:"c"`
+	IntervalMs int64
+	Counters   []CounterDelta
 	// Gauges are readings that are not counters (hw_counters/lifespan is a
 	// setting in ms); they are passed on as values, never differenced.
-	Gauges map[string]uint64 `msgpack:"g,omitempty"`
+	Gauges map[string]uint64
 }
 
 // Counter returns the named counter of the given source, if it was read.
@@ -98,17 +105,18 @@ func (p *PortSample) Counter(src Source, name string) (CounterDelta, bool) {
 	return CounterDelta{}, false
 }
 
-// CounterBatch is what a collector publishes: one batch per node per interval.
+// CounterBatch is what a collector publishes: one batch per node per
+// interval. Its wire form is codec.go's.
 type CounterBatch struct {
-	Version int    `msgpack:"v"`
-	Node    string `msgpack:"n"`
+	Version int
+	Node    string
 	// BootID is unique per collector process start; with Seq it names the
 	// batch, so a retried publish is dropped by JetStream's de-duplication.
-	BootID string `msgpack:"b"`
-	Seq    uint64 `msgpack:"s"`
+	BootID string
+	Seq    uint64
 	// TimeMs is the scrape time (unix ms, data time).
-	TimeMs int64        `msgpack:"t"`
-	Ports  []PortSample `msgpack:"p"`
+	TimeMs int64
+	Ports  []PortSample
 }
 
 // MsgID is the Nats-Msg-Id of the batch.
@@ -142,17 +150,14 @@ type Inventory struct {
 // EncodeBatch encodes a batch for the wire.
 func EncodeBatch(b *CounterBatch) ([]byte, error) {
 	b.Version = Version
-	return msgpack.Marshal(b)
+	return appendBatch(make([]byte, 0, 128+len(b.Ports)*192), b)
 }
 
 // DecodeBatch decodes and validates a batch from the wire.
 func DecodeBatch(data []byte) (*CounterBatch, error) {
 	var b CounterBatch
-	if err := msgpack.Unmarshal(data, &b); err != nil {
+	if err := decodeBatch(data, &b); err != nil {
 		return nil, fmt.Errorf("decode counter batch: %w", err)
-	}
-	if b.Version < 1 || b.Version > Version {
-		return nil, fmt.Errorf("decode counter batch: %w %d (this build reads %d)", ErrVersion, b.Version, Version)
 	}
 	if b.Node == "" {
 		return nil, fmt.Errorf("decode counter batch: empty node")
