@@ -78,6 +78,9 @@ func newRoot() *cobra.Command {
 		newRunCmd(g),
 		newSimulateCmd(g),
 		newEvalCmd(g),
+		newQueryCmd(g),
+		newPostmortemCmd(g),
+		newRetentionCmd(g),
 	)
 	return root
 }

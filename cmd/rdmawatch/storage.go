@@ -75,13 +75,28 @@ func newSinkCmd(g *global) *cobra.Command {
 }
 
 func newMigrateCmd(g *global) *cobra.Command {
-	return &cobra.Command{
-		Use:   "migrate",
-		Short: "Create or upgrade the ClickHouse tables (idempotent)",
-		Args:  cobra.NoArgs,
+	var topologyPath string
+	cmd := &cobra.Command{
+		Use:   "migrate [--topology FILE]",
+		Short: "Create or upgrade the ClickHouse tables (idempotent); load a topology for the per-leaf queries",
+		Long: `migrate applies, in order, every migration the database has not seen
+(schemas/clickhouse/migrations; the variant the server's version supports)
+and prints each one it applied with the server's version. With --topology it
+then loads the fabric topology (format v1) into topology_ports and
+topology_links, replacing what was loaded for that fabric, so the
+leaf_capacity query groups ports by leaf.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if g.clickhouse == "" {
 				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			}
+			var topo *schemas.Topology
+			if topologyPath != "" {
+				t, err := schemas.LoadTopology(topologyPath)
+				if err != nil {
+					return err
+				}
+				topo = t
 			}
 			if err := chschema.EnsureDatabase(cmd.Context(), g.clickhouse); err != nil {
 				return err
@@ -91,17 +106,33 @@ func newMigrateCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
+			out := cmd.OutOrStdout()
+			server, err := chschema.ServerVersion(cmd.Context(), conn)
+			if err != nil {
+				return err
+			}
 			applied, err := chschema.Migrate(cmd.Context(), conn)
+			for _, m := range applied {
+				fmt.Fprintln(out, "applied", m)
+			}
 			if err != nil {
 				return err
 			}
 			if len(applied) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "schema up to date: nothing applied")
+				fmt.Fprintf(out, "schema up to date on ClickHouse %s: nothing applied\n", server)
+			} else {
+				fmt.Fprintf(out, "applied %d migrations on ClickHouse %s\n", len(applied), server)
 			}
-			for _, m := range applied {
-				fmt.Fprintln(cmd.OutOrStdout(), "applied", m)
+			if topo != nil {
+				ports, links, err := chschema.LoadTopology(cmd.Context(), conn, topo)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "loaded topology %q: %d host ports, %d links\n", topo.Fabric, ports, links)
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&topologyPath, "topology", "", "fabric topology, format v1 (JSON), to load for the per-leaf queries")
+	return cmd
 }

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+)
+
+func newRetentionCmd(g *global) *cobra.Command {
+	var (
+		r      = chschema.DefaultRetention
+		dryRun bool
+		now    string
+	)
+	cmd := &cobra.Command{
+		Use:   "retention [--raw 336h] [--minute 2160h] [--hour 17520h] [--dry-run]",
+		Short: "Drop the ClickHouse partitions older than each table's retention",
+		Long: `retention drops whole partitions: port_samples and port_minute by day,
+port_hour by month, once the partition's last day is older than the table's
+limit (defaults: raw 14 days, minute 90 days, hour 2 years; 0 keeps a table
+whole). ClickHouse 18.16 has no TTL: run this daily (cron, a systemd timer).
+Newer servers also have TTL at the defaults; this command still shortens them.
+Events, inventory and topology are kept.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if g.clickhouse == "" {
+				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			}
+			at := time.Now().UTC()
+			if now != "" {
+				t, err := parseTimeFlag("now", now, at)
+				if err != nil {
+					return err
+				}
+				at = t
+			}
+			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			parts, err := chschema.ApplyRetention(cmd.Context(), conn, r, at, dryRun)
+			out := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "table\tpartition\trows\tbytes\taction")
+			dropped := 0
+			for _, p := range parts {
+				action := "keep"
+				if !p.KeepUntil.IsZero() {
+					action = "keep until " + p.KeepUntil.Format("2006-01-02")
+				}
+				if p.Dropped {
+					dropped++
+					action = "dropped"
+					if dryRun {
+						action = "would drop"
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", p.Table, p.ID, p.Rows, p.Bytes, action)
+			}
+			tw.Flush()
+			if err != nil {
+				return err
+			}
+			verb := "dropped"
+			if dryRun {
+				verb = "would drop"
+			}
+			fmt.Fprintf(out, "%s %d of %d partitions\n", verb, dropped, len(parts))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.DurationVar(&r.Raw, "raw", r.Raw, "keep port_samples this long (0: forever)")
+	f.DurationVar(&r.Minute, "minute", r.Minute, "keep port_minute this long (0: forever)")
+	f.DurationVar(&r.Hour, "hour", r.Hour, "keep port_hour this long (0: forever)")
+	f.BoolVar(&dryRun, "dry-run", false, "only print what would be dropped")
+	f.StringVar(&now, "now", "", "the time to count from instead of the clock (RFC 3339), e.g. for a test")
+	return cmd
+}

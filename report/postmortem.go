@@ -1,0 +1,327 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Incident is one incident of the report, in its latest state.
+type Incident struct {
+	ID, Type, State, Severity, Scope, Layer, Summary string
+	Node, Device                                     string
+	Port                                             uint16
+	StartMs                                          int64
+	EndMs                                            *int64
+	LastMs                                           int64
+	Evidence                                         string
+	NextChecks                                       []string
+	Changes                                          []Change
+	Moved                                            []Moved
+	Plot                                             string // SVG file name, "" when no port to plot
+}
+
+// Change is one state change (one row of events).
+type Change struct {
+	DetectedAtMs int64
+	Revision     uint32
+	State        string
+	Summary      string
+}
+
+// Moved is a counter of the plotted port that moved during the incident,
+// against the same length of time before it.
+type Moved struct {
+	Counter            string
+	Before, During     uint64
+	BeforeRate, Rate   float64 // per second
+	BeforeS, DuringS   float64 // seconds of samples
+	RiseFactor         float64 // Rate / BeforeRate; +Inf when it was 0
+	BeforeWindowString string
+}
+
+// Postmortem writes report.md and one SVG per incident into dir for the
+// incidents overlapping p's range (p.Node filters as the events query
+// does), and returns the report's path.
+func Postmortem(ctx context.Context, conn driver.Conn, p Params, dir string) (string, []Incident, error) {
+	if p.From.IsZero() || p.To.IsZero() || !p.To.After(p.From) {
+		return "", nil, fmt.Errorf("postmortem: --from and --to must give a range (from %v to %v)", p.From, p.To)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", nil, fmt.Errorf("postmortem: %w", err)
+	}
+	incs, err := incidents(ctx, conn, p)
+	if err != nil {
+		return "", nil, err
+	}
+	for i := range incs {
+		inc := &incs[i]
+		if err := changes(ctx, conn, inc); err != nil {
+			return "", nil, err
+		}
+		if inc.Device == "" {
+			continue // node or fabric scope: no single port to plot
+		}
+		if err := moved(ctx, conn, inc); err != nil {
+			return "", nil, err
+		}
+		plot, err := portPlot(ctx, conn, inc)
+		if err != nil {
+			return "", nil, err
+		}
+		inc.Plot = fmt.Sprintf("incident-%02d.svg", i+1)
+		f, err := os.Create(filepath.Join(dir, inc.Plot))
+		if err != nil {
+			return "", nil, fmt.Errorf("postmortem: %w", err)
+		}
+		werr := plot.WriteSVG(f)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return "", nil, fmt.Errorf("postmortem: write %s: %w", inc.Plot, werr)
+		}
+	}
+	path := filepath.Join(dir, "report.md")
+	if err := os.WriteFile(path, []byte(markdown(p, incs)), 0o644); err != nil {
+		return "", nil, fmt.Errorf("postmortem: %w", err)
+	}
+	return path, incs, nil
+}
+
+func incidents(ctx context.Context, conn driver.Conn, p Params) ([]Incident, error) {
+	rows, err := conn.Query(ctx, `SELECT id, type, state, severity, scope, layer, summary,
+    if(scope = 'port' OR has_origin = 0, subject_node, origin_node),
+    if(scope = 'port' OR has_origin = 0, subject_device, origin_device),
+    if(scope = 'port' OR has_origin = 0, subject_port, origin_port),
+    start_ms, end_ms, last_detected_at_ms, evidence, next_checks
+FROM events_latest
+WHERE start_ms < @to * 1000 AND (isNull(end_ms) OR assumeNotNull(end_ms) >= @from * 1000)
+  AND (@node = '' OR subject_node = @node OR origin_node = @node OR has(affected_node, @node))
+ORDER BY start_ms, type, id`, p.args()...)
+	if err != nil {
+		return nil, fmt.Errorf("postmortem: incidents: %w", err)
+	}
+	defer rows.Close()
+	var out []Incident
+	for rows.Next() {
+		var in Incident
+		if err := rows.Scan(&in.ID, &in.Type, &in.State, &in.Severity, &in.Scope, &in.Layer, &in.Summary,
+			&in.Node, &in.Device, &in.Port, &in.StartMs, &in.EndMs, &in.LastMs, &in.Evidence, &in.NextChecks); err != nil {
+			return nil, fmt.Errorf("postmortem: incidents: %w", err)
+		}
+		out = append(out, in)
+	}
+	return out, rows.Err()
+}
+
+func changes(ctx context.Context, conn driver.Conn, inc *Incident) error {
+	rows, err := conn.Query(ctx, `SELECT detected_at_ms, revision, state, summary FROM events FINAL
+WHERE type = @type AND id = @id ORDER BY revision`, ch.Named("type", inc.Type), ch.Named("id", inc.ID))
+	if err != nil {
+		return fmt.Errorf("postmortem: state changes of %s: %w", inc.ID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c Change
+		if err := rows.Scan(&c.DetectedAtMs, &c.Revision, &c.State, &c.Summary); err != nil {
+			return fmt.Errorf("postmortem: state changes of %s: %w", inc.ID, err)
+		}
+		inc.Changes = append(inc.Changes, c)
+	}
+	return rows.Err()
+}
+
+// end is the incident's end, or its last detection while open.
+func (inc *Incident) end() int64 {
+	if inc.EndMs != nil {
+		return *inc.EndMs
+	}
+	return inc.LastMs
+}
+
+func (inc *Incident) portArgs(fromMs, toMs int64) []any {
+	return []any{ch.Named("node", inc.Node), ch.Named("device", inc.Device), ch.Named("port", int(inc.Port)),
+		ch.Named("from_ms", fromMs), ch.Named("to_ms", toMs)}
+}
+
+// moved compares every counter of the port during the incident with the
+// same length of time before its onset.
+func moved(ctx context.Context, conn driver.Conn, inc *Incident) error {
+	start, end := inc.StartMs, max(inc.end(), inc.StartMs+1000)
+	length := end - start
+	rows, err := conn.Query(ctx, `SELECT name,
+    sumIf(delta, time_ms < @start) AS before, sumIf(delta, time_ms >= @start) AS during,
+    sumIf(interval_ms, time_ms < @start) AS before_ms, sumIf(interval_ms, time_ms >= @start) AS during_ms
+FROM port_samples FINAL
+ARRAY JOIN counter_name AS name, counter_delta AS delta
+WHERE node = @node AND device = @device AND port = @port AND time_ms >= @from_ms AND time_ms <= @to_ms AND first = 0
+GROUP BY name
+HAVING during > 0
+ORDER BY name`, append(inc.portArgs(start-length, end), ch.Named("start", start))...)
+	if err != nil {
+		return fmt.Errorf("postmortem: counters of %s/%s/%d: %w", inc.Node, inc.Device, inc.Port, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m Moved
+		var beforeMs, duringMs int64
+		if err := rows.Scan(&m.Counter, &m.Before, &m.During, &beforeMs, &duringMs); err != nil {
+			return fmt.Errorf("postmortem: counters of %s/%s/%d: %w", inc.Node, inc.Device, inc.Port, err)
+		}
+		m.BeforeS, m.DuringS = float64(beforeMs)/1000, float64(duringMs)/1000
+		if m.BeforeS > 0 {
+			m.BeforeRate = float64(m.Before) / m.BeforeS
+		}
+		if m.DuringS > 0 {
+			m.Rate = float64(m.During) / m.DuringS
+		}
+		switch {
+		case m.BeforeRate > 0:
+			m.RiseFactor = m.Rate / m.BeforeRate
+		case m.Rate > 0:
+			m.RiseFactor = math.Inf(1)
+		}
+		inc.Moved = append(inc.Moved, m)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	// What rose most first; a counter that only kept its usual pace last.
+	sort.SliceStable(inc.Moved, func(i, j int) bool { return inc.Moved[i].RiseFactor > inc.Moved[j].RiseFactor })
+	return nil
+}
+
+func portPlot(ctx context.Context, conn driver.Conn, inc *Incident) (*Plot, error) {
+	start, end := inc.StartMs, inc.end()
+	pad := max((end-start)/4, 5*60*1000)
+	rows, err := conn.Query(ctx, `SELECT time_ms, rcv_gbps, xmit_gbps, tx_pause_fraction, rx_pause_fraction,
+    pre_fec_ber, symbol_ber, if(interval_ms > 0, np_cnp_sent * 1000 / interval_ms, 0), if(interval_ms > 0, rp_cnp_handled * 1000 / interval_ms, 0)
+FROM port_samples FINAL
+WHERE node = @node AND device = @device AND port = @port AND time_ms >= @from_ms AND time_ms <= @to_ms AND first = 0
+ORDER BY time_ms`, inc.portArgs(start-pad, end+pad)...)
+	if err != nil {
+		return nil, fmt.Errorf("postmortem: series of %s/%s/%d: %w", inc.Node, inc.Device, inc.Port, err)
+	}
+	defer rows.Close()
+	var (
+		times                                         []time.Time
+		rcv, xmit, txp, rxp, ber, sber, cnpOut, cnpIn []float64
+		tms                                           int64
+		r, x, tp, rp, b, sb, cs, chd                  float64
+	)
+	for rows.Next() {
+		if err := rows.Scan(&tms, &r, &x, &tp, &rp, &b, &sb, &cs, &chd); err != nil {
+			return nil, fmt.Errorf("postmortem: series of %s/%s/%d: %w", inc.Node, inc.Device, inc.Port, err)
+		}
+		times = append(times, time.UnixMilli(tms).UTC())
+		rcv, xmit, txp, rxp = append(rcv, r), append(xmit, x), append(txp, tp), append(rxp, rp)
+		ber, sber, cnpOut, cnpIn = append(ber, b), append(sber, sb), append(cnpOut, cs), append(cnpIn, chd)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	plot := &Plot{
+		Title:     fmt.Sprintf("%s %s/%s/%d (%s)", inc.Type, inc.Node, inc.Device, inc.Port, inc.ID),
+		Times:     times,
+		SpanStart: time.UnixMilli(start).UTC(),
+		Panels: []Panel{
+			{Title: "Throughput", Unit: "Gb/s", Series: []Series{{"received", "#1f77b4", rcv}, {"sent", "#2ca02c", xmit}}},
+			{Title: "Pause fraction (busiest priority)", Series: []Series{{"pauses sent (tx)", "#d62728", txp}, {"paused by peer (rx)", "#9467bd", rxp}}},
+			{Title: "Bit error rate", Log: true, Series: []Series{{"pre-FEC BER", "#ff7f0e", ber}, {"symbol BER (IB)", "#8c564b", sber}}},
+			{Title: "CNPs", Unit: "/s", Series: []Series{{"CNPs sent (NP)", "#17becf", cnpOut}, {"CNPs handled (RP)", "#7f7f7f", cnpIn}}},
+		},
+	}
+	if inc.EndMs != nil {
+		plot.SpanEnd = time.UnixMilli(*inc.EndMs).UTC()
+	}
+	for _, c := range inc.Changes {
+		plot.Marks = append(plot.Marks, time.UnixMilli(c.DetectedAtMs).UTC())
+		plot.MarkLabels = append(plot.MarkLabels, fmt.Sprintf("%s #%d", c.State, c.Revision))
+	}
+	return plot, nil
+}
+
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") }
+
+func markdown(p Params, incs []Incident) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Postmortem: %s to %s\n\n", p.From.UTC().Format(time.RFC3339), p.To.UTC().Format(time.RFC3339))
+	if p.Node != "" {
+		fmt.Fprintf(&b, "Node filter: `%s`.\n\n", p.Node)
+	}
+	fmt.Fprintf(&b, "Generated by `rdmawatch postmortem` from ClickHouse. Times are data time, UTC.\n\n")
+	if len(incs) == 0 {
+		b.WriteString("No incidents overlap this range.\n")
+		return b.String()
+	}
+	b.WriteString("## Timeline\n\n| time | incident | state | subject | summary |\n|---|---|---|---|---|\n")
+	type line struct {
+		ms  int64
+		row string
+	}
+	var lines []line
+	for i, inc := range incs {
+		for _, c := range inc.Changes {
+			lines = append(lines, line{c.DetectedAtMs, fmt.Sprintf("| %s | %d. %s | %s | %s | %s |", fmtMs(c.DetectedAtMs), i+1, inc.Type, c.State, subject(inc), cell(c.Summary))})
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].ms < lines[j].ms })
+	for _, l := range lines {
+		b.WriteString(l.row + "\n")
+	}
+	for i, inc := range incs {
+		fmt.Fprintf(&b, "\n## %d. %s on %s (%s, %s)\n\n", i+1, inc.Type, subject(inc), inc.Severity, inc.State)
+		end := "still open"
+		if inc.EndMs != nil {
+			end = fmtMs(*inc.EndMs)
+		}
+		fmt.Fprintf(&b, "- id: `%s`\n- onset: %s; end: %s\n- layer: %s\n- summary: %s\n", inc.ID, fmtMs(inc.StartMs), end, inc.Layer, inc.Summary)
+		if inc.Evidence != "" && inc.Evidence != "{}" {
+			fmt.Fprintf(&b, "- evidence: `%s`\n", inc.Evidence)
+		}
+		for j, n := range inc.NextChecks {
+			if j == 0 {
+				b.WriteString("- next checks:\n")
+			}
+			fmt.Fprintf(&b, "  - `%s`\n", n)
+		}
+		if len(inc.Moved) > 0 {
+			fmt.Fprintf(&b, "\nCounters of %s that moved during the incident, against the same length of time before the onset:\n\n", subject(inc))
+			b.WriteString("| counter | before | during | before /s | during /s | change |\n|---|---:|---:|---:|---:|---:|\n")
+			for _, m := range inc.Moved {
+				rise := "new"
+				if !math.IsInf(m.RiseFactor, 1) {
+					rise = fmt.Sprintf("x%.3g", m.RiseFactor)
+				}
+				fmt.Fprintf(&b, "| %s | %d | %d | %.4g | %.4g | %s |\n", m.Counter, m.Before, m.During, m.BeforeRate, m.Rate, rise)
+			}
+		}
+		if inc.Plot != "" {
+			fmt.Fprintf(&b, "\n![%s around %s](%s)\n", inc.Type, subject(inc), inc.Plot)
+		} else {
+			b.WriteString("\nNo single port to plot (node or fabric scope).\n")
+		}
+	}
+	return b.String()
+}
+
+func subject(inc Incident) string {
+	switch {
+	case inc.Device != "":
+		return fmt.Sprintf("%s/%s/%d", inc.Node, inc.Device, inc.Port)
+	case inc.Node != "":
+		return inc.Node
+	}
+	return "the fabric"
+}
+
+func cell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
