@@ -550,6 +550,10 @@ func decodeCounters(b []byte, p *PortSample, nExtra int) error {
 		present += bits.OnesCount8(c)
 	}
 	p.Counters = make([]CounterDelta, present, present+nExtra)
+	for i, c := range bitmap {
+		p.present[i/8] |= uint64(c) << (8 * (i % 8))
+	}
+	p.indexed = true
 	j := 0
 	for i, c := range bitmap {
 		for c != 0 {

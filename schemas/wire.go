@@ -3,6 +3,7 @@ package schemas
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -93,10 +94,64 @@ type PortSample struct {
 	// Gauges are readings that are not counters (hw_counters/lifespan is a
 	// setting in ms); they are passed on as values, never differenced.
 	Gauges map[string]uint64
+
+	// present is set by the decoder: bit i says counterDict[i] is in
+	// Counters, at the position of its rank among the set bits. It turns a
+	// lookup into a popcount instead of a scan of string compares.
+	present [dictWords]uint64
+	indexed bool
+}
+
+const dictWords = (len(counterDict) + 63) / 64
+
+// CounterID names a counter of counterDict; resolve it once with
+// LookupCounterID and look it up per sample with CounterByID.
+type CounterID int
+
+// LookupCounterID returns the id of a known counter.
+func LookupCounterID(src Source, name string) (CounterID, bool) {
+	i, ok := dictIndex[dictKey{src, name}]
+	return CounterID(i), ok
+}
+
+// MustCounterID is LookupCounterID for counters a program names in its
+// source: an unknown one is a programming error.
+func MustCounterID(src Source, name string) CounterID {
+	id, ok := LookupCounterID(src, name)
+	if !ok {
+		panic("schemas: counter " + src.String() + "/" + name + " is not in the dictionary")
+	}
+	return id
+}
+
+// CounterByID returns the counter with the given id, if it was read.
+func (p *PortSample) CounterByID(id CounterID) (CounterDelta, bool) {
+	if p.indexed {
+		w, bit := int(id)/64, uint(id)%64
+		if id < 0 || w >= dictWords || p.present[w]&(1<<bit) == 0 {
+			return CounterDelta{}, false
+		}
+		pos := bits.OnesCount64(p.present[w] & (1<<bit - 1))
+		for i := 0; i < w; i++ {
+			pos += bits.OnesCount64(p.present[i])
+		}
+		return p.Counters[pos], true
+	}
+	e := &counterDict[id]
+	return p.scan(e.src, e.name)
 }
 
 // Counter returns the named counter of the given source, if it was read.
 func (p *PortSample) Counter(src Source, name string) (CounterDelta, bool) {
+	if p.indexed {
+		if id, ok := dictIndex[dictKey{src, name}]; ok {
+			return p.CounterByID(CounterID(id))
+		}
+	}
+	return p.scan(src, name)
+}
+
+func (p *PortSample) scan(src Source, name string) (CounterDelta, bool) {
 	for _, c := range p.Counters {
 		if c.Source == src && c.Name == name {
 			return c, true

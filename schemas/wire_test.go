@@ -69,6 +69,34 @@ func TestBatchRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every counter is found through the decoder's index as by a scan.
+	for _, p := range out.Ports {
+		if !p.indexed {
+			t.Fatalf("decoded port %s/%d is not indexed", p.Device, p.Port)
+		}
+		for _, c := range p.Counters {
+			got, ok := p.Counter(c.Source, c.Name)
+			if !ok || got != c {
+				t.Errorf("indexed lookup of %s/%s = %+v %v, want %+v", c.Source, c.Name, got, ok, c)
+			}
+			if id, known := LookupCounterID(c.Source, c.Name); known {
+				if got, ok := p.CounterByID(id); !ok || got != c {
+					t.Errorf("CounterByID(%s) = %+v", c.Name, got)
+				}
+			}
+		}
+		if _, ok := p.CounterByID(MustCounterID(SourceEthtool, "rx_prio7_bytes")); ok {
+			t.Errorf("a counter not read was found")
+		}
+		scanned := p
+		scanned.indexed = false
+		if _, ok := scanned.CounterByID(MustCounterID(SourceCounters, "symbol_error")); ok != (p.Device == "mlx5_0") {
+			t.Errorf("CounterByID by scan on %s: %v", p.Device, ok)
+		}
+	}
+	for i := range out.Ports {
+		out.Ports[i].present, out.Ports[i].indexed = [dictWords]uint64{}, false
+	}
 	if want := onWire(in); !reflect.DeepEqual(want, out) {
 		t.Fatalf("round trip changed the batch:\nwant %+v\n got %+v", want, out)
 	}
