@@ -23,12 +23,25 @@ func newCollectorCmd(g *global) *cobra.Command {
 		ethtool     bool
 		maxInFlight int
 		partitions  int
+		source      string
+		sf          simFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "collector",
 		Short: "Read this host's RDMA counters (sysfs via rdmamap, ethtool) and publish deltas to JetStream",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var fleet *simFleet
+			switch source {
+			case "sysfs":
+			case "sim":
+				var err error
+				if fleet, err = sf.build(cmd.Flags().Changed); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("--source %q: want sysfs or sim", source)
+			}
 			if interval < 100*time.Millisecond {
 				return fmt.Errorf("--interval %s: must be at least 100ms", interval)
 			}
@@ -44,6 +57,9 @@ func newCollectorCmd(g *global) *cobra.Command {
 			}
 			if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Partitions: partitions}); err != nil {
 				return err
+			}
+			if fleet != nil {
+				return runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
 			}
 			src, err := collector.NewHostSource(node, collector.WithEthtool(ethtool), collector.WithHostLogger(g.log))
 			if err != nil {
@@ -66,6 +82,8 @@ func newCollectorCmd(g *global) *cobra.Command {
 	f.BoolVar(&ethtool, "ethtool", true, "read each port's netdev ethtool statistics (PFC, PHY/FEC)")
 	f.IntVar(&maxInFlight, "max-in-flight", 64, "unacknowledged batches allowed before the collector waits")
 	f.IntVar(&partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream when this collector creates it")
+	f.StringVar(&source, "source", "sysfs", "what to read: sysfs (this host) or sim (a simulated fleet, every node publishing as its own collector; see --sim-*)")
+	sf.register(cmd)
 	return cmd
 }
 
