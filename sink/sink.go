@@ -192,10 +192,11 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			wait = time.Until(deadline)
 		}
 		wait = max(wait, minFetchWait)
-		fctx, cancel := context.WithTimeout(ctx, wait)
-		batch, err := p.cons.Fetch(min(room, fetchMax), jetstream.FetchContext(fctx))
+		// The server ends the pull (FetchMaxWait), not a client timeout: a
+		// client that gives up first can strand messages the server already
+		// delivered to the pull, and they come back only after AckWait.
+		batch, err := p.cons.Fetch(min(room, fetchMax), jetstream.FetchMaxWait(wait))
 		if err != nil {
-			cancel()
 			log.Warn("sink: fetch", "err", err, "retry_in", fetchBackoff)
 			sleep(ctx, fetchBackoff)
 			fetchBackoff = min(2*fetchBackoff, cfg.RetryMax)
@@ -207,7 +208,6 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			}
 			p.add(msg, log)
 		}
-		cancel()
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			log.Warn("sink: fetch", "err", err, "retry_in", fetchBackoff)
 			sleep(ctx, fetchBackoff)
