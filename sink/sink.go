@@ -168,8 +168,12 @@ func (p *pipeline[R]) init(ctx context.Context) error {
 // round trip without holding the consumer's whole ack window in one pull.
 const fetchMax = 500
 
-// minFetchWait keeps a pull request long enough for the server to answer.
-const minFetchWait = 20 * time.Millisecond
+// minFetchWait keeps a pull request long enough for the server to answer;
+// maxFetchWait bounds how long shutdown waits for a pull in flight.
+const (
+	minFetchWait = 20 * time.Millisecond
+	maxFetchWait = 500 * time.Millisecond
+)
 
 func (p *pipeline[R]) run(ctx context.Context) error {
 	cfg := p.s.cfg
@@ -191,7 +195,9 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 		if len(p.msgs) > 0 {
 			wait = time.Until(deadline)
 		}
-		wait = max(wait, minFetchWait)
+		// Bounded above too: a pull cannot be cancelled, and shutdown must
+		// not wait a long flush interval for it.
+		wait = min(max(wait, minFetchWait), maxFetchWait)
 		// The server ends the pull (FetchMaxWait), not a client timeout: a
 		// client that gives up first can strand messages the server already
 		// delivered to the pull, and they come back only after AckWait.
