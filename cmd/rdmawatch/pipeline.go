@@ -242,14 +242,7 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 	var sk *sink.Sink
 	if cfg.clickhouse != "" {
 		var closeSink func()
-		sk, closeSink, err = openSink(ctx, js, cfg.clickhouse, sink.Config{
-			FlushInterval: 200 * time.Millisecond,
-			// A pull whose client-side wait ends while the server is still
-			// delivering leaves those messages unacked until AckWait; a
-			// one-process run against a local ClickHouse can afford a short
-			// one, so the final drain waits seconds, not a minute.
-			AckWait: 15 * time.Second, InsertTimeout: 10 * time.Second, RetryMax: 2 * time.Second,
-		}, log.With("part", "sink"))
+		sk, closeSink, err = openSink(ctx, js, cfg.clickhouse, sink.Config{FlushInterval: 200 * time.Millisecond}, log.With("part", "sink"))
 		if err != nil {
 			return nil, err
 		}
