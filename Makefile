@@ -14,8 +14,8 @@ all: build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rdmawatch
 
-# Starts (or reuses) the throwaway ClickHouse, then the pipeline over the
-# bundled example fleet. ClickHouse keeps running until `make stop`.
+# Starts (or reuses) the throwaway ClickHouse, then the pipeline over a live
+# simulated fleet in accelerated time. ClickHouse keeps running until `make stop`.
 run: build
 	@dsn=$$($(CH) up | tail -n 1) && dsn="$${dsn%/*}/rdmawatch" && echo "ClickHouse: $$dsn" && \
 	  RDMAWATCH_CLICKHOUSE="$$dsn" $(BIN) run
