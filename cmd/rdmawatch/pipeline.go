@@ -242,7 +242,7 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 	var sk *sink.Sink
 	if cfg.clickhouse != "" {
 		var closeSink func()
-		sk, closeSink, err = openSink(ctx, js, cfg.clickhouse, sink.Config{FlushInterval: 200 * time.Millisecond}, log.With("part", "sink"))
+		sk, closeSink, err = openSink(ctx, js, cfg.clickhouse, sink.Config{FlushInterval: 200 * time.Millisecond}, cfg.topology, log.With("part", "sink"))
 		if err != nil {
 			return nil, err
 		}

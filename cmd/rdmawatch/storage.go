@@ -16,7 +16,9 @@ import (
 
 // openSink connects to ClickHouse, applies migrations and returns the sink
 // and a function that closes its connection.
-func openSink(ctx context.Context, js jetstream.JetStream, dsn string, cfg sink.Config, log *slog.Logger) (*sink.Sink, func(), error) {
+// A topology, when given, is loaded into the topology tables so the per-leaf
+// queries know the fabric.
+func openSink(ctx context.Context, js jetstream.JetStream, dsn string, cfg sink.Config, topo *schemas.Topology, log *slog.Logger) (*sink.Sink, func(), error) {
 	if err := chschema.EnsureDatabase(ctx, dsn); err != nil {
 		return nil, nil, err
 	}
@@ -31,6 +33,12 @@ func openSink(ctx context.Context, js jetstream.JetStream, dsn string, cfg sink.
 	}
 	for _, m := range applied {
 		log.Info("clickhouse migration applied", "migration", m)
+	}
+	if topo != nil {
+		if _, _, err := chschema.LoadTopology(ctx, conn, topo); err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
 	}
 	cfg.DSN = dsn
 	s, err := sink.New(js, conn, cfg, log)
@@ -60,7 +68,7 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer closeNC()
-			s, closeSink, err := openSink(ctx, js, g.clickhouse, sink.Config{BatchRows: batchRows, FlushInterval: flush}, g.log)
+			s, closeSink, err := openSink(ctx, js, g.clickhouse, sink.Config{BatchRows: batchRows, FlushInterval: flush}, nil, g.log)
 			if err != nil {
 				return err
 			}
