@@ -46,11 +46,9 @@ counts against precision.`,
 					return err
 				}
 			} else {
-				var topo *schemas.Topology
-				if topologyPath != "" {
-					if topo, err = schemas.LoadTopology(topologyPath); err != nil {
-						return err
-					}
+				topo, err := loadTopology(topologyPath)
+				if err != nil {
+					return err
 				}
 				tr, err := collector.OpenTrace(tracePath)
 				if err != nil {

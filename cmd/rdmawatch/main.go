@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 // version is set with -ldflags "-X main.version=..." by the Makefile.
@@ -110,4 +112,13 @@ func hostname() string {
 		return "localhost"
 	}
 	return strings.TrimSpace(h)
+}
+
+// loadTopology reads a topology file; no path means no topology (the
+// detectors that need one then work on what the samples alone say).
+func loadTopology(path string) (*schemas.Topology, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return schemas.LoadTopology(path)
 }

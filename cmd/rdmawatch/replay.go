@@ -33,13 +33,9 @@ the same events. A malformed line stops it with a non-zero exit naming the line.
 			if eventsOut == "" {
 				return fmt.Errorf("--events-out is required")
 			}
-			var topo *schemas.Topology
-			if topologyPath != "" {
-				t, err := schemas.LoadTopology(topologyPath)
-				if err != nil {
-					return err
-				}
-				topo = t
+			topo, err := loadTopology(topologyPath)
+			if err != nil {
+				return err
 			}
 			tr, err := collector.OpenTrace(tracePath)
 			if err != nil {

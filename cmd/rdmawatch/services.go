@@ -50,13 +50,9 @@ re-emitted events are dropped by JetStream's duplicate window.`,
 			if instances < 1 || instance < 0 || instance >= instances {
 				return fmt.Errorf("--instance %d of --instances %d: want 0 <= instance < instances", instance, instances)
 			}
-			var topo *schemas.Topology
-			if topologyPath != "" {
-				t, err := schemas.LoadTopology(topologyPath)
-				if err != nil {
-					return err
-				}
-				topo = t
+			topo, err := loadTopology(topologyPath)
+			if err != nil {
+				return err
 			}
 			js, closeNC, err := connectJS(cmd, g, fmt.Sprintf("rdmawatch-processor-%d", instance), partitions)
 			if err != nil {
