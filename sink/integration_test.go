@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
@@ -26,26 +25,7 @@ import (
 // startNATS runs an embedded JetStream with the rdmawatch streams in memory.
 func startNATS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(t.TempDir(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Memory: true, Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return natstest.Start(t, &schemas.StreamOptions{Memory: true, Partitions: 2}).JS
 }
 
 // migrated returns a connection into a fresh, migrated database on dsn's server.
