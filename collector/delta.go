@@ -195,8 +195,9 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 
 	portReset := !baseline && looksLikePortReset(ps, raws)
 	s.Counters = make([]schemas.CounterDelta, 0, len(raws))
+	intervalSec := uint64(s.IntervalMs+999) / 1000
 	for _, rc := range raws {
-		s.Counters = append(s.Counters, e.counterDelta(ps, rc, portReset))
+		s.Counters = append(s.Counters, e.counterDelta(ps, rc, portReset, intervalSec))
 	}
 	return s
 }
@@ -223,7 +224,13 @@ func looksLikePortReset(ps *portState, raws []rawCounter) bool {
 	return fell >= 2 && fell*2 >= nonzeroBefore
 }
 
-func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool) schemas.CounterDelta {
+// maxQCounterRate bounds a 32-bit q-counter's events per second (packets
+// marked, CNPs, retransmissions, requests): a 400 Gb/s port full of 512-byte
+// RoCE packets carries about 1e8 a second, so more after a zero baseline is
+// a misreading, not traffic.
+const maxQCounterRate = 1e8
+
+func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, intervalSec uint64) schemas.CounterDelta {
 	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
 	if rc.kind.Saturating() && rc.value >= rc.kind.Max() {
 		cd.Flags |= schemas.FlagSaturated
@@ -237,6 +244,14 @@ func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool) sche
 	prev := cs.value
 	var delta uint64
 	switch {
+	case rc.kind == schemas.Wrap32 && prev == 0 && rc.value > maxQCounterRate*max(intervalSec, 1):
+		// A 32-bit q-counter read as 0 and then far beyond any rate a port can
+		// produce: the 0 was rdmamap's answer for a file it could not read,
+		// taken as the baseline. Start over from this reading.
+		cs.value, cs.held = rc.value, false
+		cd.Flags |= schemas.FlagFirst
+		e.stats.Glitches++
+		return cd
 	case rc.value >= prev:
 		delta = rc.value - prev
 	case portReset:

@@ -136,6 +136,11 @@ func TestEngineDeltas(t *testing.T) {
 			{at: 1, hw: m("out_of_buffer", 0, "np_cnp_sent", 6), want: map[string]wantDelta{"out_of_buffer": {0, held}}},
 			{at: 2, hw: m("out_of_buffer", 4294967100, "np_cnp_sent", 7), want: map[string]wantDelta{"out_of_buffer": {100, 0}}},
 		}},
+		{"a zero baseline then an impossible rate is a glitch, not a delta", []step{
+			{at: 0, hw: m("np_ecn_marked_roce_packets", 0, "np_cnp_sent", 96229293), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {0, first}}},
+			{at: 10, hw: m("np_ecn_marked_roce_packets", 1751807952, "np_cnp_sent", 96254908), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {0, first}, "np_cnp_sent": {25615, 0}}},
+			{at: 20, hw: m("np_ecn_marked_roce_packets", 1751808952, "np_cnp_sent", 96254918), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {1000, 0}}},
+		}},
 		{"missing key keeps the baseline", []step{
 			{at: 0, et: m("rx_corrected_bits_phy", 100, "rx_bits_phy", 1000), want: map[string]wantDelta{"rx_corrected_bits_phy": {0, first}}},
 			{at: 1, et: m("rx_bits_phy", 2000), want: map[string]wantDelta{"rx_bits_phy": {1000, 0}}, absent: []string{"rx_corrected_bits_phy"}},
