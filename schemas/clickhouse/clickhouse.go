@@ -127,6 +127,19 @@ func ServerVersion(ctx context.Context, conn driver.Conn) (Version, error) {
 // `rdmawatch migrate` (and the sink, which migrates first) works on a fresh
 // server with a DSN like clickhouse://host:9000/rdmawatch.
 func EnsureDatabase(ctx context.Context, dsn string) error {
+	return ensureDatabase(ctx, dsn, "")
+}
+
+// EnsureDatabaseOnCluster is EnsureDatabase for cluster mode: it creates the
+// DSN's database ON CLUSTER, on every node of the cluster.
+func EnsureDatabaseOnCluster(ctx context.Context, dsn, cluster string) error {
+	if !identRE.MatchString(cluster) {
+		return fmt.Errorf("cluster %q: only letters, digits and '_' (not starting with a digit) are supported", cluster)
+	}
+	return ensureDatabase(ctx, dsn, cluster)
+}
+
+func ensureDatabase(ctx context.Context, dsn, cluster string) error {
 	opts, err := ch.ParseDSN(dsn)
 	if err != nil {
 		return fmt.Errorf("clickhouse dsn %q: %w", redact(dsn), err)
@@ -147,7 +160,11 @@ func EnsureDatabase(ctx context.Context, dsn string) error {
 		return fmt.Errorf("clickhouse %s: %w", strings.Join(opts.Addr, ","), err)
 	}
 	defer conn.Close()
-	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+db+"`"); err != nil {
+	stmt := "CREATE DATABASE IF NOT EXISTS `" + db + "`"
+	if cluster != "" {
+		stmt += " ON CLUSTER " + cluster
+	}
+	if err := conn.Exec(ctx, stmt); err != nil {
 		return fmt.Errorf("clickhouse %s: create database %s: %w", strings.Join(opts.Addr, ","), db, err)
 	}
 	return nil

@@ -61,17 +61,81 @@ func Migrate(ctx context.Context, conn driver.Conn) (applied []string, err error
 	return migrate(ctx, conn, migrationFS, "migrations", server)
 }
 
+// MigrateCluster is Migrate in cluster mode (cluster.go): every statement
+// runs ON CLUSTER c.Name, MergeTree tables become Replicated *_local tables
+// under Distributed ones that keep the user-facing names. The connection's
+// database must have the same name on every node (EnsureDatabaseOnCluster).
+// A database migrated in one mode is refused by the other.
+func MigrateCluster(ctx context.Context, conn driver.Conn, c Cluster) (applied []string, err error) {
+	server, err := ServerVersion(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	var db string
+	if err := conn.QueryRow(ctx, "SELECT currentDatabase()").Scan(&db); err != nil {
+		return nil, fmt.Errorf("migrate: current database: %w", err)
+	}
+	rw, err := newRewriter(migrationFS, "migrations", c, db)
+	if err != nil {
+		return nil, err
+	}
+	return migrateWith(ctx, conn, migrationFS, "migrations", server, rw)
+}
+
+func newRewriter(fsys fs.FS, dir string, c Cluster, db string) (*clusterRewriter, error) {
+	all, err := parseAll(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	return newClusterRewriter(c, db, viewNames(all))
+}
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS ` + migrationsTable + ` (
+    version UInt32,
+    name String,
+    applied_at DateTime
+) ENGINE = MergeTree() ORDER BY version`
+
 func migrate(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, server Version) ([]string, error) {
+	return migrateWith(ctx, conn, fsys, dir, server, nil)
+}
+
+// migrateWith runs the plan as written, or rewritten by rw (cluster mode).
+func migrateWith(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, server Version, rw *clusterRewriter) ([]string, error) {
 	plan, err := plan(fsys, dir, server)
 	if err != nil {
 		return nil, err
 	}
-	if err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+migrationsTable+` (
-    version UInt32,
-    name String,
-    applied_at DateTime
-) ENGINE = MergeTree() ORDER BY version`); err != nil {
-		return nil, fmt.Errorf("migrate: create %s: %w", migrationsTable, err)
+	bootstrap := []string{createMigrationsTable}
+	recordCtx := ctx
+	if rw != nil {
+		// Rewrite everything before running anything: a statement the
+		// rewriter does not know fails the run before it changes the schema.
+		if bootstrap, err = rw.rewrite(createMigrationsTable); err != nil {
+			return nil, err
+		}
+		for i := range plan {
+			var stmts []string
+			for j, stmt := range plan[i].stmts {
+				out, err := rw.rewrite(stmt)
+				if err != nil {
+					return nil, fmt.Errorf("migrate: %s statement %d: %w", plan[i].file, j+1, err)
+				}
+				stmts = append(stmts, out...)
+			}
+			plan[i].stmts = stmts
+		}
+		// The record goes through the Distributed schema_migrations: wait
+		// until its shard has it, so the next run sees it.
+		recordCtx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
+	}
+	if err := checkMode(ctx, conn, rw != nil); err != nil {
+		return nil, err
+	}
+	for _, stmt := range bootstrap {
+		if err := conn.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("migrate: create %s: %w", migrationsTable, err)
+		}
 	}
 	done, err := appliedVersions(ctx, conn)
 	if err != nil {
@@ -87,12 +151,40 @@ func migrate(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, serv
 				return applied, fmt.Errorf("migrate: %s statement %d (server %s): %w", m.file, i+1, server, err)
 			}
 		}
-		if err := record(ctx, conn, m); err != nil {
+		if err := record(recordCtx, conn, m); err != nil {
 			return applied, err
 		}
 		applied = append(applied, m.file)
 	}
 	return applied, nil
+}
+
+// checkMode refuses to migrate a database in the other mode than the one it
+// was created in: cluster mode's schema_migrations is a Distributed table.
+func checkMode(ctx context.Context, conn driver.Conn, cluster bool) error {
+	rows, err := conn.Query(ctx, "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = '"+migrationsTable+"'")
+	if err != nil {
+		return fmt.Errorf("migrate: read %s engine: %w", migrationsTable, err)
+	}
+	defer rows.Close()
+	var engine string
+	for rows.Next() {
+		if err := rows.Scan(&engine); err != nil {
+			return fmt.Errorf("migrate: read %s engine: %w", migrationsTable, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrate: read %s engine: %w", migrationsTable, err)
+	}
+	switch {
+	case engine == "":
+		return nil
+	case cluster && engine != "Distributed":
+		return fmt.Errorf("migrate: this database was migrated in single-server mode (%s is %s): cluster mode needs a database of its own; converting is not supported", migrationsTable, engine)
+	case !cluster && engine == "Distributed":
+		return fmt.Errorf("migrate: this database was migrated in cluster mode (%s is Distributed): pass --cluster with the cluster's name", migrationsTable)
+	}
+	return nil
 }
 
 // columnsExist reports whether err says an ALTER TABLE ... ADD COLUMN found
@@ -156,19 +248,12 @@ func record(ctx context.Context, conn driver.Conn, m migration) error {
 // plan reads the migration files and picks, per number, the variant the
 // server can run, in number order.
 func plan(fsys fs.FS, dir string, server Version) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, dir)
+	all, err := parseAll(fsys, dir)
 	if err != nil {
-		return nil, fmt.Errorf("migrate: list %s: %w", dir, err)
+		return nil, err
 	}
 	best := map[uint32]migration{}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
-			continue
-		}
-		m, err := parseMigration(fsys, path.Join(dir, e.Name()))
-		if err != nil {
-			return nil, err
-		}
+	for _, m := range all {
 		if !server.AtLeast(m.requires) {
 			continue
 		}
@@ -187,6 +272,26 @@ func plan(fsys fs.FS, dir string, server Version) ([]migration, error) {
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// parseAll reads every migration file of dir, every variant, in name order.
+func parseAll(fsys fs.FS, dir string) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: list %s: %w", dir, err)
+	}
+	var out []migration
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		m, err := parseMigration(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
 	return out, nil
 }
 
