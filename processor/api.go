@@ -96,6 +96,23 @@ type Sample struct {
 	// flags, interval, link state); it belongs to the message being
 	// processed and must not be kept.
 	*schemas.PortSample
+
+	// flags is the union of the counters' flags, computed on first use
+	// (flagsKnown) and shared by the detectors of the sample.
+	flags      schemas.Flag
+	flagsKnown bool
+}
+
+// anyFlags returns the union of the flags of the sample's counters.
+func (s *Sample) anyFlags() schemas.Flag {
+	if !s.flagsKnown {
+		var f schemas.Flag
+		for i := range s.Counters {
+			f |= s.Counters[i].Flags
+		}
+		s.flags, s.flagsKnown = f, true
+	}
+	return s.flags
 }
 
 // Since is the data time the sample's deltas start from: the previous

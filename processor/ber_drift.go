@@ -233,42 +233,33 @@ func berUsable(c schemas.CounterDelta) bool {
 
 // readEthernet returns the sample's corrected bits and PHY bits.
 func berReadEthernet(s *Sample) (errs, bits float64, ok bool) {
-	var haveErrs, haveBits bool
-	for _, c := range s.Counters {
-		if c.Source != schemas.SourceEthtool {
-			continue
+	ce, haveErrs := s.CounterByID(idRxCorrectedBitsPhy)
+	if haveErrs {
+		if !berUsable(ce) {
+			return 0, 0, false
 		}
-		switch c.Name {
-		case "rx_corrected_bits_phy":
-			if !berUsable(c) {
-				return 0, 0, false
-			}
-			errs, haveErrs = float64(c.Delta), true
-		case "rx_bits_phy":
-			if !berUsable(c) {
-				return 0, 0, false
-			}
-			bits, haveBits = float64(c.Delta), true
+		errs = float64(ce.Delta)
+	}
+	cb, haveBits := s.CounterByID(idRxBitsPhy)
+	if haveBits {
+		if !berUsable(cb) {
+			return 0, 0, false
 		}
+		bits = float64(cb.Delta)
 	}
 	return errs, bits, haveErrs && haveBits && bits > 0
 }
 
 func berReadEthernetExtras(st *berPort, s *Sample) {
-	for _, c := range s.Counters {
-		if c.Source != schemas.SourceEthtool || !berUsable(c) {
-			continue
-		}
-		switch {
-		case c.Name == "rx_pcs_symbol_err_phy":
-			st.pcsErrs += float32(c.Delta)
-		case c.Name == "rx_bits_phy":
-			st.pcsBits += float32(c.Delta)
-		case strings.HasPrefix(c.Name, "rx_err_lane_") && strings.HasSuffix(c.Name, "_phy"):
-			n := c.Name[len("rx_err_lane_") : len(c.Name)-len("_phy")]
-			if len(n) == 1 && n[0] >= '0' && n[0] <= '7' {
-				st.lanes[n[0]-'0'] += float32(c.Delta)
-			}
+	if c, ok := s.CounterByID(idRxPCSSymbolErrPhy); ok && berUsable(c) {
+		st.pcsErrs += float32(c.Delta)
+	}
+	if c, ok := s.CounterByID(idRxBitsPhy); ok && berUsable(c) {
+		st.pcsBits += float32(c.Delta)
+	}
+	for lane, id := range idRxErrLanePhy {
+		if c, ok := s.CounterByID(id); ok && berUsable(c) {
+			st.lanes[lane] += float32(c.Delta)
 		}
 	}
 }
@@ -277,32 +268,25 @@ func berReadEthernetExtras(st *berPort, s *Sample) {
 // when symbol_error is pinned at 65535 and cannot count.
 func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind bool) {
 	var haveErrs bool
-	var rcvBytes float64
-	haveRcv := false
-	for _, c := range s.Counters {
-		if c.Source != schemas.SourceCounters {
-			continue
+	if c, found := s.CounterByID(idSymbolError); found {
+		if c.Flags&schemas.FlagHeld != 0 {
+			return 0, 0, false, false
 		}
-		switch c.Name {
-		case "symbol_error":
-			if c.Flags&schemas.FlagHeld != 0 {
-				return 0, 0, false, false
-			}
-			if c.Flags&schemas.FlagSaturated != 0 || c.Value >= schemas.KindOf(c.Source, c.Name).Max() {
-				return 0, 0, false, true
-			}
-			if c.Flags&schemas.FlagFirst != 0 {
-				return 0, 0, false, false
-			}
-			errs, haveErrs = float64(c.Delta), true
-		case "port_rcv_data":
-			if berUsable(c) {
-				rcvBytes, haveRcv = float64(c.Delta), true
-			}
+		if c.Flags&schemas.FlagSaturated != 0 || c.Value >= symbolErrorMax {
+			return 0, 0, false, true
 		}
+		if c.Flags&schemas.FlagFirst != 0 {
+			return 0, 0, false, false
+		}
+		errs, haveErrs = float64(c.Delta), true
 	}
 	if !haveErrs || s.IntervalMs <= 0 || !linkUp(s.PortSample.State) {
 		return 0, 0, false, false
+	}
+	var rcvBytes float64
+	haveRcv := false
+	if c, found := s.CounterByID(idPortRcvData); found && berUsable(c) {
+		rcvBytes, haveRcv = float64(c.Delta), true
 	}
 	rate := 0.0
 	if st != nil && st.rateText == s.Rate {
@@ -323,20 +307,11 @@ func (d *BERDrift) readIBExtras(st *berPort, s *Sample) {
 	if st.rateText != s.Rate {
 		st.rateText, st.rateGbps = s.Rate, berParseRateGbps(s.Rate)
 	}
-	for _, c := range s.Counters {
-		if c.Source != schemas.SourceCounters {
-			continue
-		}
-		switch c.Name {
-		case "link_error_recovery":
-			if berUsable(c) {
-				st.recoveries += c.Delta
-			}
-		case "symbol_error":
-			if c.Flags&schemas.FlagHeld == 0 {
-				st.symbolRaw = c.Value
-			}
-		}
+	if c, ok := s.CounterByID(idLinkErrorRecovery); ok && berUsable(c) {
+		st.recoveries += c.Delta
+	}
+	if c, ok := s.CounterByID(idSymbolError); ok && c.Flags&schemas.FlagHeld == 0 {
+		st.symbolRaw = c.Value
 	}
 }
 

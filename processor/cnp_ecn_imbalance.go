@@ -289,22 +289,17 @@ func spread(b *Buckets, from, to schemas.Millis, v float64) {
 func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
 	var deltas [cnpCounters]uint64
 	var present, usable uint8
-	for _, c := range s.Counters {
-		if c.Source != schemas.SourceHWCounters || len(c.Name) < 10 || (c.Name[0] != 'n' && c.Name[0] != 'r') {
+	for i, id := range idCNP {
+		c, ok := s.CounterByID(id)
+		if !ok {
 			continue
 		}
-		for i, n := range cnpNames {
-			if c.Name != n {
-				continue
-			}
-			if c.Flags&schemas.FlagHeld == 0 {
-				present |= 1 << i
-			}
-			if c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) == 0 {
-				usable |= 1 << i
-				deltas[i] = c.Delta
-			}
-			break
+		if c.Flags&schemas.FlagHeld == 0 {
+			present |= 1 << i
+		}
+		if c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) == 0 {
+			usable |= 1 << i
+			deltas[i] = c.Delta
 		}
 	}
 	st, ok := LookupPortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)

@@ -75,12 +75,14 @@ func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sampl
 	subject := s.ID.Subject()
 	st, _ := LookupPortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
 	onset := s.Time
-	for _, c := range s.Counters {
-		k := schemas.KindOf(c.Source, c.Name)
-		if !k.Saturating() || c.Flags&schemas.FlagHeld != 0 {
+	// Only the saturating counters matter, all of them in the dictionary:
+	// look them up by id instead of classifying every counter by name.
+	for _, sc := range saturatingIDs {
+		c, ok := s.CounterByID(sc.id)
+		if !ok || c.Flags&schemas.FlagHeld != 0 {
 			continue
 		}
-		pinned := c.Flags&schemas.FlagSaturated != 0 || c.Value >= k.Max()
+		pinned := c.Flags&schemas.FlagSaturated != 0 || c.Value >= sc.max
 		if st == nil {
 			if !pinned && !t.IsOpen(subject) {
 				continue // the common case: a healthy counter on a healthy port
@@ -94,7 +96,7 @@ func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sampl
 		case pinned && found:
 			st.pinned[i].value = c.Value
 		case pinned:
-			st.pinned = slices.Insert(st.pinned, i, pinnedCounter{name: c.Name, value: c.Value, max: k.Max()})
+			st.pinned = slices.Insert(st.pinned, i, pinnedCounter{name: c.Name, value: c.Value, max: sc.max})
 			if c.Flags&schemas.FlagFirst == 0 && c.Delta > 0 {
 				// It climbed to the top within this interval.
 				onset = min(onset, s.Since())

@@ -103,6 +103,9 @@ func (t *Tracker) Policy() Policy { return t.policy }
 
 // IsOpen reports whether subject has an open incident.
 func (t *Tracker) IsOpen(subject schemas.Subject) bool {
+	if len(t.active) == 0 {
+		return false // the common case: no incident at all
+	}
 	inc, ok := t.active[subject]
 	return ok && inc.phase == phaseOpen
 }

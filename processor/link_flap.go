@@ -92,11 +92,11 @@ func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		return
 	}
 	st := PortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
-	if v, ok := seen[0]; ok {
-		st.linkDowned = v
+	if seen.ok[0] {
+		st.linkDowned = seen.v[0]
 	}
-	if v, ok := seen[1]; ok {
-		st.phyDowns = v
+	if seen.ok[1] {
+		st.phyDowns = seen.v[1]
 	}
 	switch {
 	case downs > 0:
@@ -138,31 +138,15 @@ func (d *LinkFlap) OnWatermark(_ context.Context, fabric FabricView, wm schemas.
 // link on purpose and leaves link_downed at 0 or 1, so a link_downed that
 // was 0 and reads 1 after the reload did not fall and carries no reset flag
 // of its own; the reset of the port's other counters is what tells.
-func linkDowns(s *Sample) (uint64, map[int]uint64) {
-	var downs uint64
-	var seen map[int]uint64
-	portReset := false
-	for _, c := range s.Counters {
-		if c.Flags&schemas.FlagReset != 0 {
-			portReset = true
-			break
-		}
-	}
-	for _, c := range s.Counters {
-		var which int
-		switch {
-		case c.Source == schemas.SourceCounters && c.Name == "link_downed":
-			which = 0
-		case c.Source == schemas.SourceEthtool && c.Name == "link_down_events_phy":
-			which = 1
-		default:
+func linkDowns(s *Sample) (downs uint64, seen linkReadings) {
+	portReset := s.anyFlags()&schemas.FlagReset != 0
+	for which, id := range [2]schemas.CounterID{idLinkDowned, idLinkDownEventsPhy} {
+		c, ok := s.CounterByID(id)
+		if !ok {
 			continue
 		}
 		if c.Flags&schemas.FlagHeld == 0 {
-			if seen == nil {
-				seen = make(map[int]uint64, 2)
-			}
-			seen[which] = c.Value
+			seen.v[which], seen.ok[which] = c.Value, true
 		}
 		if portReset || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0 {
 			continue
@@ -170,6 +154,13 @@ func linkDowns(s *Sample) (uint64, map[int]uint64) {
 		downs = max(downs, c.Delta)
 	}
 	return downs, seen
+}
+
+// linkReadings are the raw readings of link_downed ([0]) and
+// link_down_events_phy ([1]) when read (ok).
+type linkReadings struct {
+	v  [2]uint64
+	ok [2]bool
 }
 
 // linkUp reads the sysfs state text ("ACTIVE", "4: ACTIVE"); an unknown

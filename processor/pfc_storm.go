@@ -723,60 +723,49 @@ func pfcReadPauses(s *Sample) pfcReading {
 	sec := float64(s.IntervalMs) / 1000
 	var txDur, txFrames, rxDur, rxFrames [8]float64
 	var txOK [8]bool
-	bad := false
-	for _, c := range s.Counters {
-		unusable := c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0
-		switch c.Source {
-		case schemas.SourceEthtool:
-			dir, prio, duration, ok := pfcPauseCounter(c.Name)
-			if ok {
-				if unusable {
-					bad = true
-					continue
-				}
-				v := float64(c.Delta)
-				switch {
-				case dir == 't' && duration:
-					txDur[prio], txOK[prio] = v, true
-				case dir == 't':
-					txFrames[prio] = v
-				case duration:
-					rxDur[prio] = v
-				default:
-					rxFrames[prio] = v
-				}
+	const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
+	// The pause counters: one of them that says nothing about this
+	// interval makes the whole reading invalid.
+	for p := range 8 {
+		for k, id := range [4]schemas.CounterID{idTxPauseDuration[p], idTxPause[p], idRxPauseDuration[p], idRxPause[p]} {
+			c, ok := s.CounterByID(id)
+			if !ok {
 				continue
 			}
-			if unusable {
-				continue
+			if c.Flags&unusable != 0 {
+				return pfcReading{}
 			}
-			switch c.Name {
-			case "tx_pause_storm_warning_events":
-				r.stormWarn = c.Delta
-			case "tx_pause_storm_error_events":
-				r.stormErr = c.Delta
-			}
-		case schemas.SourceCounters:
-			if c.Name == "port_rcv_data" && !unusable {
-				r.rcvGbps = float64(c.Delta) * 8 / sec / 1e9
-				r.rcvKnown = true
-			}
-		case schemas.SourceHWCounters:
-			if unusable {
-				continue
-			}
-			switch c.Name {
-			case "np_ecn_marked_roce_packets":
-				r.ecnPerS = float64(c.Delta) / sec
-			case "np_cnp_sent":
-				r.cnpSentPerS = float64(c.Delta) / sec
-			case "rp_cnp_handled":
-				r.cnpHandPerS = float64(c.Delta) / sec
+			v := float64(c.Delta)
+			switch k {
+			case 0:
+				txDur[p], txOK[p] = v, true
+			case 1:
+				txFrames[p] = v
+			case 2:
+				rxDur[p] = v
+			default:
+				rxFrames[p] = v
 			}
 		}
 	}
-	if bad {
-		return pfcReading{}
+	if c, ok := s.CounterByID(idStormWarning); ok && c.Flags&unusable == 0 {
+		r.stormWarn = c.Delta
+	}
+	if c, ok := s.CounterByID(idStormError); ok && c.Flags&unusable == 0 {
+		r.stormErr = c.Delta
+	}
+	if c, ok := s.CounterByID(idPortRcvData); ok && c.Flags&unusable == 0 {
+		r.rcvGbps = float64(c.Delta) * 8 / sec / 1e9
+		r.rcvKnown = true
+	}
+	if c, ok := s.CounterByID(idCNP[cnpMarked]); ok && c.Flags&unusable == 0 {
+		r.ecnPerS = float64(c.Delta) / sec
+	}
+	if c, ok := s.CounterByID(idCNP[cnpSent]); ok && c.Flags&unusable == 0 {
+		r.cnpSentPerS = float64(c.Delta) / sec
+	}
+	if c, ok := s.CounterByID(idCNP[cnpHandled]); ok && c.Flags&unusable == 0 {
+		r.cnpHandPerS = float64(c.Delta) / sec
 	}
 	micros := float64(s.IntervalMs) * 1000
 	for p := range 8 {

@@ -72,14 +72,27 @@ func (b *Buckets) Add(t schemas.Millis, v float64) {
 	b.sums[idx] += float32(v)
 }
 
-// Sum adds the buckets whose start lies in [from, to).
+// Sum adds the buckets whose start lies in [from, to), oldest first.
 func (b *Buckets) Sum(from, to schemas.Millis) float64 {
+	// The buckets in range are a run of indexes [lo, hi): bucket i starts
+	// at start + i*width.
+	n := int64(len(b.sums))
+	lo, hi := int64(0), n
+	if d := int64(from - b.start); d > 0 {
+		lo = (d + b.widthMs - 1) / b.widthMs
+	}
+	if d := int64(to - b.start); d <= 0 {
+		hi = 0
+	} else {
+		hi = min(n, (d+b.widthMs-1)/b.widthMs)
+	}
 	var s float64
-	for i := range b.sums {
-		t := b.start + schemas.Millis(int64(i)*b.widthMs)
-		if t >= from && t < to {
-			s += float64(b.sums[(b.head+i)%len(b.sums)])
+	for i := lo; i < hi; i++ {
+		j := b.head + int(i)
+		if j >= len(b.sums) {
+			j -= len(b.sums)
 		}
+		s += float64(b.sums[j])
 	}
 	return s
 }

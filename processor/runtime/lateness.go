@@ -16,7 +16,10 @@ const defaultLateness = 10 * time.Second
 // interval a multiple of the real one, a collector with jitter makes them
 // wobble, and neither should move the watermark's lag.
 type intervalEstimator struct {
-	ring   [64]int64
+	ring [64]int64
+	// sorted holds the ring's values (the first min(n, 64)) in order,
+	// kept as values come and go: the median is an index, never a sort.
+	sorted [64]int64
 	n      int // values written so far
 	median int64
 }
@@ -25,16 +28,29 @@ func (e *intervalEstimator) observe(intervalMs int64) {
 	if intervalMs <= 0 {
 		return // a baseline carries no interval
 	}
-	e.ring[e.n%len(e.ring)] = intervalMs
+	slot := &e.ring[e.n%len(e.ring)]
+	k := min(e.n, len(e.ring)) // values in sorted
+	if e.n >= len(e.ring) {
+		if old := *slot; old != intervalMs {
+			i, _ := slices.BinarySearch(e.sorted[:k], old)
+			copy(e.sorted[i:k-1], e.sorted[i+1:k])
+			k--
+		} else {
+			k = -1 // the same value replaces itself: sorted stays
+		}
+	}
+	if k >= 0 {
+		i, _ := slices.BinarySearch(e.sorted[:k], intervalMs)
+		copy(e.sorted[i+1:k+1], e.sorted[i:k])
+		e.sorted[i] = intervalMs
+	}
+	*slot = intervalMs
 	e.n++
-	// Recomputing every 16 samples is plenty: the interval of a fleet
-	// changes when someone reconfigures the collectors, not per sample.
+	// The median is taken every 16 samples (and for the first 16): the
+	// interval of a fleet changes when someone reconfigures the
+	// collectors, not per sample.
 	if e.n < 16 || e.n%16 == 0 {
-		k := min(e.n, len(e.ring))
-		buf := make([]int64, k)
-		copy(buf, e.ring[:k])
-		slices.Sort(buf)
-		e.median = buf[k/2]
+		e.median = e.sorted[min(e.n, len(e.ring))/2]
 	}
 }
 

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"math/rand"
+	"slices"
 	"testing"
 	"time"
 )
@@ -46,5 +48,31 @@ func TestIntervalEstimatorFollowsAChange(t *testing.T) {
 	}
 	if e.median != 1000 {
 		t.Errorf("median %d after the fleet moved to 1 s", e.median)
+	}
+}
+
+// The estimator keeps its values sorted as they come; the median must be
+// the one a sort of the ring gives, at the same samples.
+func TestIntervalEstimatorMatchesSort(t *testing.T) {
+	var e intervalEstimator
+	var ring [64]int64
+	median := int64(0)
+	rng := rand.New(rand.NewSource(3))
+	for n := 0; n < 5000; n++ {
+		v := []int64{1000, 1000, 1000, 5000, 10_000, 999, 1001, 2000}[rng.Intn(8)]
+		if n > 2500 {
+			v = 1000 + rng.Int63n(30)
+		}
+		e.observe(v)
+		ring[n%64] = v
+		if n+1 < 16 || (n+1)%16 == 0 {
+			k := min(n+1, 64)
+			buf := append([]int64(nil), ring[:k]...)
+			slices.Sort(buf)
+			median = buf[k/2]
+		}
+		if e.median != median {
+			t.Fatalf("after %d values: median %d, want %d", n+1, e.median, median)
+		}
 	}
 }

@@ -73,6 +73,9 @@ type Processor struct {
 	nextEvict schemas.Millis
 	pending   []*schemas.Event
 	intervals intervalEstimator
+	// sample is the one being processed: reused, so that handing it to the
+	// detectors (through an interface, it escapes) costs no allocation.
+	sample processor.Sample
 }
 
 // New checks the config and builds the detectors; Run does the work.
@@ -256,6 +259,9 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 
 // process runs the detectors over one batch.
 func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch) {
+	// The counters are added once per batch: an atomic add per sample costs
+	// more than the bookkeeping it does.
+	var samples, stale, late uint64
 	for i := range b.Ports {
 		ps := &b.Ports[i]
 		t := schemas.Millis(ps.TimeMs)
@@ -269,20 +275,31 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch) {
 			p.st.ports.Store(uint64(len(p.fabric.ports)))
 		}
 		if port.Samples > 0 && t <= port.LastTime {
-			p.st.stale.Add(1)
+			stale++
 			continue
 		}
-		p.st.samples.Add(1)
+		samples++
 		if t < p.fabric.wm {
-			p.st.late.Add(1)
+			late++
 		}
-		s := processor.Sample{ID: id, Time: t, PortSample: ps}
+		p.sample = processor.Sample{ID: id, Time: t, PortSample: ps}
+		s := &p.sample
 		for _, d := range p.portDets {
-			d.OnSample(ctx, port, &s, (*emitter)(p))
+			d.OnSample(ctx, port, s, (*emitter)(p))
 		}
-		port.Observe(&s)
+		port.Observe(s)
 		p.intervals.observe(ps.IntervalMs)
 		p.maxTime = max(p.maxTime, t)
+	}
+	p.sample = processor.Sample{} // keep no reference to the batch
+	if samples > 0 {
+		p.st.samples.Add(samples)
+	}
+	if stale > 0 {
+		p.st.stale.Add(stale)
+	}
+	if late > 0 {
+		p.st.late.Add(late)
 	}
 	p.advance(ctx)
 }
