@@ -9,6 +9,11 @@
 #   RDMAWATCH_CH_TCP_PORT   native protocol port (default 19000)
 #   RDMAWATCH_CH_HTTP_PORT  HTTP port (default 18123)
 #   RDMAWATCH_CH_DIR        data, logs, config and pid file (default <repo>/.clickhouse)
+#   RDMAWATCH_CH_CLUSTER    optional: also configure a one-node cluster of this
+#                           name (remote_servers: this server) and the macros
+#                           {shard}=01, {replica}=r1, for trying `migrate
+#                           --cluster`'s DDL. There is no ZooKeeper, so ON
+#                           CLUSTER and Replicated tables still fail here.
 #
 # `up` prints the DSN as the last line of stdout.
 set -euo pipefail
@@ -23,6 +28,7 @@ pid_file=$dir/clickhouse.pid
 config=$dir/config.xml
 log_dir=$dir/log
 dsn="clickhouse://127.0.0.1:${tcp_port}/default"
+cluster=${RDMAWATCH_CH_CLUSTER:-}
 start_timeout=${RDMAWATCH_CH_START_TIMEOUT:-60}
 
 die() { echo "local.sh: $*" >&2; exit 1; }
@@ -145,6 +151,27 @@ XML
     <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
 </yandex>
 XML
+	# The server merges config.d/*.xml next to its config file.
+	local cluster_xml=$dir/config.d/rdmawatch-cluster.xml
+	rm -f "$cluster_xml"
+	if [[ -n $cluster ]]; then
+		[[ $cluster =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] || die "RDMAWATCH_CH_CLUSTER=$cluster: letters, digits and '_' only"
+		mkdir -p "$dir/config.d"
+		cat >"$cluster_xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+    <remote_servers>
+        <$cluster>
+            <shard><replica><host>127.0.0.1</host><port>$tcp_port</port></replica></shard>
+        </$cluster>
+    </remote_servers>
+    <macros>
+        <shard>01</shard>
+        <replica>r1</replica>
+    </macros>
+</yandex>
+XML
+	fi
 }
 
 # running_dsn is the DSN of the server the pid file names, from its own
