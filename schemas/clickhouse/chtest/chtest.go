@@ -148,10 +148,11 @@ func Eventually(t testing.TB, total, step time.Duration, fn func() error) {
 
 // Server is a private ClickHouse run by deploy/clickhouse/local.sh.
 type Server struct {
-	DSN  string
-	dir  string
-	tcp  int
-	http int
+	DSN     string
+	dir     string
+	tcp     int
+	http    int
+	cluster string // RDMAWATCH_CH_CLUSTER: a one-node cluster of this name
 }
 
 // LocalScript is deploy/clickhouse/local.sh of this checkout.
@@ -177,10 +178,24 @@ func HaveBinary() bool {
 // install one).
 func StartPrivate(t testing.TB) *Server {
 	t.Helper()
+	return startPrivate(t, "")
+}
+
+// StartPrivateCluster is StartPrivate with a one-node cluster of this name
+// (and the macros {shard}, {replica}) in the server's config, for cluster
+// mode's DDL. The server has no ZooKeeper: ON CLUSTER and Replicated tables
+// fail on it, Distributed tables over plain MergeTree work.
+func StartPrivateCluster(t testing.TB, cluster string) *Server {
+	t.Helper()
+	return startPrivate(t, cluster)
+}
+
+func startPrivate(t testing.TB, cluster string) *Server {
+	t.Helper()
 	if !HaveBinary() && !required() {
 		t.Skip("no clickhouse or clickhouse-server on PATH: the private-server test needs one (deploy/clickhouse/local.sh installs it on Debian as root; " + EnvRequire + "=1 makes this a failure)")
 	}
-	s := &Server{dir: t.TempDir(), tcp: freePort(t), http: freePort(t)}
+	s := &Server{dir: t.TempDir(), tcp: freePort(t), http: freePort(t), cluster: cluster}
 	t.Cleanup(func() {
 		if err := s.Stop(); err != nil {
 			t.Errorf("stop private clickhouse: %v", err)
@@ -215,6 +230,7 @@ func (s *Server) run(verb string) (string, error) {
 		"RDMAWATCH_CH_DIR="+s.dir,
 		"RDMAWATCH_CH_TCP_PORT="+strconv.Itoa(s.tcp),
 		"RDMAWATCH_CH_HTTP_PORT="+strconv.Itoa(s.http),
+		"RDMAWATCH_CH_CLUSTER="+s.cluster,
 	)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
