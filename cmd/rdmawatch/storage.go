@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -19,14 +20,52 @@ import (
 // A topology, when given, is loaded into the topology tables so the per-leaf
 // queries know the fabric.
 func openSink(ctx context.Context, js jetstream.JetStream, dsn string, cfg sink.Config, topo *schemas.Topology, log *slog.Logger) (*sink.Sink, func(), error) {
-	if err := chschema.EnsureDatabase(ctx, dsn); err != nil {
-		return nil, nil, err
+	return openSinkCluster(ctx, js, dsn, clusterFlags{}, cfg, topo, log)
+}
+
+// clusterFlags select cluster mode (schemas/clickhouse/README.md): the
+// migrations run ON CLUSTER, and the user-facing tables the sink writes are
+// Distributed tables over Replicated *_local ones.
+type clusterFlags struct {
+	name, zkPath string
+}
+
+func (c *clusterFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.name, "cluster", envOr("RDMAWATCH_CLICKHOUSE_CLUSTER", ""), "ClickHouse cluster (remote_servers) for cluster mode: DDL ON CLUSTER, Replicated *_local tables under Distributed ones (env RDMAWATCH_CLICKHOUSE_CLUSTER)")
+	cmd.Flags().StringVar(&c.zkPath, "cluster-zookeeper-path", chschema.DefaultZooKeeperPath, "cluster mode: ZooKeeper path of the replicated tables, the table name appended")
+}
+
+// ensureAndMigrate creates the DSN's database (on every node in cluster
+// mode), connects and applies the migrations.
+func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags) (driver.Conn, []string, error) {
+	ensure := chschema.EnsureDatabase(ctx, dsn)
+	if c.name != "" {
+		ensure = chschema.EnsureDatabaseOnCluster(ctx, dsn, c.name)
+	}
+	if ensure != nil {
+		return nil, nil, ensure
 	}
 	conn, err := chschema.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
-	applied, err := chschema.Migrate(ctx, conn)
+	var applied []string
+	if c.name == "" {
+		applied, err = chschema.Migrate(ctx, conn)
+	} else {
+		applied, err = chschema.MigrateCluster(ctx, conn, chschema.Cluster{Name: c.name, ZooKeeperPath: c.zkPath})
+	}
+	return conn, applied, err
+}
+
+func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cluster clusterFlags, cfg sink.Config, topo *schemas.Topology, log *slog.Logger) (*sink.Sink, func(), error) {
+	if topo != nil && cluster.name != "" {
+		return nil, nil, errTopologyCluster
+	}
+	conn, applied, err := ensureAndMigrate(ctx, dsn, cluster)
+	if err != nil && conn == nil {
+		return nil, nil, err
+	}
 	if err != nil {
 		conn.Close()
 		return nil, nil, err
@@ -49,10 +88,15 @@ func openSink(ctx context.Context, js jetstream.JetStream, dsn string, cfg sink.
 	return s, func() { conn.Close() }, nil
 }
 
+// errTopologyCluster: LoadTopology replaces a fabric by dropping its
+// partition, which a Distributed table does not have.
+var errTopologyCluster = fmt.Errorf("--topology is not supported with --cluster yet: loading replaces a fabric by dropping its partition, which the Distributed topology tables do not have (schemas/clickhouse/README.md)")
+
 func newSinkCmd(g *global) *cobra.Command {
 	var (
 		batchRows int
 		flush     time.Duration
+		cluster   clusterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sink",
@@ -68,7 +112,7 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer closeNC()
-			s, closeSink, err := openSink(ctx, js, g.clickhouse, sink.Config{BatchRows: batchRows, FlushInterval: flush}, nil, g.log)
+			s, closeSink, err := openSinkCluster(ctx, js, g.clickhouse, cluster, sink.Config{BatchRows: batchRows, FlushInterval: flush}, nil, g.log)
 			if err != nil {
 				return err
 			}
@@ -79,26 +123,41 @@ func newSinkCmd(g *global) *cobra.Command {
 	}
 	cmd.Flags().IntVar(&batchRows, "batch-rows", 10000, "rows per INSERT at most")
 	cmd.Flags().DurationVar(&flush, "flush-interval", time.Second, "longest time rows wait before an INSERT")
+	cluster.register(cmd)
 	return cmd
 }
 
 func newMigrateCmd(g *global) *cobra.Command {
-	var topologyPath string
+	var (
+		topologyPath string
+		cluster      clusterFlags
+	)
 	cmd := &cobra.Command{
-		Use:   "migrate [--topology FILE]",
+		Use:   "migrate [--topology FILE] [--cluster NAME]",
 		Short: "Create or upgrade the ClickHouse tables (idempotent); load a topology for the per-leaf queries",
 		Long: `migrate applies, in order, every migration the database has not seen
 (schemas/clickhouse/migrations; the variant the server's version supports)
 and prints each one it applied with the server's version. With --topology it
 then loads the fabric topology (format v1) into topology_ports and
 topology_links, replacing what was loaded for that fabric, so the
-leaf_capacity query groups ports by leaf.`,
+leaf_capacity query groups ports by leaf.
+
+With --cluster NAME (a cluster of the servers' remote_servers, with
+ZooKeeper/Keeper for distributed DDL and the {shard} and {replica} macros)
+every statement runs ON CLUSTER NAME: the data lives in Replicated
+<table>_local tables on each node and the user-facing names (port_samples,
+events, ...) are Distributed tables over them, so the sink and the queries
+need no other setting than the same --cluster. See
+schemas/clickhouse/README.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if g.clickhouse == "" {
 				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
 			}
 			var topo *schemas.Topology
+			if topologyPath != "" && cluster.name != "" {
+				return errTopologyCluster
+			}
 			if topologyPath != "" {
 				t, err := schemas.LoadTopology(topologyPath)
 				if err != nil {
@@ -106,20 +165,16 @@ leaf_capacity query groups ports by leaf.`,
 				}
 				topo = t
 			}
-			if err := chschema.EnsureDatabase(cmd.Context(), g.clickhouse); err != nil {
-				return err
-			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
-			if err != nil {
+			conn, applied, err := ensureAndMigrate(cmd.Context(), g.clickhouse, cluster)
+			if conn == nil {
 				return err
 			}
 			defer conn.Close()
 			out := cmd.OutOrStdout()
-			server, err := chschema.ServerVersion(cmd.Context(), conn)
-			if err != nil {
-				return err
+			server, verr := chschema.ServerVersion(cmd.Context(), conn)
+			if verr != nil && err == nil {
+				return verr
 			}
-			applied, err := chschema.Migrate(cmd.Context(), conn)
 			for _, m := range applied {
 				fmt.Fprintln(out, "applied", m)
 			}
@@ -130,6 +185,9 @@ leaf_capacity query groups ports by leaf.`,
 				fmt.Fprintf(out, "schema up to date on ClickHouse %s: nothing applied\n", server)
 			} else {
 				fmt.Fprintf(out, "applied %d migrations on ClickHouse %s\n", len(applied), server)
+			}
+			if cluster.name != "" {
+				fmt.Fprintf(out, "cluster mode: ON CLUSTER %s, Distributed tables over *_local\n", cluster.name)
 			}
 			if topo != nil {
 				ports, links, err := chschema.LoadTopology(cmd.Context(), conn, topo)
@@ -142,5 +200,6 @@ leaf_capacity query groups ports by leaf.`,
 		},
 	}
 	cmd.Flags().StringVar(&topologyPath, "topology", "", "fabric topology, format v1 (JSON), to load for the per-leaf queries")
+	cluster.register(cmd)
 	return cmd
 }

@@ -165,7 +165,7 @@ func ensureDatabase(ctx context.Context, dsn, cluster string) error {
 		stmt += " ON CLUSTER " + cluster
 	}
 	if err := conn.Exec(ctx, stmt); err != nil {
-		return fmt.Errorf("clickhouse %s: create database %s: %w", strings.Join(opts.Addr, ","), db, err)
+		return fmt.Errorf("clickhouse %s: create database %s: %w", strings.Join(opts.Addr, ","), db, ddlHint(err))
 	}
 	return nil
 }

@@ -77,6 +77,15 @@ var (
 	codecRE       = regexp.MustCompile(`(?i)\s+CODEC\(`)
 )
 
+// ddlHint explains the error a server without distributed DDL (no
+// ZooKeeper/Keeper, no <distributed_ddl>) gives for ON CLUSTER.
+func ddlHint(err error) error {
+	if err != nil && strings.Contains(err.Error(), "DDL background thread is not initialized") {
+		return fmt.Errorf("%w (ON CLUSTER needs distributed DDL: ZooKeeper or ClickHouse Keeper and <distributed_ddl> in every server's config)", err)
+	}
+	return err
+}
+
 // clusterRewriter rewrites single-server statements for a cluster.
 type clusterRewriter struct {
 	c     Cluster
