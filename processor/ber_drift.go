@@ -44,7 +44,8 @@ func init() {
 // millions of bits.
 //
 // A drift is held when, all at once: the ratio is significant (MinLR), the
-// fitted BER has risen MinRise times above the link's own baseline and the
+// fitted BER has risen MinRise times (MinRiseBusy on continuous counters)
+// above the link's own baseline and the
 // recent minutes confirm it (median of the last minutes on busy counters,
 // a Poisson lower bound on sparse ones), the rise spreads over several
 // minutes and errors (not one burst), and the projection reaches the
@@ -63,6 +64,7 @@ type BERDrift struct {
 	MinHistoryMinutes    int           // minutes of the link's own history before an onset; default 8
 	MinLR                float64       // scaled likelihood ratio (hinge vs constant); default 25
 	MinRise              float64       // fitted BER now / baseline; default 2
+	MinRiseBusy          float64       // at most this on continuous counters (pre-FEC), scaled by the distance to critical; default 4
 	MinErrors            float64       // errors after the onset; default 5
 	MinErrorMinutes      int           // minutes with errors after the onset; default 3
 	SparseMinutes        int           // the window of the sparse-error test; default 10
@@ -84,6 +86,7 @@ func NewBERDrift() *BERDrift {
 		MinHistoryMinutes:    8,
 		MinLR:                25,
 		MinRise:              2,
+		MinRiseBusy:          4,
 		MinErrors:            5,
 		MinErrorMinutes:      3,
 		SparseMinutes:        10,
@@ -587,6 +590,16 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	// whose BER breathes with temperature by 2x is not drifting when it
 	// breathes 2x.
 	f.minRise = max(d.MinRise, math.Exp(4*berWander(ser, best.from)))
+	if f.busy && f.baseBER > 0 && f.baseBER < critical {
+		// Continuous counters (pre-FEC corrected bits) breathe with
+		// temperature and load by 2-3x over tens of minutes, and a link with
+		// little history has no wander estimate yet. Ask for more of a rise
+		// the further the link is from critical, up to MinRiseBusy: 0.35 of
+		// the distance in decades stays ahead of half-way to critical (a
+		// 40-minute drift from 5e-9 to 1e-6 passes 4x after about 10
+		// minutes; a 2-hour decade from 1e-7 passes 2.2x after 42).
+		f.minRise = max(f.minRise, d.busyMinRise(f.baseBER, critical))
+	}
 	sparse := !f.busy && d.sparseRise(ser, best.from, &f)
 	f.test = "trend"
 	if sparse && f.lr < d.MinLR {
@@ -613,6 +626,12 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		f.holds = true
 	}
 	return f
+}
+
+// busyMinRise is the rise a continuous counter must show: 0.35 of the
+// distance to critical in decades, between MinRise and MinRiseBusy.
+func (d *BERDrift) busyMinRise(baseBER, critical float64) float64 {
+	return max(d.MinRise, min(d.MinRiseBusy, math.Pow(critical/baseBER, 0.35)))
 }
 
 // berWander is the robust spread (MAD x 1.4826) of the per-minute ln BER

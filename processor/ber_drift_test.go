@@ -507,3 +507,24 @@ func TestBERDriftRates(t *testing.T) {
 		}
 	}
 }
+
+// TestBERDriftRiseScalesWithDistance: on a continuous counter a 2-3x
+// wander far from critical is not a drift; the rise asked for shrinks as
+// the link nears critical, so a one-decade drift is still caught early.
+func TestBERDriftRiseScalesWithDistance(t *testing.T) {
+	d := NewBERDrift()
+	tests := []struct {
+		base, want float64
+	}{
+		{5e-10, 4},    // far: capped at MinRiseBusy
+		{5e-9, 4},     // 2.3 decades: 200^0.35 = 6.4, capped
+		{1e-7, 2.239}, // one decade: 10^0.35
+		{5e-7, 2},     // close: MinRise
+	}
+	for _, tc := range tests {
+		got := d.busyMinRise(tc.base, CriticalPreFECBER)
+		if math.Abs(got-tc.want) > 0.01 {
+			t.Errorf("base %g: rise %v, want %v", tc.base, got, tc.want)
+		}
+	}
+}
