@@ -175,6 +175,20 @@ type pfcIncident struct {
 	victimIntervalMs int64
 	clearAt          schemas.Millis // last clear observation from the victims
 	silentAt         schemas.Millis // last sample of a silent origin
+	// ambiguous: the origin is a silent node with more than one port on the
+	// paused leaf and nothing in the counters says which one is stuck. The
+	// incident is then about the node (scope node), not a guessed port.
+	ambiguous bool
+	ties      int // the silent node's ports that could be the origin
+}
+
+// subject is what the incident is about: the origin port, or its node when
+// which of a silent node's ports pauses cannot be told.
+func (st *pfcIncident) subject() schemas.Subject {
+	if st.ambiguous {
+		return schemas.Subject{Node: st.origin.Node}
+	}
+	return st.origin.Subject()
 }
 
 // OnSample implements PortDetector.
@@ -321,7 +335,7 @@ func (d *PFCStorm) sustainedVictim(v *pfcPort, wm schemas.Millis) bool {
 
 func (d *PFCStorm) clear(st *pfcIncident, now schemas.Millis, why string, em Emitter) {
 	t := d.track()
-	subject := st.origin.Subject()
+	subject := st.subject()
 	t.Clear(now, subject, why, map[string]any{"tx_pause_fraction": pfcRound2(st.reading.txFraction)}, em)
 	if _, still := t.active[subject]; !still {
 		delete(d.storms, st.origin)
@@ -534,7 +548,7 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		if d.leafLagging(fabric, topo, leaf, firstSeen, wm) {
 			continue
 		}
-		origin, last, ok := d.silentPortOn(fabric, topo, leaf, victims, firstSeen, wm)
+		origin, last, ties, ok := d.silentPortOn(fabric, topo, leaf, victims, firstSeen, wm)
 		if !ok {
 			continue
 		}
@@ -555,7 +569,7 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		}
 		decided = min(max(decided, wm), now)
 		onset := max(firstSince, last)
-		st := &pfcIncident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last}
+		st := &pfcIncident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last, ambiguous: ties > 1, ties: ties}
 		if p, seen := fabric.Port(origin); seen {
 			st.netdev = p.Netdev
 			if prev, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
@@ -599,9 +613,10 @@ func (d *PFCStorm) leafExplained(leaf string) bool {
 // after the first victim reading (and not long before: a port dead for an
 // hour is not pausing anyone). Preference: its last reading already paused,
 // then the silence nearest the victims' onset in whole intervals, then name
-// order. Its last sample time is returned.
+// order. Its last sample time is returned, and how many ports of its node
+// tie with it on everything but their names (1: it alone).
 func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
-	firstSeen, wm schemas.Millis) (schemas.PortID, schemas.Millis, bool) {
+	firstSeen, wm schemas.Millis) (id schemas.PortID, last schemas.Millis, ties int, ok bool) {
 	isVictim := make(map[schemas.PortID]bool, len(victims))
 	for _, v := range victims {
 		isVictim[v.id] = true
@@ -680,9 +695,15 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 		}
 	}
 	if best == nil {
-		return schemas.PortID{}, 0, false
+		return schemas.PortID{}, 0, 0, false
 	}
-	return best.id, best.last, true
+	for i := range cands {
+		c := &cands[i]
+		if c.id.Node == best.id.Node && c.unseen == best.unseen && c.pausing == best.pausing && c.gap == best.gap {
+			ties++
+		}
+	}
+	return best.id, best.last, ties, true
 }
 
 func pfcSortedStorms(m map[schemas.PortID]*pfcIncident) []schemas.PortID {
@@ -832,6 +853,9 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	}
 	origin := st.origin
 	where := portName(origin, st.netdev)
+	if st.ambiguous {
+		where = origin.Node + " (one of its ports on the paused leaf; the counters cannot tell which)"
+	}
 	leaf := st.leaf
 	if leaf == "" {
 		leaf = "its switch"
@@ -891,15 +915,21 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	checks = append(checks,
 		fmt.Sprintf("mlnx_qos -i %s: PFC watchdog / pfc-prevention-tout", netdev),
 		switchCheck(d.fabric, origin, "PFC watchdog and pause counters"))
+	scope, originRef := schemas.ScopePort, &schemas.Origin{Node: origin.Node, Device: origin.Device, Port: origin.Port, Silent: st.silent}
+	if st.ambiguous {
+		scope, originRef = schemas.ScopeNode, &schemas.Origin{Node: origin.Node, Silent: st.silent}
+		evidence["origin_candidate_ports"] = st.ties
+	}
 	return Finding{
-		Subject:    origin.Subject(),
+		Scope:      scope,
+		Subject:    st.subject(),
 		Onset:      st.onset,
 		Severity:   severity,
 		Layer:      schemas.LayerLinkNetwork,
 		Summary:    summary,
 		Evidence:   evidence,
 		NextChecks: checks,
-		Origin:     &schemas.Origin{Node: origin.Node, Device: origin.Device, Port: origin.Port, Silent: st.silent},
+		Origin:     originRef,
 		Affected:   append([]schemas.Affected(nil), st.affected...),
 		Keys:       []string{"silent:" + strconv.FormatBool(st.silent)},
 		Progress:   true,

@@ -518,3 +518,50 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 		})
 	}
 }
+
+// A hung host with two ports on the paused leaf: both go silent together and
+// nothing says which one pauses. The incident names the node, not a guess.
+func TestPFCStormSilentTwoPortHostIsNodeScope(t *testing.T) {
+	const interval = 2 * time.Second
+	r := newPFCRig(t, interval)
+	topo, err := schemas.ParseTopology(strings.NewReader(strings.Replace(pfcTopo,
+		`{"a":"host-a/mlx5_0/1","b":"leaf-01/swp1"},`,
+		`{"a":"host-a/mlx5_0/1","b":"leaf-01/swp1"},{"a":"host-a/mlx5_1/1","b":"leaf-01/swp9"},`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.topo = topo
+	second := schemas.PortID{Node: "host-a", Device: "mlx5_1", Port: 1}
+	const from, to, n = 20, 60, 90
+	plan := stormPlan(from, to, -1, true, -1)
+	for k := range n {
+		for i, h := range pfcHosts {
+			rd := plan(h, k)
+			rd.baseline = k == 0
+			if rd.skip {
+				continue
+			}
+			at := t0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
+			r.feed(r.sample(pfcPortOf(h), at, interval, rd))
+			if h == "host-a" {
+				r.feed(r.sample(second, at+5, interval, rd))
+			}
+		}
+	}
+	opens := r.ofType(schemas.StateOpen)
+	if len(opens) != 1 {
+		t.Fatalf("%d opens, want 1: %v", len(opens), summaries(r.events))
+	}
+	open := opens[0]
+	if open.Scope != schemas.ScopeNode || open.Subject != (schemas.Subject{Node: "host-a"}) {
+		t.Errorf("scope %s subject %v, want node host-a", open.Scope, open.Subject)
+	}
+	if open.Origin == nil || open.Origin.Node != "host-a" || open.Origin.Device != "" || !open.Origin.Silent {
+		t.Errorf("origin %+v, want host-a with no port, silent", open.Origin)
+	}
+	for _, ev := range r.events {
+		if ev.ID != open.ID {
+			t.Errorf("a second incident: %s", ev.ID)
+		}
+	}
+}
