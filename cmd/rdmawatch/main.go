@@ -83,6 +83,7 @@ func newRoot() *cobra.Command {
 		newQueryCmd(g),
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
+		newBenchE2ECmd(g),
 	)
 	return root
 }

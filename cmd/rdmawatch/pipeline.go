@@ -68,6 +68,8 @@ type pipelineProgress struct {
 	Backlog uint64
 	Events  uint64
 	Wall    time.Duration
+	// ProcessedSamples counts port samples the processors handled.
+	ProcessedSamples uint64
 }
 
 // Lag is how far processing is behind the source, in data time.
@@ -258,13 +260,14 @@ func runPipeline(ctx context.Context, cfg pipelineConfig) (*pipelineResult, erro
 	pub := collector.NewPublisher(js, 1024, log)
 	src := &trackingSource{Source: cfg.source}
 	snapshot := func(prev *pipelineProgress) pipelineProgress {
-		var processed uint64
+		var processed, samples uint64
 		for _, p := range procs {
 			processed += p.Processed()
+			samples += p.Stats().Samples
 		}
 		pt, total := src.at(processed)
 		p := pipelineProgress{Published: src.newest(), Processed: pt, Samples: src.samples.Load(),
-			Events: written.Load(), Wall: time.Since(start)}
+			Events: written.Load(), Wall: time.Since(start), ProcessedSamples: samples}
 		if total > processed {
 			p.Backlog = total - processed
 		}
