@@ -96,6 +96,11 @@ func createAtomic(path string) (io.Writer, func() error, error) {
 func printSummary(w io.Writer, res *pipelineResult, lines int) {
 	fmt.Fprintf(w, "replayed %d lines: %d port samples (%d duplicates dropped, %d resets, %d wraps, %d glitches held, %d collector restarts) in %d messages, %s\n",
 		lines, res.engine.Samples, res.engine.Duplicates, res.engine.Resets, res.engine.Wraps, res.engine.Glitches, res.engine.Restarts, res.batches, res.elapsed.Round(1e6))
+	printIncidentCounts(w, res)
+}
+
+// printIncidentCounts prints the events and incidents per type.
+func printIncidentCounts(w io.Writer, res *pipelineResult) {
 	types := make([]string, 0, len(res.byType))
 	for t := range res.byType {
 		types = append(types, t)

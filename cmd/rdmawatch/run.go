@@ -443,20 +443,7 @@ func printLiveSummary(w io.Writer, res *pipelineResult, src *collector.SimSource
 	fmt.Fprintf(w, "ran %s of data time in %s: %d nodes, %d port samples (%d resets, %d wraps, %d glitches held, %d collector restarts) in %d messages\n",
 		dataEnd.Sub(start).Round(time.Second), res.elapsed.Round(time.Second), sum.Nodes, res.engine.Samples,
 		res.engine.Resets, res.engine.Wraps, res.engine.Glitches, res.engine.Restarts, res.batches)
-	types := make([]string, 0, len(res.byType))
-	for t := range res.byType {
-		types = append(types, t)
-	}
-	sort.Strings(types)
-	incidents := map[string]int{}
-	for _, ev := range res.incidents {
-		incidents[ev.Type]++
-	}
-	fmt.Fprintf(w, "%d events, %d incidents\n", res.events, len(res.incidents))
-	for _, t := range types {
-		st := res.byType[t]
-		fmt.Fprintf(w, "  %-20s incidents %d (open %d, update %d, resolved %d)\n", t, incidents[t], st[schemas.StateOpen], st[schemas.StateUpdate], st[schemas.StateResolved])
-	}
+	printIncidentCounts(w, res)
 	evs := make([]*schemas.Event, 0, len(res.incidents))
 	for _, ev := range res.incidents {
 		evs = append(evs, ev)
