@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -17,6 +18,9 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
+
+// stopProfile ends a --profile-cpu profile; a no-op without one.
+var stopProfile = func() {}
 
 // version is set with -ldflags "-X main.version=..." by the Makefile.
 var version = "dev"
@@ -28,6 +32,7 @@ type global struct {
 	natsCreds  string
 	clickhouse string
 	logLevel   string
+	cpuProfile string
 	log        *slog.Logger
 }
 
@@ -61,13 +66,26 @@ func newRoot() *cobra.Command {
 			}
 			g.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			slog.SetDefault(g.log)
+			if g.cpuProfile != "" && cmd.Name() != "bench-e2e" {
+				f, err := os.Create(g.cpuProfile)
+				if err != nil {
+					return fmt.Errorf("--profile-cpu: %w", err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					f.Close()
+					return fmt.Errorf("--profile-cpu: %w", err)
+				}
+				stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+			}
 			return nil
 		},
+		PersistentPostRun: func(cmd *cobra.Command, args []string) { stopProfile() },
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.natsURL, "nats", envOr("RDMAWATCH_NATS", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env RDMAWATCH_NATS)")
 	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
 	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default (env RDMAWATCH_CLICKHOUSE)")
+	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
 
 	root.AddCommand(
