@@ -44,7 +44,7 @@ func init() {
 // counters are 32-bit and wrap; the collector already unwrapped them.
 //
 // A port keeps a few 10 s buckets of each figure (processor.Buckets, about
-// 1 KiB) and two rates: well inside the 8 KiB per-port budget.
+// 1 KiB), two rates and two shares: well inside the 8 KiB per-port budget.
 //
 // One incident per port, and one for the fabric: a port incident opens when
 // the condition held for OpenAfter, updates when a second kind joins or the
@@ -105,8 +105,10 @@ type CNPECNImbalance struct {
 	// workload moving between monitored and unmonitored endpoints.
 	StepWithin time.Duration
 	// MaxUnknownShare: a window whose unknown CNPs (ports that were silent,
-	// reset or restarted in it, at twice their usual rate) exceed this share
-	// of the sent CNPs is inconclusive; default 0.1.
+	// reset or restarted in it, at twice their usual share of the fabric's
+	// CNPs) exceed this share of the sent CNPs is inconclusive: it neither
+	// proves the balance nor clears an incident; default 0.1. A gap beyond
+	// the unknown CNPs still counts: see evalFabric.
 	MaxUnknownShare float64
 	// FabricOpenAfter and FabricResolveAfter are the fabric incident
 	// policy; defaults 60 s and 2 min.
@@ -215,6 +217,12 @@ type cnpPort struct {
 	// about 5 min of clean intervals): what an unknown interval may hide.
 	sentPerS, recvPerS float32
 	rated              bool
+	// sentShare and recvShare are the port's usual shares of the fabric's
+	// CNPs: what it sends and receives per CNP the fabric's notification
+	// points send, an average over about 5 min of balanced fabric windows
+	// in which the port was known throughout. shared: learned at least once.
+	sentShare, recvShare float32
+	shared               bool
 	// npRun and rpRun are where the current run of readings consistent with
 	// the fault started (0: none): the incident's onset.
 	npRun, rpRun schemas.Millis
@@ -522,8 +530,12 @@ type cnpFabric struct {
 	lastEval schemas.Millis // end of the latest evaluated window
 	balanced int            // consecutive conclusive balanced windows
 	proven   bool           // the fabric's CNPs have been seen to balance
-	// lastBalanced is the end of the latest conclusive balanced window.
+	// lastBalanced is the end of the latest window with enough CNPs whose
+	// CNPs balanced, conclusive or not.
 	lastBalanced schemas.Millis
+	// lastShared is the end of the latest window the shares were learned
+	// from.
+	lastShared schemas.Millis
 }
 
 // fabricWindow is the fabric's sums over one window, with per-bucket sums
@@ -572,14 +584,27 @@ func (d *CNPECNImbalance) OnWatermark(_ context.Context, fabric FabricView, wm s
 // (the gap shrinks: harmless); one received by such a port is missing on the
 // received side, and looks like loss. Which port sends CNPs to which is not
 // in the counters, so the received CNPs an unknown port may have missed are
-// bounded by twice its usual rate over its unknown time; the gap counts only
-// beyond that bound, and a window where that bound is more than
-// MaxUnknownShare of the CNPs says nothing. A port silent for
-// ForgetSilentAfter no longer counts: it has left the fabric.
+// bounded by twice its usual share of the fabric's CNPs (see cnpPort
+// recvShare) times the CNPs sent while it was unknown, or twice its usual
+// rate before any share is known. A share, not a rate: the fabric's CNP rate
+// follows the load (day and night, jobs starting and ending) by a factor of
+// ten or more, and the rate a node showed before it fell silent ten minutes
+// ago would bound nothing once the load has dropped; the port's part of
+// whatever the fabric sends moves far less. The gap counts only beyond that
+// bound (gapLow, a lower bound of the loss), so a window with a large
+// unknown share can still show loss; but a window where the bound is more
+// than MaxUnknownShare of the CNPs neither proves the balance nor clears. A
+// port silent for ForgetSilentAfter no longer counts: it has left the
+// fabric.
 //
 // A gap must also persist (FabricOpenAfter of windows evaluated every 10 s),
 // the fabric must have balanced before (see BalanceTolerance), and the gap
-// must have appeared as a step (see StepWithin).
+// must have appeared as a step (see StepWithin). For the step, a window with
+// enough CNPs whose observed CNPs balance (|gap| within the tolerance)
+// counts as "no gap yet" even when its unknown share is too large to prove
+// anything: a node silent for minutes would otherwise blind the step test
+// for as long, and the loss that starts while it is away (or just as it
+// returns) would look like a gap that crept up unseen.
 func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em Emitter) {
 	_, t := d.trackers()
 	width := schemas.Millis(cnpBucketWidth.Milliseconds())
@@ -588,6 +613,10 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	w := fabricWindow{from: end - span, to: end, buckets: min(cnpBuckets-2, int(span/width))}
 	w.from = end - schemas.Millis(w.buckets)*width
 	forget := schemas.Millis(d.ForgetSilentAfter.Milliseconds())
+	spanMs := float64(w.to - w.from)
+	var covered []cnpKnown
+	var unknown []*cnpPort
+	var unknownMs []float64
 	fabric.Ports(func(p *PortState) bool {
 		st, ok := LookupPortLocal[cnpPort](p, schemas.TypeCNPECNImbalance)
 		if !ok || (p.LastTime < w.from-forget) {
@@ -603,43 +632,89 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 			w.bucketSent[b] += st.sums[cnpSent].Sum(bf, bf+width)
 			w.bucketRecv[b] += st.sums[cnpHandled].Sum(bf, bf+width) + st.sums[cnpIgnored].Sum(bf, bf+width)
 		}
-		unknownMs := float64(w.to-w.from) - pw.coveredMs
-		if unknownMs > float64(width)/100 {
+		if ms := spanMs - pw.coveredMs; ms > float64(width)/100 {
 			w.uncovered++
-			if !st.rated {
-				// Nothing known about this port yet: its share is unbounded.
-				w.unknownRecv = math.Inf(1)
-				return true
-			}
-			w.unknownRecv += 2 * float64(st.recvPerS) * unknownMs / 1000
-			w.unknownSent += 2 * float64(st.sentPerS) * unknownMs / 1000
+			unknown = append(unknown, st)
+			unknownMs = append(unknownMs, ms)
+		} else {
+			covered = append(covered, cnpKnown{st, pw.c[cnpSent], pw.c[cnpHandled] + pw.c[cnpIgnored]})
 		}
 		return true
 	})
-	recv := w.handled + w.ign
-	conclusive := w.sent >= d.MinFabricCNPs && w.unknownRecv <= d.MaxUnknownShare*w.sent
-	if !conclusive {
+	// What the unknown ports may have sent and received: twice their usual
+	// share of the CNPs sent while they were unknown (the window's sent CNPs
+	// prorated), or twice their usual rate if no share is known yet.
+	for i, st := range unknown {
+		switch {
+		case st.shared:
+			sentThen := w.sent * unknownMs[i] / spanMs
+			w.unknownRecv += 2 * float64(st.recvShare) * sentThen
+			w.unknownSent += 2 * float64(st.sentShare) * sentThen
+		case st.rated:
+			w.unknownRecv += 2 * float64(st.recvPerS) * unknownMs[i] / 1000
+			w.unknownSent += 2 * float64(st.sentPerS) * unknownMs[i] / 1000
+		default:
+			// Nothing known about this port yet: its share is unbounded.
+			w.unknownRecv = math.Inf(1)
+		}
+	}
+	if w.sent < d.MinFabricCNPs {
 		return
 	}
+	recv := w.handled + w.ign
+	conclusive := w.unknownRecv <= d.MaxUnknownShare*w.sent
 	gap := (w.sent - recv) / w.sent
 	gapLow := (w.sent - recv - w.unknownRecv) / w.sent
-	if math.Abs(gap) <= d.BalanceTolerance {
+	balanced := math.Abs(gap) <= d.BalanceTolerance
+	if balanced {
+		// The CNPs seen balance: no gap yet, for the step test.
 		d.fab.lastBalanced = end
-		d.fab.balanced++
-		if d.fab.balanced >= d.BalancedEvaluations {
-			d.fab.proven = true
+	}
+	if conclusive {
+		if balanced {
+			d.fab.balanced++
+			if d.fab.balanced >= d.BalancedEvaluations {
+				d.fab.proven = true
+			}
+			d.learnShares(covered, w.sent, float64(end-d.fab.lastShared)/1000)
+			d.fab.lastShared = end
+		} else {
+			d.fab.balanced = 0
 		}
-	} else {
-		d.fab.balanced = 0
 	}
 	subject := schemas.Subject{}
 	switch {
 	case d.fab.proven && gapLow >= d.MinGap &&
 		(t.Active() > 0 || end-d.fab.lastBalanced <= schemas.Millis(d.StepWithin.Milliseconds())):
 		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
-	case gap < d.MinGap/2:
+	case conclusive && gap < d.MinGap/2:
 		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)
 	}
+}
+
+// learnShares updates the usual CNP shares of the ports known throughout a
+// conclusive balanced window that carried sent CNPs; seconds is the time
+// since the previous such window (an average over about 5 min).
+func (d *CNPECNImbalance) learnShares(covered []cnpKnown, sent, seconds float64) {
+	if sent <= 0 || seconds <= 0 {
+		return
+	}
+	a := float32(min(1, seconds/300))
+	for _, k := range covered {
+		ss, rs := float32(k.sent/sent), float32(k.recv/sent)
+		if !k.st.shared {
+			k.st.sentShare, k.st.recvShare, k.st.shared = ss, rs, true
+			continue
+		}
+		k.st.sentShare += a * (ss - k.st.sentShare)
+		k.st.recvShare += a * (rs - k.st.recvShare)
+	}
+}
+
+// cnpKnown is a port known throughout a fabric window, with its CNPs.
+type cnpKnown struct {
+	st         *cnpPort
+	sent, recv float64
 }
 
 // fabricOnset is the start of the run of buckets at the end of the window in

@@ -147,6 +147,30 @@ func healthyFleet() *cnpFleet {
 	}
 }
 
+// dropLoadSilent changes f to 16 ports read every second whose ECN marks
+// (and CNPs) drop twentyfold from 500 s to 560 s, with port 3 silent over
+// [silentFrom, silentTo) and loss of the CNPs from lossFrom on (none if 0).
+func dropLoadSilent(f *cnpFleet, silentFrom, silentTo, lossFrom, loss float64) {
+	f.n, f.interval = 16, 1
+	marked := f.marked
+	f.marked = func(i int, sec float64) float64 {
+		load := 1 - 0.95*min(1, max(0, (sec-500)/60))
+		return marked(i, sec) * load
+	}
+	f.loss = func(sec float64) float64 {
+		if lossFrom > 0 && sec > lossFrom {
+			return loss
+		}
+		return 0
+	}
+	f.noise = func(i int, sec float64) string {
+		if i == 3 && sec >= silentFrom && sec < silentTo {
+			return "silent"
+		}
+		return ""
+	}
+}
+
 type cnpIncident struct {
 	id      string
 	subject schemas.Subject
@@ -277,6 +301,35 @@ func TestCNPECNImbalance(t *testing.T) {
 				}
 			},
 			want: []want{{subject: fabric, onset: 400}},
+		},
+		// 1 s readings; the fabric's CNP load drops twentyfold (the jobs end)
+		// while a node that received a sixteenth of the CNPs is silent for
+		// minutes. Its usual rate, learned before the drop, would bound
+		// more CNPs than the whole fabric now sends: the unknown share must
+		// follow the load, and the minutes it is away must not blind the
+		// step test.
+		{
+			name: "CNPs lost on a 1 s interval while a node is silent and the load has dropped", dur: 1200,
+			modify: func(f *cnpFleet) { dropLoadSilent(f, 300, 1100, 800, 0.6) },
+			want:   []want{{subject: fabric, onset: 800}},
+		},
+		{
+			name: "CNPs lost on a 1 s interval just before a node silent for minutes returns", dur: 1200,
+			modify: func(f *cnpFleet) { dropLoadSilent(f, 300, 880, 800, 0.6) },
+			want:   []want{{subject: fabric, onset: 800}},
+		},
+		{
+			name: "a silent node and a dropped load on a 1 s interval are not loss", dur: 1500,
+			modify: func(f *cnpFleet) { dropLoadSilent(f, 300, 1100, 0, 0) },
+		},
+		{
+			name: "a silent node that received a sixth of the CNPs and a dropped load are not loss", dur: 1500,
+			modify: func(f *cnpFleet) {
+				dropLoadSilent(f, 300, 1100, 0, 0)
+				// What the silent port misses is more than the
+				// tolerance: the observed CNPs do not balance.
+				f.n = 6
+			},
 		},
 		{
 			name: "resets, restarts, held glitches and silent nodes are not loss", dur: 1500,
