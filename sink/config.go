@@ -29,10 +29,7 @@ type Config struct {
 	ConsumerPrefix string
 	// MaxAckPending bounds the messages each consumer hands out before they
 	// are acked, so an outage of ClickHouse holds a bounded backlog in
-	// memory (default 4000: a batch being inserted and the next one being
-	// filled, each of BatchRows rows at 8 ports a message, with room for a
-	// pull). A flush also happens when the buffer reaches it, so below
-	// BatchRows / rows-per-message it caps the batch.
+	// memory (default 1000).
 	MaxAckPending int
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 60s). The sink calls InProgress while it retries, so it must
@@ -59,7 +56,7 @@ func (c Config) withDefaults() Config {
 		c.BatchRows = 10000
 	}
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = 4000
+		c.MaxAckPending = 1000
 	}
 	if c.ConsumerPrefix == "" {
 		c.ConsumerPrefix = "rdmawatch-sink"

@@ -60,8 +60,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			}
 			return SampleRows(b), nil
 		},
-		values:        (*SampleRow).Values,
-		appendColumns: appendSampleColumns,
+		values: (*SampleRow).Values,
 	}
 	events := &pipeline[EventRow]{
 		s: s, table: "events", columns: EventColumns,
@@ -136,24 +135,12 @@ type pipeline[R any] struct {
 	consumer string
 	decode   func([]byte) ([]R, error)
 	values   func(*R) []any
-	// appendColumns, when set, builds the rows into the block column by
-	// column (fast); values is then the fallback that finds a rejected row.
-	appendColumns func(column func(int) columnAppender, rows []R) error
 
 	cons jetstream.Consumer
-}
-
-// buffer holds fetched messages not yet acked; rows[i] came from msgs[rowMsg[i]].
-type buffer[R any] struct {
+	// msgs are fetched and not yet acked; rows[i] came from msgs[rowMsg[i]].
 	msgs   []jetstream.Msg
 	rows   []R
 	rowMsg []int
-}
-
-func (b *buffer[R]) reset() {
-	clear(b.msgs)
-	clear(b.rows) // drop references to the decoded rows' slices
-	b.msgs, b.rows, b.rowMsg = b.msgs[:0], b.rows[:0], b.rowMsg[:0]
 }
 
 func (p *pipeline[R]) init(ctx context.Context) error {
@@ -188,96 +175,24 @@ const (
 	maxFetchWait = 500 * time.Millisecond
 )
 
-// run fetches into one buffer while the previous one is inserted (and
-// acked) by a goroutine of its own: at most one insert is in flight, and a
-// full buffer waits for it, so messages are still acked only after
-// ClickHouse accepted their rows.
 func (p *pipeline[R]) run(ctx context.Context) error {
 	cfg := p.s.cfg
 	log := p.s.log.With("table", p.table, "consumer", p.consumer)
-	cur, spare := &buffer[R]{}, &buffer[R]{}
-	var (
-		flying *buffer[R] // being inserted (or kept for shutdown); nil when none
-		done   chan error // receives the flush of flying; nil once received
-	)
-	landed := func(err error) {
-		done = nil
-		if err != nil {
-			// ctx ended during its retries: flying keeps its messages for
-			// shutdown, which the loop's next turn runs.
-			return
-		}
-		spare, flying = flying, nil
-	}
-	// await waits for the insert in flight. The buffer waiting for it is
-	// kept in progress, like the one being retried, so JetStream does not
-	// redeliver it during an outage.
-	await := func() {
-		t := time.NewTicker(cfg.AckWait / 4)
-		defer t.Stop()
-		for {
-			select {
-			case err := <-done:
-				landed(err)
-				return
-			case <-t.C:
-				for _, m := range cur.msgs {
-					_ = m.InProgress()
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
 	var deadline time.Time // flush by time: set when the buffer gets its first message
 	fetchBackoff := cfg.RetryMin
 	for {
 		if ctx.Err() != nil {
-			if done != nil {
-				<-done // the insert ends with ctx: written, or aborted and kept
-			}
-			return p.shutdown(ctx, log, flying, cur)
+			return p.shutdown(ctx, log)
 		}
-		if done != nil {
-			select {
-			case err := <-done:
-				landed(err)
-				continue
-			default:
-			}
-		}
-		room := cfg.MaxAckPending - len(cur.msgs)
-		if flying != nil {
-			room -= len(flying.msgs)
-		}
-		if len(cur.msgs) > 0 && (len(cur.rows) >= cfg.BatchRows || room <= 0 || !time.Now().Before(deadline)) {
-			if done != nil {
-				await()
-				continue
-			}
-			flying, cur, spare = cur, spare, nil
-			done = make(chan error, 1)
-			go func(b *buffer[R], done chan<- error) {
-				// An error means ctx ended during retries: shutdown flushes
-				// once more with its own deadline.
-				done <- p.flush(ctx, log, b)
-			}(flying, done)
+		room := cfg.MaxAckPending - len(p.msgs)
+		if len(p.msgs) > 0 && (len(p.rows) >= cfg.BatchRows || room <= 0 || !time.Now().Before(deadline)) {
+			// An error means ctx ended during retries: the loop's next turn
+			// shuts down, which flushes once more with its own deadline.
+			_ = p.flush(ctx, log)
 			continue
-		}
-		if room <= 0 {
-			await() // the insert in flight holds the whole ack window
-			continue
-		}
-		n := min(room, fetchMax)
-		if len(cur.msgs) > 0 {
-			// Pull about what the batch still needs at the rows per
-			// message so far, so a flush holds about BatchRows rows rather
-			// than up to a whole pull more.
-			perMsg := max(len(cur.rows)/len(cur.msgs), 1)
-			n = min(n, max((cfg.BatchRows-len(cur.rows)+perMsg-1)/perMsg, 1))
 		}
 		wait := cfg.FlushInterval
-		if len(cur.msgs) > 0 {
+		if len(p.msgs) > 0 {
 			wait = time.Until(deadline)
 		}
 		// Bounded above too: a pull cannot be cancelled, and shutdown must
@@ -286,7 +201,7 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 		// The server ends the pull (FetchMaxWait), not a client timeout: a
 		// client that gives up first can strand messages the server already
 		// delivered to the pull, and they come back only after AckWait.
-		batch, err := p.cons.Fetch(n, jetstream.FetchMaxWait(wait))
+		batch, err := p.cons.Fetch(min(room, fetchMax), jetstream.FetchMaxWait(wait))
 		if err != nil {
 			log.Warn("sink: fetch", "err", err, "retry_in", fetchBackoff)
 			sleep(ctx, fetchBackoff)
@@ -294,10 +209,10 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			continue
 		}
 		for msg := range batch.Messages() {
-			if len(cur.msgs) == 0 {
+			if len(p.msgs) == 0 {
 				deadline = time.Now().Add(cfg.FlushInterval)
 			}
-			p.add(cur, msg, log)
+			p.add(msg, log)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			log.Warn("sink: fetch", "err", err, "retry_in", fetchBackoff)
@@ -311,7 +226,7 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 
 // add decodes a message into the buffer; a message that cannot be decoded
 // is terminated right away so it never blocks the rest.
-func (p *pipeline[R]) add(b *buffer[R], msg jetstream.Msg, log *slog.Logger) {
+func (p *pipeline[R]) add(msg jetstream.Msg, log *slog.Logger) {
 	rows, err := p.decode(msg.Data())
 	if err != nil {
 		p.poison(msg, err, log)
@@ -324,12 +239,12 @@ func (p *pipeline[R]) add(b *buffer[R], msg jetstream.Msg, log *slog.Logger) {
 		}
 		return
 	}
-	idx := len(b.msgs)
-	b.msgs = append(b.msgs, msg)
+	idx := len(p.msgs)
+	p.msgs = append(p.msgs, msg)
 	for range rows {
-		b.rowMsg = append(b.rowMsg, idx)
+		p.rowMsg = append(p.rowMsg, idx)
 	}
-	b.rows = append(b.rows, rows...)
+	p.rows = append(p.rows, rows...)
 }
 
 func (p *pipeline[R]) poison(msg jetstream.Msg, err error, log *slog.Logger) {
@@ -345,46 +260,46 @@ func (p *pipeline[R]) poison(msg jetstream.Msg, err error, log *slog.Logger) {
 	}
 }
 
-// flush writes b, retrying with capped exponential backoff until
-// ClickHouse accepts it, then acks every message of it and empties b. It
-// returns an error only when ctx ends first; b is then kept.
-func (p *pipeline[R]) flush(ctx context.Context, log *slog.Logger, b *buffer[R]) error {
+// flush writes the buffer, retrying with capped exponential backoff until
+// ClickHouse accepts it, then acks every message of it. It returns an error
+// only when ctx ends first; the buffer is then kept.
+func (p *pipeline[R]) flush(ctx context.Context, log *slog.Logger) error {
 	cfg := p.s.cfg
 	backoff := cfg.RetryMin
 	for attempt := 1; ; attempt++ {
-		if len(b.msgs) == 0 {
+		if len(p.msgs) == 0 {
 			return nil
 		}
 		start := time.Now()
-		err := p.insert(ctx, b)
+		err := p.insert(ctx)
 		if err == nil {
-			for _, m := range b.msgs {
+			for _, m := range p.msgs {
 				// A lost ack means one redelivery, which the table collapses.
 				if aerr := m.Ack(); aerr != nil {
 					log.Warn("sink: ack", "err", aerr)
 				}
 			}
-			log.Debug("sink: flushed", "rows", len(b.rows), "messages", len(b.msgs), "took", time.Since(start))
+			log.Debug("sink: flushed", "rows", len(p.rows), "messages", len(p.msgs), "took", time.Since(start))
 			if attempt > 1 {
-				log.Info("sink: clickhouse accepted rows again", "rows", len(b.rows), "attempts", attempt)
+				log.Info("sink: clickhouse accepted rows again", "rows", len(p.rows), "attempts", attempt)
 			}
-			b.reset()
+			p.msgs, p.rows, p.rowMsg = p.msgs[:0], p.rows[:0], p.rowMsg[:0]
 			return nil
 		}
 		var bad *badRowError
 		if errors.As(err, &bad) {
 			// The driver refused a value before anything was sent: that
 			// message can never be written, the others can right away.
-			p.poison(b.msgs[bad.msg], err, log)
-			b.drop(bad.msg)
+			p.poison(p.msgs[bad.msg], err, log)
+			p.drop(bad.msg)
 			continue
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("sink: insert %d rows into %s: %w", len(b.rows), p.table, err)
+			return fmt.Errorf("sink: insert %d rows into %s: %w", len(p.rows), p.table, err)
 		}
-		log.Warn("sink: insert failed, retrying", "rows", len(b.rows), "messages", len(b.msgs), "attempt", attempt, "retry_in", backoff, "err", err)
+		log.Warn("sink: insert failed, retrying", "rows", len(p.rows), "messages", len(p.msgs), "attempt", attempt, "retry_in", backoff, "err", err)
 		// Keep JetStream from redelivering what this sink still holds.
-		for _, m := range b.msgs {
+		for _, m := range p.msgs {
 			_ = m.InProgress()
 		}
 		sleep(ctx, backoff)
@@ -403,113 +318,61 @@ func (e *badRowError) Error() string {
 }
 func (e *badRowError) Unwrap() error { return e.err }
 
-func (p *pipeline[R]) insert(ctx context.Context, b *buffer[R]) error {
+func (p *pipeline[R]) insert(ctx context.Context) error {
 	ictx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
 	defer cancel()
-	if p.appendColumns != nil {
-		err := p.insertColumns(ictx, b)
-		var cerr *columnsError
-		if !errors.As(err, &cerr) {
-			return err
-		}
-		// The driver refused a column: find the row (and its message)
-		// row by row, which also writes the rows if none is refused.
-		p.s.log.Debug("sink: column append refused, appending row by row", "table", p.table, "err", err)
-	}
-	return p.insertRows(ictx, b)
-}
-
-// prepare starts an INSERT of the pipeline's columns.
-func (p *pipeline[R]) prepare(ctx context.Context) (driver.Batch, error) {
 	// An explicit column list: 18.16 rejects the driver's column-less form,
 	// and INSERT ... VALUES through Exec hangs on it.
-	batch, err := p.s.conn.PrepareBatch(ctx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")")
+	batch, err := p.s.conn.PrepareBatch(ictx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")")
 	if err != nil {
-		return nil, fmt.Errorf("prepare insert into %s: %w", p.table, err)
-	}
-	return batch, nil
-}
-
-// columnsError is a value the driver refused while a block was built
-// column by column: which row it was is not known.
-type columnsError struct{ err error }
-
-func (e *columnsError) Error() string { return e.err.Error() }
-func (e *columnsError) Unwrap() error { return e.err }
-
-// insertColumns builds the block column by column and sends it.
-func (p *pipeline[R]) insertColumns(ctx context.Context, b *buffer[R]) error {
-	batch, err := p.prepare(ctx)
-	if err != nil {
-		return err
+		return fmt.Errorf("prepare insert into %s: %w", p.table, err)
 	}
 	defer batch.Close()
-	if err := p.appendColumns(func(i int) columnAppender { return batch.Column(i) }, b.rows); err != nil {
-		_ = batch.Abort()
-		return &columnsError{err: fmt.Errorf("%s: %w", p.table, err)}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", len(b.rows), p.table, err)
-	}
-	return nil
-}
-
-// insertRows builds the block row by row and sends it; a row the driver
-// refuses is a badRowError naming its message.
-func (p *pipeline[R]) insertRows(ctx context.Context, b *buffer[R]) error {
-	batch, err := p.prepare(ctx)
-	if err != nil {
-		return err
-	}
-	defer batch.Close()
-	for i := range b.rows {
-		if err := batch.Append(p.values(&b.rows[i])...); err != nil {
+	for i := range p.rows {
+		if err := batch.Append(p.values(&p.rows[i])...); err != nil {
 			_ = batch.Abort()
-			return &badRowError{msg: b.rowMsg[i], err: fmt.Errorf("%s row %d: %w", p.table, i, err)}
+			return &badRowError{msg: p.rowMsg[i], err: fmt.Errorf("%s row %d: %w", p.table, i, err)}
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", len(b.rows), p.table, err)
+		return fmt.Errorf("insert %d rows into %s: %w", len(p.rows), p.table, err)
 	}
 	return nil
 }
 
 // drop removes message i and its rows from the buffer.
-func (b *buffer[R]) drop(i int) {
-	rows, rowMsg := b.rows[:0], b.rowMsg[:0]
-	for j := range b.rows {
-		switch m := b.rowMsg[j]; {
+func (p *pipeline[R]) drop(i int) {
+	rows, rowMsg := p.rows[:0], p.rowMsg[:0]
+	for j := range p.rows {
+		switch m := p.rowMsg[j]; {
 		case m == i:
 		case m > i:
-			rows, rowMsg = append(rows, b.rows[j]), append(rowMsg, m-1)
+			rows, rowMsg = append(rows, p.rows[j]), append(rowMsg, m-1)
 		default:
-			rows, rowMsg = append(rows, b.rows[j]), append(rowMsg, m)
+			rows, rowMsg = append(rows, p.rows[j]), append(rowMsg, m)
 		}
 	}
-	b.rows, b.rowMsg = rows, rowMsg
-	b.msgs = append(b.msgs[:i], b.msgs[i+1:]...)
+	p.rows, p.rowMsg = rows, rowMsg
+	p.msgs = append(p.msgs[:i], p.msgs[i+1:]...)
 }
 
-// shutdown writes what the buffers hold with a fresh deadline (ctx is
+// shutdown writes what the buffer holds with a fresh deadline (ctx is
 // already cancelled). What cannot be written is Nak'ed so another sink gets
 // it at once instead of after AckWait.
-func (p *pipeline[R]) shutdown(ctx context.Context, log *slog.Logger, bufs ...*buffer[R]) error {
+func (p *pipeline[R]) shutdown(ctx context.Context, log *slog.Logger) error {
+	if len(p.msgs) == 0 {
+		return nil
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.cfg.ShutdownTimeout)
 	defer cancel()
-	var errs []error
-	for _, b := range bufs {
-		if b == nil || len(b.msgs) == 0 {
-			continue
+	if err := p.flush(sctx, log); err != nil {
+		for _, m := range p.msgs {
+			_ = m.Nak()
 		}
-		if err := p.flush(sctx, log, b); err != nil {
-			for _, m := range b.msgs {
-				_ = m.Nak()
-			}
-			log.Error("sink: last flush failed, messages left for redelivery", "messages", len(b.msgs), "err", err)
-			errs = append(errs, err)
-		}
+		log.Error("sink: last flush failed, messages left for redelivery", "messages", len(p.msgs), "err", err)
+		return err
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // sleep waits d or until ctx ends.
