@@ -136,8 +136,9 @@ const (
 
 // Bucket flags.
 const (
-	berBucketData  uint8 = 1 << iota // bits were counted in the minute
-	berBucketBlind                   // symbol_error was pinned: errors invisible
+	berBucketData    uint8 = 1 << iota // bits were counted in the minute
+	berBucketBlind                     // symbol_error was pinned: errors invisible
+	berBucketRetrain                   // link_error_recovery rose: the errors are the retrain's
 )
 
 // berPort is the per-port state: ~1.2 KiB whatever the interval.
@@ -183,8 +184,9 @@ func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		st = PortLocal[berPort](port, schemas.TypeBERDrift)
 		st.minute = int64(s.Time) / berBucketMs
 	}
+	retrain := false
 	if ib {
-		d.readIBExtras(st, s)
+		retrain = d.readIBExtras(st, s)
 	} else {
 		berReadEthernetExtras(st, s)
 	}
@@ -203,6 +205,15 @@ func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		st.errs[i] += float32(errs)
 		st.bits[i] += float32(bits)
 		st.flags[i] |= berBucketData
+	}
+	if retrain {
+		// A retrain dumps its symbol errors around the recovery; the two
+		// counters are not read atomically, so the errors may sit in the
+		// reading before. Both minutes leave the series.
+		st.flags[i] |= berBucketRetrain
+		if prev := int64(port.LastTime) / berBucketMs; port.Samples > 0 && prev < minute && prev > minute-berBuckets {
+			st.flags[int(prev%berBuckets)] |= berBucketRetrain
+		}
 	}
 	if blind && d.track().IsOpen(s.ID.Subject()) && st.lastFit.valid {
 		// Cannot see errors: hold the incident as it is (no resolve on a
@@ -306,16 +317,20 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 	return errs, bits, bits > 0, false
 }
 
-func (d *BERDrift) readIBExtras(st *berPort, s *Sample) {
+// readIBExtras keeps the rate text, the recoveries and the raw
+// symbol_error; it reports whether the link retrained in this reading.
+func (d *BERDrift) readIBExtras(st *berPort, s *Sample) (retrain bool) {
 	if st.rateText != s.Rate {
 		st.rateText, st.rateGbps = s.Rate, berParseRateGbps(s.Rate)
 	}
 	if c, ok := s.CounterByID(idLinkErrorRecovery); ok && berUsable(c) {
 		st.recoveries += c.Delta
+		retrain = c.Delta > 0
 	}
 	if c, ok := s.CounterByID(idSymbolError); ok && c.Flags&schemas.FlagHeld == 0 {
 		st.symbolRaw = c.Value
 	}
+	return retrain
 }
 
 // parseRateGbps reads the sysfs rate text ("200 Gb/sec (4X HDR)", "2.5
@@ -390,7 +405,7 @@ func (st *berPort) series(newest int64, intervalMs int64) *berSeries {
 			continue
 		}
 		i := int(m % berBuckets)
-		if st.flags[i]&berBucketData == 0 || st.flags[i]&berBucketBlind != 0 || st.bits[i] <= 0 {
+		if st.flags[i]&berBucketData == 0 || st.flags[i]&(berBucketBlind|berBucketRetrain) != 0 || st.bits[i] <= 0 {
 			continue
 		}
 		ser.t[ser.n] = float64(m) + shift
@@ -676,17 +691,13 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	for from < ser.n && ser.k[from] == 0 {
 		from++
 	}
-	var kw, bw, kh, bh, kLate float64
+	var kw, bw, kh, bh float64
 	minutes := 0
 	if from >= ser.n {
 		return false
 	}
-	mid := (ser.t[from] + ser.t[ser.n-1]) / 2
 	for i := 0; i < ser.n; i++ {
 		if i >= from {
-			if ser.t[i] > mid {
-				kLate += ser.k[i]
-			}
 			kw += ser.k[i]
 			bw += ser.b[i]
 			if ser.k[i] > 0 {
@@ -702,11 +713,8 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	}
 	expect := bw * (kh + 1) / bh
 	f.sparseErrors, f.sparseExpected = kw, expect
-	// A drift grows: the later half of the window has more errors than the
-	// earlier one. A cluster of errors at a steady rate does not.
-	growing := kLate > kw-kLate
-	return growing && kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
-		berPoissonTail(kw-1, expect) < 1e-5
+	return kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
+		berRateTest(kw-1, bw, kh, bh) < 1e-5
 }
 
 // berBeyondOneBurst is the burst test of sparse counters: the rise since
@@ -744,6 +752,46 @@ func berBeyondOneBurst(ser *berSeries, from int, minRise float64) bool {
 	kRest, bRest := kw-ser.k[worst], bw-ser.b[worst]
 	expect := bRest * (kh + 1) / bh
 	return kRest >= minRise*expect && berPoissonTail(kRest-1, expect) < 1e-3
+}
+
+// berRateTest compares two Poisson counts, k errors over b bits in the
+// window against kh over bh in the history: under one common rate, the
+// window's share of the k+kh errors is Binomial(k+kh, b/(b+bh)), and the
+// result is P(share >= k). It needs no prior for a history with no
+// errors (P is then (b/(b+bh))^k), and it carries the history's own
+// uncertainty: a short or error-poor history cannot make a handful of
+// errors over a long window significant, where a fixed expected count
+// from it would.
+func berRateTest(k, b, kh, bh float64) float64 {
+	return berBinomialTail(k, k+kh, b/(b+bh))
+}
+
+// berBinomialTail is P(X >= k) for X ~ Binomial(n, p).
+func berBinomialTail(k, n, p float64) float64 {
+	k, n = math.Round(k), math.Round(n)
+	switch {
+	case k <= 0:
+		return 1
+	case k > n || p <= 0:
+		return 0
+	case p >= 1:
+		return 1
+	case k <= n*p:
+		return 1 // at or below the mean: nothing to see (and not worth the sum)
+	}
+	lgn, _ := math.Lgamma(n + 1)
+	lp, lq := math.Log(p), math.Log1p(-p)
+	var sum float64
+	for j := k; j <= n; j++ {
+		lgj, _ := math.Lgamma(j + 1)
+		lgr, _ := math.Lgamma(n - j + 1)
+		term := math.Exp(lgn - lgj - lgr + j*lp + (n-j)*lq)
+		sum += term
+		if term < 1e-15*sum {
+			break // past the mode the terms fall geometrically
+		}
+	}
+	return min(1, sum)
 }
 
 // berPoissonTail is P(X >= k) for X ~ Poisson(mu).

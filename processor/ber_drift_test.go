@@ -32,7 +32,10 @@ type berLink struct {
 	symbolAt0 uint64    // symbol_error's reading before the trace (65535: pinned)
 	burstAt   []float64 // a retrain: burst more errors in one reading
 	burst     uint64
-	lane      int
+	// burstNoRetrain: the burst is a node gap's minutes folded into one
+	// reading, not a retrain (link_error_recovery stays).
+	burstNoRetrain bool
+	lane           int
 }
 
 func (l berLink) samples(id schemas.PortID) []*Sample {
@@ -41,7 +44,7 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 	if util == 0 {
 		util = 0.3
 	}
-	var bitsV, errV, rcvV, recV uint64
+	var bitsV, errV, rcvV, recV, recPrev uint64
 	var lanes [4]uint64
 	symV := l.symbolAt0
 	errV = 123456
@@ -81,6 +84,9 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 			errs = 0
 		} else if next(l.burstAt, sec) {
 			errs += l.burst
+			if !l.burstNoRetrain {
+				recV++ // a retrain: link_error_recovery counts it
+			}
 		}
 		rcv := uint64(lineBits * util / 8)
 		if reset {
@@ -125,7 +131,7 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 			}
 			cs = append(cs,
 				schemas.CounterDelta{Name: "symbol_error", Source: schemas.SourceCounters, Value: sv, Delta: sd, Flags: sf},
-				schemas.CounterDelta{Name: "link_error_recovery", Source: schemas.SourceCounters, Value: recV, Delta: d(recV, 0), Flags: flags},
+				schemas.CounterDelta{Name: "link_error_recovery", Source: schemas.SourceCounters, Value: recV, Delta: d(recV, recV-recPrev), Flags: flags},
 				schemas.CounterDelta{Name: "port_rcv_data", Source: schemas.SourceCounters, Value: rcvV / 4, Delta: d(rcvV, rcv), Flags: flags},
 			)
 		} else {
@@ -154,6 +160,7 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 		if l.ib {
 			ll, netdev, rate = "InfiniBand", "", fmt.Sprintf("%g Gb/sec (4X HDR)", l.rateGbps)
 		}
+		recPrev = recV
 		out = append(out, &Sample{ID: id, Time: at(sec), PortSample: &schemas.PortSample{
 			Device: id.Device, Port: id.Port, Netdev: netdev, LinkLayer: ll, State: "ACTIVE", Rate: rate,
 			TimeMs: int64(at(sec)), IntervalMs: interval, Counters: cs,
@@ -277,6 +284,41 @@ func TestBERDrift(t *testing.T) {
 			name: "infiniband retrain burst on a quiet link is not drift",
 			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(3e-14),
 				burstAt: []float64{70 * m}, burst: 80},
+		},
+		{
+			// The same burst without a retrain (a node gap folds minutes
+			// into one reading): the one-burst test rules it out.
+			name: "infiniband folded burst on a quiet link is not drift",
+			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(3e-14),
+				burstAt: []float64{70 * m}, burst: 80, burstNoRetrain: true},
+		},
+		{
+			// Two retrains 12 minutes apart on a silent link (altgen
+			// ber-ib seed 6, r01n03): each minute with a recovery leaves
+			// the series, so two bursts are not a rise.
+			name: "infiniband two retrains close together on a silent link are not drift",
+			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(1e-17),
+				burstAt: []float64{55*m + 57, 67*m + 30}, burst: 30},
+		},
+		{
+			// A link silent for an hour that starts showing an error a
+			// minute: a significant rise above its own history after a
+			// handful of errors, though the rate then holds (no growth).
+			name: "infiniband step from silence to an error a minute alerts within a few errors",
+			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 90 * m,
+				ber: func(sec float64) float64 {
+					if sec < 60*m {
+						return 1e-17
+					}
+					return 1e-13
+				}},
+			want:  []string{"open"},
+			onset: 60 * m, critical: 200 * m, latestDetect: 70 * m,
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if n := evs[0].Evidence["errors_since_onset"].(float64); n > 12 {
+					t.Errorf("%v errors before the alert", n)
+				}
+			},
 		},
 		{
 			name: "infiniband two retrain bursts on a quiet link are not drift",
@@ -504,6 +546,35 @@ func TestBERDriftRates(t *testing.T) {
 		}
 		if k.drift && hits < runs*19/20 {
 			t.Errorf("%s: recall %d/%d", k.name, hits, runs)
+		}
+	}
+}
+
+// TestBERRateTest: the sparse test's comparison of the window's errors
+// with the history's, by the conditional binomial test of two Poisson
+// rates.
+func TestBERRateTest(t *testing.T) {
+	tests := []struct {
+		name          string
+		k, b, kh, bh  float64
+		wantLo, wantH float64 // P within [wantLo, wantH]
+	}{
+		// No errors in the history: P = (b/(b+bh))^k, no prior needed.
+		{"4 errors in 5 min after 58 silent", 4, 5, 0, 58, 3.9e-5, 4.0e-5},
+		{"7 errors in 6 min after 58 silent", 7, 6, 0, 58, 6.3e-8, 6.4e-8},
+		// A short silent history cannot make a slow trickle significant.
+		{"14 errors in 67 min after 30 silent", 13, 67, 0, 30, 0.005, 0.02},
+		// The same rate in window and history: nothing.
+		{"same rate", 10, 10, 60, 60, 1, 1},
+		{"below the history's rate", 2, 10, 30, 60, 1, 1},
+		// A rise against a history with errors.
+		{"5x the history's rate", 25, 10, 30, 60, 1e-9, 1e-6},
+		{"no errors", 0, 10, 0, 60, 1, 1},
+	}
+	for _, tc := range tests {
+		got := berRateTest(tc.k, tc.b, tc.kh, tc.bh)
+		if got < tc.wantLo || got > tc.wantH {
+			t.Errorf("%s: P %.3g, want in [%g, %g]", tc.name, got, tc.wantLo, tc.wantH)
 		}
 	}
 }
