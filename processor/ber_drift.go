@@ -644,10 +644,14 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 }
 
 // busyMinRise is the rise a continuous counter must show: 0.35 of the
-// distance to critical in decades, between MinRise and MinRiseBusy.
+// distance to critical in decades, between busyRiseFloor and MinRiseBusy.
 func (d *BERDrift) busyMinRise(baseBER, critical float64) float64 {
-	return max(d.MinRise, min(d.MinRiseBusy, math.Pow(critical/baseBER, 0.35)))
+	return max(d.MinRise, busyRiseFloor, min(d.MinRiseBusy, math.Pow(critical/baseBER, 0.35)))
 }
+
+// busyRiseFloor: a busy counter near critical (a link already at 2e-7
+// pre-FEC) still breathes 2-2.4x; it must rise more than that to be a drift.
+const busyRiseFloor = 2.5
 
 // berWander is the robust spread (MAD x 1.4826) of the per-minute ln BER
 // before the onset, over the busy minutes (at least 20 errors: below that
