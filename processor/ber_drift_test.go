@@ -587,11 +587,11 @@ func TestBERDriftRiseScalesWithDistance(t *testing.T) {
 	tests := []struct {
 		base, want float64
 	}{
-		{5e-10, 4},    // far: capped at MinRiseBusy
-		{5e-9, 4},     // 2.3 decades: 200^0.35 = 6.4, capped
-		{1e-7, 2.5},   // one decade: 10^0.35 = 2.24, below the floor
-		{3e-8, 3.41},  // 1.5 decades: 33^0.35
-		{5e-7, 2.5},   // close: the floor
+		{5e-10, 4},   // far: capped at MinRiseBusy
+		{5e-9, 4},    // 2.3 decades: 200^0.35 = 6.4, capped
+		{1e-7, 2.5},  // one decade: 10^0.35 = 2.24, below the floor
+		{3e-8, 3.41}, // 1.5 decades: 33^0.35
+		{5e-7, 2.5},  // close: the floor
 	}
 	for _, tc := range tests {
 		got := d.busyMinRise(tc.base, CriticalPreFECBER)
