@@ -118,6 +118,9 @@ const InventoryRefresh = 5 * time.Minute
 // changed since it was last sent, or InventoryRefresh has passed. A reading may hold only some of the node's
 // ports (a trace line group), so ports are merged, never dropped.
 func (c *Collector) inventoryChange(r *Reading) *schemas.Inventory {
+	if len(r.Ports) == 0 {
+		return nil // a restart marker or a host without devices: nothing to describe
+	}
 	known := c.inventory[r.Node]
 	if known == nil {
 		known = map[portKey]schemas.PortInventory{}
