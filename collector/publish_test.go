@@ -158,3 +158,26 @@ func TestCollectorStopsOnCancel(t *testing.T) {
 		t.Fatal("collector did not stop on cancel")
 	}
 }
+
+// restartOnly is a trace of nothing but a collector_restart line.
+type restartOnly struct{ done bool }
+
+func (s *restartOnly) Next(ctx context.Context) (*Reading, error) {
+	if s.done {
+		return nil, io.EOF
+	}
+	s.done = true
+	return &Reading{Node: "n", Time: time.Unix(100, 0), Restart: true}, nil
+}
+
+func TestCollectorPublishesNothingForARestartMarker(t *testing.T) {
+	js := startJS(t)
+	if err := New(&restartOnly{}, NewEngine(nil), NewPublisher(js, 4, nil), Config{}).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []string{schemas.StreamCounters, schemas.StreamInventory} {
+		if got := streamMsgs(t, js, stream); got != 0 {
+			t.Errorf("%s holds %d messages after a lone restart marker, want 0", stream, got)
+		}
+	}
+}
