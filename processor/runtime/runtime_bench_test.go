@@ -20,11 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/test/bench"
 )
@@ -49,41 +46,7 @@ func BenchmarkProcessorThroughput(b *testing.B) {
 		rounds = 3
 	)
 	ctx := context.Background()
-	dir := b.TempDir()
-	ns, err := natsutil.StartEmbedded(dir, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ns.Shutdown()
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Memory: true}); err != nil {
-		b.Fatal(err)
-	}
-	pub := collector.NewPublisher(js, 1024, nil)
-	samples := 0
-	err = bench.Run(bench.FleetConfig(ports, time.Second, ticks*time.Second), func(t *bench.Tick) error {
-		for _, bt := range t.Batches {
-			samples += len(bt.Ports)
-			if err := pub.PublishBatch(ctx, bt); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		err = pub.Flush(ctx)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	js, samples := bench.PublishFleet(b, ports, ticks)
 	stream, err := js.Stream(ctx, schemas.StreamCounters)
 	if err != nil {
 		b.Fatal(err)

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	"context"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/collector/sim"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"testing"
 )
 
 // PortsPerHost is the shape of a benchmark host: eight single-port
@@ -89,4 +93,31 @@ func Reading(at time.Time, lines []sim.Sample) *collector.Reading {
 		})
 	}
 	return r
+}
+
+// PublishFleet starts an embedded JetStream (memory streams), publishes ticks
+// seconds of a 1 s fleet of the given ports through the real delta engine
+// and publisher, and returns the stream and the port-samples published.
+func PublishFleet(tb testing.TB, ports, ticks int) (jetstream.JetStream, int) {
+	tb.Helper()
+	ctx := context.Background()
+	js := natstest.Start(tb, &schemas.StreamOptions{Memory: true}).JS
+	pub := collector.NewPublisher(js, 1024, nil)
+	samples := 0
+	err := Run(FleetConfig(ports, time.Second, time.Duration(ticks)*time.Second), func(t *Tick) error {
+		for _, bt := range t.Batches {
+			samples += len(bt.Ports)
+			if err := pub.PublishBatch(ctx, bt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = pub.Flush(ctx)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return js, samples
 }
