@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path"
 	"regexp"
 	"sort"
@@ -40,6 +41,7 @@ const migrationsTable = "schema_migrations"
 var (
 	fileRE     = regexp.MustCompile(`^(\d{4})_([a-z0-9_]+)(\.[a-z0-9_.]+)?\.sql$`)
 	requiresRE = regexp.MustCompile(`^--\s*requires:\s*(\S+)\s*$`)
+	optionalRE = regexp.MustCompile(`^--\s*optional\b`)
 )
 
 // migration is one file.
@@ -47,6 +49,9 @@ type migration struct {
 	version  uint32
 	file     string  // file name, recorded in schema_migrations.name
 	requires Version // oldest server the file runs on
+	// optional ("-- optional" header): tuning the schema works without; a
+	// failure is logged and the migration retried on the next run.
+	optional bool
 	stmts    []string
 }
 
@@ -146,10 +151,22 @@ func migrateWith(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, 
 		if done[m.version] {
 			continue
 		}
+		failed := false
 		for i, stmt := range m.stmts {
 			if err := conn.Exec(ctx, stmt); err != nil && !columnsExist(stmt, err) {
-				return applied, fmt.Errorf("migrate: %s statement %d (server %s): %w", m.file, i+1, server, err)
+				if !m.optional {
+					return applied, fmt.Errorf("migrate: %s statement %d (server %s): %w", m.file, i+1, server, err)
+				}
+				// Storage tuning the schema works without (codecs, TTL on
+				// newer servers): say so and go on; it is not recorded, so
+				// the next migrate tries again.
+				slog.Warn("clickhouse: optional migration not applied; the tables work without it", "migration", m.file, "statement", i+1, "server", server.String(), "err", err)
+				failed = true
+				break
 			}
+		}
+		if failed {
+			continue
 		}
 		if err := record(recordCtx, conn, m); err != nil {
 			return applied, err
@@ -315,6 +332,9 @@ func parseMigration(fsys fs.FS, name string) (migration, error) {
 	for i, line := range strings.Split(string(data), "\n") {
 		trimmed := strings.TrimSpace(line)
 		if strings.HasPrefix(trimmed, "--") {
+			if header && optionalRE.MatchString(trimmed) {
+				m.optional = true
+			}
 			if req := requiresRE.FindStringSubmatch(trimmed); req != nil {
 				if !header {
 					return migration{}, fmt.Errorf("migrate: %s line %d: requires header after the first statement began", name, i+1)

@@ -1,4 +1,6 @@
 -- requires: 20.3
+-- optional: codecs and TTL are storage tuning; the tables work without them, so a
+-- server that refuses one of these statements gets a warning, not a failed migrate.
 -- Servers that have them (not 18.16, where this step is skipped and not
 -- recorded, so it applies after an upgrade): column codecs on the raw
 -- series, and TTL at the default retention (raw 14 days, minute rollup 90
