@@ -85,17 +85,32 @@ type CNPECNImbalance struct {
 	// next reading (intervals up to 10 s) has arrived; default 10 s.
 	FabricWindow   time.Duration
 	FabricHoldback time.Duration
-	// MinFabricCNPs is how many CNPs the window must carry; default 2000.
-	MinFabricCNPs float64
 	// MinGap is the smallest lost share of CNPs that opens an incident,
 	// after the unknown share is subtracted; default 0.2.
 	MinGap float64
+	// FabricSigmas and MinFabricLost say when a window's lost CNPs are more
+	// than the noise of its counts: the lost CNPs (after the unknown
+	// allowance) must reach FabricSigmas·√sent and MinFabricLost, besides
+	// MinGap of the sent CNPs; defaults 5 and 100. A window with fewer sent
+	// CNPs than MinFabricLost shows nothing, loss or balance. A fixed count
+	// would miss the loss under a light load, when a minute carries a few
+	// hundred CNPs. See evalFabric.
+	FabricSigmas  float64
+	MinFabricLost float64
+	// BalanceSigmas: a window whose CNPs differ by more than the tolerance
+	// still balances if they differ by at most BalanceSigmas·√sent, the
+	// noise of a light window's counts; default 2. Narrower than the loss
+	// test on purpose: at a few hundred CNPs a minute, FabricSigmas·√sent is
+	// a quarter of them, and the steady gap of unmonitored endpoints would
+	// pass for balance there.
+	BalanceSigmas float64
 	// BalanceTolerance and BalancedEvaluations: before any gap counts, the
 	// fabric must have shown that its CNPs balance (|gap| within the
-	// tolerance) in that many consecutive conclusive windows; defaults 0.1
-	// and 6 (a minute of sliding windows). This is what keeps a fabric with
-	// unmonitored RoCE endpoints (storage targets, hosts without a
-	// collector) quiet: their CNPs never balance, so no gap there is news.
+	// tolerance, or within the noise BalanceSigmas·√sent of a light window,
+	// and short of MinGap) in that many consecutive conclusive windows;
+	// defaults 0.1 and 6 (a minute of sliding windows). This is what keeps a
+	// fabric with unmonitored RoCE endpoints (storage targets, hosts without
+	// a collector) quiet: their CNPs never balance, so no gap there is news.
 	BalanceTolerance    float64
 	BalancedEvaluations int
 	// StepWithin: a gap opens an incident only if the fabric balanced at
@@ -143,8 +158,10 @@ func NewCNPECNImbalance() *CNPECNImbalance {
 		Fabric:              true,
 		FabricWindow:        60 * time.Second,
 		FabricHoldback:      10 * time.Second,
-		MinFabricCNPs:       2000,
 		MinGap:              0.2,
+		FabricSigmas:        5,
+		MinFabricLost:       100,
+		BalanceSigmas:       2,
 		BalanceTolerance:    0.1,
 		BalancedEvaluations: 6,
 		StepWithin:          3 * time.Minute,
@@ -597,6 +614,15 @@ func (d *CNPECNImbalance) OnWatermark(_ context.Context, fabric FabricView, wm s
 // port silent for ForgetSilentAfter no longer counts: it has left the
 // fabric.
 //
+// How many CNPs a window carries follows the load, and a light load is no
+// reason to stop looking: instead of a fixed count, a gap is loss only when
+// the lost CNPs beyond the unknown ones stand out of the noise of the
+// counts (FabricSigmas standard deviations of a Poisson count, √sent, and
+// at least MinFabricLost CNPs) besides being MinGap of the sent CNPs; a
+// window balances when its CNPs differ by no more than the tolerance or
+// BalanceSigmas·√sent. A window with fewer than MinFabricLost sent CNPs
+// says nothing.
+//
 // A gap must also persist (FabricOpenAfter of windows evaluated every 10 s),
 // the fabric must have balanced before (see BalanceTolerance), and the gap
 // must have appeared as a step (see StepWithin). For the step, a window with
@@ -658,14 +684,20 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 			w.unknownRecv = math.Inf(1)
 		}
 	}
-	if w.sent < d.MinFabricCNPs {
+	if w.sent <= 0 || w.sent < d.MinFabricLost {
+		// Even losing every CNP would prove nothing: the window shows
+		// neither loss nor balance.
 		return
 	}
+	// The noise of the window's counts, as for a Poisson count.
+	sigma := math.Sqrt(w.sent)
 	recv := w.handled + w.ign
 	conclusive := w.unknownRecv <= d.MaxUnknownShare*w.sent
 	gap := (w.sent - recv) / w.sent
-	gapLow := (w.sent - recv - w.unknownRecv) / w.sent
-	balanced := math.Abs(gap) <= d.BalanceTolerance
+	lostLow := w.sent - recv - w.unknownRecv
+	gapLow := lostLow / w.sent
+	lossy := gapLow >= d.MinGap && lostLow >= max(d.MinFabricLost, d.FabricSigmas*sigma)
+	balanced := math.Abs(w.sent-recv) <= max(d.BalanceTolerance*w.sent, d.BalanceSigmas*sigma) && gap < d.MinGap
 	if balanced {
 		// The CNPs seen balance: no gap yet, for the step test.
 		d.fab.lastBalanced = end
@@ -684,7 +716,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	}
 	subject := schemas.Subject{}
 	switch {
-	case d.fab.proven && gapLow >= d.MinGap &&
+	case d.fab.proven && lossy &&
 		(t.Active() > 0 || end-d.fab.lastBalanced <= schemas.Millis(d.StepWithin.Milliseconds())):
 		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
 	case conclusive && gap < d.MinGap/2:

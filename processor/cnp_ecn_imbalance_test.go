@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -29,6 +30,9 @@ type cnpFleet struct {
 	// noise returns "", "silent", "baseline", "reset" or "held" for a
 	// reading.
 	noise func(i int, sec float64) string
+	// poisson, if set, draws the CNPs each port receives in an interval
+	// around their mean, as a Poisson count would vary.
+	poisson *rand.Rand
 }
 
 func (f *cnpFleet) ids() []schemas.PortID {
@@ -57,8 +61,12 @@ func (f *cnpFleet) run(h *harness, dur float64) {
 				cur[i][cnpSent] += s
 				sent += s
 			}
-			delivered := sent * (1 - f.loss(sec)) / float64(f.n)
+			mean := sent * (1 - f.loss(sec)) / float64(f.n)
 			for i := 0; i < f.n; i++ {
+				delivered := mean
+				if f.poisson != nil {
+					delivered = max(0, mean+math.Sqrt(mean)*f.poisson.NormFloat64())
+				}
 				if f.ignoring(i, sec) {
 					cur[i][cnpIgnored] += delivered
 				} else {
@@ -410,6 +418,158 @@ func TestCNPECNImbalance(t *testing.T) {
 				}
 				if w.key != "" && !containsString(in.first.Summary, map[string]string{"np_disabled": "notification point", "rp_ignoring": "reaction point"}[w.key]) {
 					t.Errorf("summary %q", in.first.Summary)
+				}
+				t.Logf("%s %v onset %s detected %s: %s", in.id, in.states, onset, detected, in.first.Summary)
+			}
+		})
+	}
+}
+
+// lightFleet is healthyFleet under a light load: its ECN marks, and so its
+// CNPs, scaled by load (1 gives about 22,000 CNPs a minute), with the CNPs
+// each port receives drawn as Poisson counts.
+func lightFleet(load float64) *cnpFleet {
+	f := healthyFleet()
+	marked := f.marked
+	f.marked = func(i int, sec float64) float64 { return load * marked(i, sec) }
+	f.poisson = rand.New(rand.NewPCG(1, 2))
+	return f
+}
+
+func lossBetween(from, to, loss float64) func(float64) float64 {
+	return func(sec float64) float64 {
+		if sec > from && (to == 0 || sec <= to) {
+			return loss
+		}
+		return 0
+	}
+}
+
+// TestCNPECNImbalanceLightLoad: under a light load a minute carries far
+// fewer than the thousands of CNPs a fixed floor would ask for; the lost
+// CNPs count once they stand out of the noise of the counts, and the noise
+// itself is no loss.
+func TestCNPECNImbalanceLightLoad(t *testing.T) {
+	fabric := schemas.Subject{}
+	type want struct {
+		onset    float64
+		resolved bool
+	}
+	cases := []struct {
+		name string
+		dur  float64
+		f    func() *cnpFleet
+		want []want
+	}{
+		{
+			name: "about 1,500 CNPs a minute, 40% lost", dur: 1200,
+			f: func() *cnpFleet {
+				f := lightFleet(1.0 / 15)
+				f.loss = lossBetween(400, 800, 0.4)
+				return f
+			},
+			want: []want{{onset: 400, resolved: true}},
+		},
+		{
+			name: "about 1,000 CNPs a minute on a 1 s interval, 30% lost", dur: 900,
+			f: func() *cnpFleet {
+				f := lightFleet(1.0 / 22)
+				f.interval = 1
+				f.loss = lossBetween(400, 0, 0.3)
+				return f
+			},
+			want: []want{{onset: 400}},
+		},
+		{
+			name: "about 1,500 CNPs a minute, balanced within the noise", dur: 1500,
+			f: func() *cnpFleet { return lightFleet(1.0 / 15) },
+		},
+		{
+			name: "about 400 CNPs a minute, 60% lost", dur: 1200,
+			f: func() *cnpFleet {
+				f := lightFleet(1.0 / 55)
+				f.loss = lossBetween(400, 800, 0.6)
+				return f
+			},
+			want: []want{{onset: 400, resolved: true}},
+		},
+		{
+			name: "about 700 CNPs a minute on a 10 s interval, balanced within the noise", dur: 1500,
+			f: func() *cnpFleet {
+				f := lightFleet(1.0 / 32)
+				f.interval = 10
+				return f
+			},
+		},
+		{
+			// A trickle of CNPs: about 60 a minute, fewer than
+			// MinFabricLost: even all of them missing would say nothing.
+			name: "a load that drops to a trickle, then half its CNPs missing", dur: 1200,
+			f: func() *cnpFleet {
+				f := lightFleet(1)
+				marked := f.marked
+				f.marked = func(i int, sec float64) float64 {
+					if sec > 300 {
+						return marked(i, sec) / 400
+					}
+					return marked(i, sec)
+				}
+				f.loss = lossBetween(500, 0, 0.5)
+				return f
+			},
+		},
+		{
+			// 300 CNPs a minute, then 3,000: the unmonitored endpoints'
+			// steady gap is within FabricSigmas·√sent of the light
+			// windows, and must not pass for balance there.
+			name: "a load rising from light, 25% of CNPs never balanced (unmonitored endpoints)", dur: 1500,
+			f: func() *cnpFleet {
+				f := lightFleet(1.0 / 75)
+				marked := f.marked
+				f.marked = func(i int, sec float64) float64 {
+					return marked(i, sec) * (1 + 9*min(1, max(0, (sec-600)/60)))
+				}
+				f.loss = func(float64) float64 { return 0.25 }
+				return f
+			},
+		},
+		{
+			name: "a light load that never balances (unmonitored endpoints) says nothing", dur: 900,
+			f: func() *cnpFleet {
+				f := lightFleet(1.0 / 15)
+				f.loss = func(float64) float64 { return 0.3 }
+				return f
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, NewCNPECNImbalance())
+			tc.f().run(h, tc.dur)
+			ins := cnpIncidents(t, h.events)
+			if len(ins) != len(tc.want) {
+				for _, in := range ins {
+					t.Logf("incident %s %v: %s %v", in.id, in.states, in.first.Summary, in.first.Evidence)
+				}
+				t.Fatalf("%d incidents, want %d", len(ins), len(tc.want))
+			}
+			for i, w := range tc.want {
+				in := ins[i]
+				if in.subject != fabric || in.scope != schemas.ScopeFabric {
+					t.Errorf("subject %v scope %s, want the fabric", in.subject, in.scope)
+				}
+				onset, detected := in.first.Start, in.first.DetectedAt
+				if onset < at(w.onset-20) || onset > at(w.onset+30) {
+					t.Errorf("onset %s, fault from %s", onset, at(w.onset))
+				}
+				if lat := time.Duration(detected-at(w.onset)) * time.Millisecond; lat > 3*time.Minute || lat < 0 {
+					t.Errorf("detected %s after the fault started", lat)
+				}
+				if got := in.last.State == schemas.StateResolved; got != w.resolved {
+					t.Errorf("resolved %v, want %v (%v)", got, w.resolved, in.states)
+				}
+				if sent := in.first.Evidence["fabric_cnp_sent"].(float64); sent >= 2000 {
+					t.Errorf("%.0f CNPs in the window: not a light load", sent)
 				}
 				t.Logf("%s %v onset %s detected %s: %s", in.id, in.states, onset, detected, in.first.Summary)
 			}
