@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -180,13 +179,9 @@ func runBenchE2E(ctx context.Context, g *global, f benchE2EFlags, stdout io.Writ
 			faults = append(faults, describeFault(ft, start))
 		}
 	}
-	var tb bytes.Buffer
-	if err := sim.WriteTopology(cfg, &tb); err != nil {
-		return err
-	}
-	topo, err := schemas.ParseTopology(&tb)
+	topo, err := simTopology(cfg)
 	if err != nil {
-		return fmt.Errorf("the simulated fleet's topology: %w", err)
+		return err
 	}
 	simSrc, err := collector.NewSimSource(fleet, collector.WithSimSpeed(1))
 	if err != nil {

@@ -152,13 +152,9 @@ added with --inject, or on demand while it runs with a NATS request to
 With --trace it replays a recorded trace as fast as the machine allows.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var topo *schemas.Topology
-			if topologyPath != "" {
-				t, err := schemas.LoadTopology(topologyPath)
-				if err != nil {
-					return err
-				}
-				topo = t
+			topo, err := loadTopology(topologyPath)
+			if err != nil {
+				return err
 			}
 			stdout := cmd.OutOrStdout()
 			var evOut io.Writer
@@ -240,12 +236,8 @@ func runLive(ctx context.Context, g *global, fl *simFleet, topo *schemas.Topolog
 		return err
 	}
 	if topo == nil {
-		var b bytes.Buffer
-		if err := sim.WriteTopology(fl.cfg, &b); err != nil {
+		if topo, err = simTopology(fl.cfg); err != nil {
 			return err
-		}
-		if topo, err = schemas.ParseTopology(&b); err != nil {
-			return fmt.Errorf("the simulated fleet's topology: %w", err)
 		}
 	}
 	src, err := collector.NewSimSource(fleet, collector.WithSimSpeed(fl.speed))
@@ -642,4 +634,18 @@ func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream
 	st := eng.Stats()
 	g.log.Info("simulated collectors stopped", "data_time", src.DataTime(), "samples", st.Samples, "published", pub.Published(), "restarts", st.Restarts)
 	return err
+}
+
+// simTopology is the simulated fleet's topology, read back through the
+// format v1 parser so the processor sees exactly what a file would give it.
+func simTopology(cfg sim.Config) (*schemas.Topology, error) {
+	var b bytes.Buffer
+	if err := sim.WriteTopology(cfg, &b); err != nil {
+		return nil, err
+	}
+	topo, err := schemas.ParseTopology(&b)
+	if err != nil {
+		return nil, fmt.Errorf("the simulated fleet's topology: %w", err)
+	}
+	return topo, nil
 }
