@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 // PortRef names a host port as labels and topology do.
@@ -126,24 +128,12 @@ func newLayout(c *Config) *Layout {
 	return l
 }
 
-// TopologyFile is topology format v1 (DESIGN.md).
+// TopologyFile is topology format v1 (DESIGN.md); its switch and link
+// types are the schemas package's, the one definition of the format.
 type TopologyFile struct {
-	Fabric   string           `json:"fabric"`
-	Switches []TopologySwitch `json:"switches"`
-	Links    []TopologyLink   `json:"links"`
-}
-
-// TopologySwitch is a switch and its tier (leaf, spine, core).
-type TopologySwitch struct {
-	Name string `json:"name"`
-	Tier string `json:"tier"`
-}
-
-// TopologyLink is a cable: a host endpoint is node/device/port, a switch
-// endpoint switch/port.
-type TopologyLink struct {
-	A string `json:"a"`
-	B string `json:"b"`
+	Fabric   string                   `json:"fabric"`
+	Switches []schemas.TopologySwitch `json:"switches"`
+	Links    []schemas.TopologyLink   `json:"links"`
 }
 
 // Topology returns the fabric the config simulates.
@@ -157,13 +147,13 @@ func Topology(cfg Config) (*TopologyFile, error) {
 func (l *Layout) topology() *TopologyFile {
 	t := &TopologyFile{Fabric: l.Fabric}
 	for _, n := range l.Leaves {
-		t.Switches = append(t.Switches, TopologySwitch{Name: n, Tier: "leaf"})
+		t.Switches = append(t.Switches, schemas.TopologySwitch{Name: n, Tier: schemas.TierLeaf})
 	}
 	for _, n := range l.Spines {
-		t.Switches = append(t.Switches, TopologySwitch{Name: n, Tier: "spine"})
+		t.Switches = append(t.Switches, schemas.TopologySwitch{Name: n, Tier: schemas.TierSpine})
 	}
 	for _, p := range l.Ports {
-		t.Links = append(t.Links, TopologyLink{A: p.PortRef.String(), B: p.Leaf + "/" + p.SwitchPort})
+		t.Links = append(t.Links, schemas.TopologyLink{A: p.PortRef.String(), B: p.Leaf + "/" + p.SwitchPort})
 	}
 	// Uplinks sit above every host-facing port, as swp49+ do on a 48-port leaf.
 	perLeaf := map[string]int{}
@@ -176,7 +166,7 @@ func (l *Layout) topology() *TopologyFile {
 	}
 	for li, leaf := range l.Leaves {
 		for si, spine := range l.Spines {
-			t.Links = append(t.Links, TopologyLink{
+			t.Links = append(t.Links, schemas.TopologyLink{
 				A: fmt.Sprintf("%s/swp%d", leaf, up+si),
 				B: fmt.Sprintf("%s/swp%d", spine, li+1),
 			})
