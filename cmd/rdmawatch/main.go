@@ -141,3 +141,12 @@ func loadTopology(path string) (*schemas.Topology, error) {
 	}
 	return schemas.LoadTopology(path)
 }
+
+// requireClickHouse is the error of a command that needs ClickHouse and has
+// no DSN.
+func (g *global) requireClickHouse() error {
+	if g.clickhouse == "" {
+		return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+	}
+	return nil
+}

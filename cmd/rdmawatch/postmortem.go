@@ -26,8 +26,8 @@ before the onset, and DIR/incident-NN.svg plotting throughput, pause fraction,
 BER and CNPs of that port around the incident.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.clickhouse == "" {
-				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			if err := g.requireClickHouse(); err != nil {
+				return err
 			}
 			p, err := rf.params(time.Now().UTC())
 			if err != nil {

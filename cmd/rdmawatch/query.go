@@ -89,8 +89,8 @@ its subject as --node/--device/--port, for port_timeline.`,
 				}
 				return tw.Flush()
 			}
-			if g.clickhouse == "" {
-				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			if err := g.requireClickHouse(); err != nil {
+				return err
 			}
 			q, err := chschema.QueryByName(args[0])
 			if err != nil {

@@ -27,8 +27,8 @@ Newer servers also have TTL at the defaults; this command still shortens them.
 Events, inventory and topology are kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.clickhouse == "" {
-				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			if err := g.requireClickHouse(); err != nil {
+				return err
 			}
 			at := time.Now().UTC()
 			if now != "" {

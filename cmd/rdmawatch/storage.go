@@ -103,8 +103,8 @@ func newSinkCmd(g *global) *cobra.Command {
 		Short: "Write counter samples, events and inventory from JetStream to ClickHouse",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.clickhouse == "" {
-				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			if err := g.requireClickHouse(); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			js, closeNC, err := connectJS(cmd, g, "rdmawatch-sink", schemas.DefaultPartitions)
@@ -151,8 +151,8 @@ need no other setting than the same --cluster. See
 schemas/clickhouse/README.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if g.clickhouse == "" {
-				return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
+			if err := g.requireClickHouse(); err != nil {
+				return err
 			}
 			var topo *schemas.Topology
 			if topologyPath != "" && cluster.name != "" {
