@@ -153,5 +153,5 @@ func storage(o StreamOptions) jetstream.StorageType {
 
 // Streams lists every stream rdmawatch uses.
 func Streams(o StreamOptions) []jetstream.StreamConfig {
-	return []jetstream.StreamConfig{CountersStream(o), EventsStream(o), InventoryStream(o)}
+	return []jetstream.StreamConfig{CountersStream(o), EventsStream(o), InventoryStream(o), DeadLetterStream(o)}
 }
