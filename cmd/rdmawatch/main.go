@@ -102,6 +102,8 @@ func newRoot() *cobra.Command {
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
 		newBenchE2ECmd(g),
+		newAlertCmd(g),
+		newEventsCmd(g),
 	)
 	return root
 }
