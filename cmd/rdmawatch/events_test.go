@@ -65,3 +65,25 @@ func TestEventFilter(t *testing.T) {
 		}
 	}
 }
+
+func TestParseTimeFlag(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+		bad  bool
+	}{
+		{"7d", now.Add(-7 * 24 * time.Hour), false},
+		{"-30d", now.Add(-30 * 24 * time.Hour), false},
+		{"6h", now.Add(-6 * time.Hour), false},
+		{"now", now, false},
+		{"2026-03-14", time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC), false},
+		{"", time.Time{}, false},
+		{"7 days", time.Time{}, true},
+	} {
+		got, err := parseTimeFlag("from", tc.in, now)
+		if tc.bad != (err != nil) || !got.Equal(tc.want) {
+			t.Errorf("parseTimeFlag(%q) = %s, %v; want %s (error %v)", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}
