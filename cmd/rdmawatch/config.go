@@ -156,6 +156,7 @@ func applyConfig(root, cmd *cobra.Command, path string) error {
 		}
 	}
 	section := commandPath(cmd)
+	cmd.InheritedFlags() // merges the global flags into cmd.Flags(), as Execute does
 	var errs []error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if f.Changed || f.Name == "help" || f.Name == "config" {
