@@ -33,6 +33,8 @@ type global struct {
 	clickhouse string
 	logLevel   string
 	cpuProfile string
+	configPath string
+	logFormat  string
 	log        *slog.Logger
 }
 
@@ -60,11 +62,18 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyConfig(cmd.Root(), cmd, g.configPath); err != nil {
+				return err
+			}
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
 			}
-			g.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			log, err := newLogger(os.Stderr, g.logFormat, lvl)
+			if err != nil {
+				return err
+			}
+			g.log = log
 			slog.SetDefault(g.log)
 			if g.cpuProfile != "" && cmd.Name() != "bench-e2e" {
 				f, err := os.Create(g.cpuProfile)
@@ -86,6 +95,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
 	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default (env RDMAWATCH_CLICKHOUSE)")
 	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
+	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
+	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
 
 	root.AddCommand(
@@ -102,6 +113,9 @@ func newRoot() *cobra.Command {
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
 		newBenchE2ECmd(g),
+		newAlertCmd(g),
+		newEventsCmd(g),
+		newConfigCmd(g),
 	)
 	return root
 }
