@@ -98,7 +98,7 @@ type PartitionStats struct {
 }
 
 type stats struct {
-	processed, samples, stale, late, implausible        atomic.Uint64
+	processed, samples, stale, late, implausible          atomic.Uint64
 	decodeErrors, spoofed, panics, deadLetters, deadKnown atomic.Uint64
 	events, dupEvents, known, ports                       atomic.Uint64
 	watermark                                             atomic.Int64
