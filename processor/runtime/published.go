@@ -80,8 +80,9 @@ func parseEventMsgID(s string) (id string, revision int, ok bool) {
 	if i <= 0 {
 		return "", 0, false
 	}
+	// Only what schemas.Event.MsgID writes: no sign, no leading zero.
 	rev, err := strconv.Atoi(s[i+1:])
-	if err != nil || rev < 0 || s[i+1] == '+' {
+	if err != nil || rev < 0 || strconv.Itoa(rev) != s[i+1:] {
 		return "", 0, false
 	}
 	return s[:i], rev, true

@@ -371,3 +371,15 @@ func TestReplayWithFarFutureLine(t *testing.T) {
 		t.Errorf("with a 9999-12-31 line:\n%v\nwithout:\n%v", got, want)
 	}
 }
+
+func FuzzPlainToken(f *testing.F) {
+	f.Add("gpu-001")
+	f.Add("gpu-001.pod-a")
+	f.Add("gpu-\xff")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		if plainToken(s) && schemas.SubjectToken(s) != s {
+			t.Fatalf("%q is plain but its token is %q", s, schemas.SubjectToken(s))
+		}
+	})
+}

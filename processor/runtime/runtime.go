@@ -405,10 +405,17 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 		}
 	}
 	if !p.caughtUp && pending == 0 {
-		// Nothing a previous run did can be decided again from here on.
+		// Every message stored when the history was read has been read:
+		// none of them can be refused again. After a warm-up, incidents it
+		// did not decide again cannot come back either; a StartAll run may
+		// be reading a stream still being filled (replay), so it keeps
+		// them.
 		p.caughtUp = true
-		n := p.published.caughtUp()
 		p.deadKnown = nil
+		n := 0
+		if p.cfg.Start == StartWarmUp {
+			n = p.published.caughtUp()
+		}
 		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", n)
 	}
 	p.st.processed.Add(1)
@@ -521,20 +528,24 @@ func (p *Processor) advance(ctx context.Context) {
 	}
 	p.fabric.wm = wm
 	p.st.watermark.Store(int64(wm))
-	if wm >= p.nextTick {
-		for _, d := range p.fabDets {
-			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
-		}
-		p.nextTick = wm + p.tick()
-	}
+	// The next steps are set before the calls: a detector that panics (and
+	// so refuses the message being applied) is not called again for every
+	// following message, only at the next tick.
 	if wm >= p.nextEvict {
-		if p.nextEvict != 0 {
+		first := p.nextEvict == 0
+		p.nextEvict = wm + schemas.Millis(time.Minute.Milliseconds())
+		if !first {
 			if n := p.fabric.evict(wm - schemas.Millis(p.cfg.PortTTL.Milliseconds())); n > 0 {
 				p.log.Info("forgot silent ports", "ports", n, "watermark", wm)
 				p.st.ports.Store(uint64(len(p.fabric.ports)))
 			}
 		}
-		p.nextEvict = wm + schemas.Millis(time.Minute.Milliseconds())
+	}
+	if wm >= p.nextTick {
+		p.nextTick = wm + p.tick()
+		for _, d := range p.fabDets {
+			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
+		}
 	}
 }
 
