@@ -332,9 +332,15 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	var unnamed int
 	if p.published, unnamed, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	if p.deadKnown, err = loadDeadLetters(ctx, p.js, deadFrom); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	p.log.Info("history read", "incidents", len(p.published.last), "events_without_msg_id", unnamed, "dead_letters", len(p.deadKnown))
