@@ -3,13 +3,11 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -24,9 +22,9 @@ import (
 // updates were missing while its resolved was there.
 //
 // So the processor asks the events stream itself. Before it reads counters,
-// it reads the headers of the events stored since the warm-up's start minus
+// it reads the events stored since the warm-up's start minus
 // WarmUp (all of them in StartAll) and keeps, per incident id, the highest
-// revision there (Nats-Msg-Id id#revision). A decided event whose revision
+// revision there. A decided event whose revision
 // is not above it is already on the stream and is not published again; any
 // other is published, with its Nats-Msg-Id still guarding against a
 // concurrent run (a rolling restart) within the duplicate window. A tracker
@@ -43,8 +41,16 @@ import (
 // The map is pruned once the warm-up has caught up with the stream: an id
 // the warm-up did not decide again cannot come back (a new decision has a
 // new onset, so a new id).
+//
+// Resuming: an incident older than the warm-up is found again with a later
+// onset, so a new id. The log also keeps the incidents left open on the
+// stream, by type, scope and subject, and hands one to the tracker that
+// opens a later incident on the same subject (processor.Resumer): the old
+// incident goes on with its next revision instead of a second incident
+// being opened for one fault while the first stays open for ever.
 type publishedLog struct {
 	last map[string]publishedRev
+	open map[openKey]processor.Resumed
 }
 
 type publishedRev struct {
@@ -52,40 +58,39 @@ type publishedRev struct {
 	touched  bool
 }
 
-// loadPublished reads the last revision per incident id on the events
-// stream since from (zero: everything).
+type openKey struct {
+	typ, scope string
+	subject    schemas.Subject
+}
+
+// loadPublished reads the events on the events stream since from (zero:
+// everything).
 func loadPublished(ctx context.Context, js jetstream.JetStream, from time.Time) (*publishedLog, int, error) {
-	l := &publishedLog{last: map[string]publishedRev{}}
-	unnamed := 0
-	err := readHeaders(ctx, js, schemas.StreamEvents, schemas.EventsAllFilter, from, func(m jetstream.Msg) {
-		id, rev, ok := parseEventMsgID(m.Headers().Get(nats.MsgIdHdr))
-		if !ok {
-			unnamed++
+	l := &publishedLog{last: map[string]publishedRev{}, open: map[openKey]processor.Resumed{}}
+	unreadable := 0
+	err := readStream(ctx, js, schemas.StreamEvents, schemas.EventsAllFilter, from, false, func(m jetstream.Msg) {
+		ev, err := schemas.DecodeEvent(m.Data())
+		if err != nil {
+			unreadable++
 			return
 		}
-		if cur, seen := l.last[id]; !seen || rev > cur.revision {
-			l.last[id] = publishedRev{revision: rev}
+		if cur, seen := l.last[ev.ID]; !seen || ev.Revision > cur.revision {
+			l.last[ev.ID] = publishedRev{revision: ev.Revision}
+		}
+		k := openKey{ev.Type, ev.Scope, ev.Subject}
+		switch {
+		case ev.State != schemas.StateResolved:
+			if prev, ok := l.open[k]; !ok || prev.ID != ev.ID || ev.Revision > prev.Revision {
+				l.open[k] = processor.Resumed{ID: ev.ID, Start: ev.Start, Revision: ev.Revision, Severity: ev.Severity}
+			}
+		case l.open[k].ID == ev.ID:
+			delete(l.open, k)
 		}
 	})
 	if err != nil {
 		return nil, 0, fmt.Errorf("events history: %w", err)
 	}
-	return l, unnamed, nil
-}
-
-// parseEventMsgID splits schemas.Event.MsgID ("id#revision"); an id may
-// itself contain '#' (node names are free text), the revision never does.
-func parseEventMsgID(s string) (id string, revision int, ok bool) {
-	i := strings.LastIndexByte(s, '#')
-	if i <= 0 {
-		return "", 0, false
-	}
-	// Only what schemas.Event.MsgID writes: no sign, no leading zero.
-	rev, err := strconv.Atoi(s[i+1:])
-	if err != nil || rev < 0 || strconv.Itoa(rev) != s[i+1:] {
-		return "", 0, false
-	}
-	return s[:i], rev, true
+	return l, unreadable, nil
 }
 
 // seen reports whether ev's revision is already on the events stream, and
@@ -105,10 +110,31 @@ func (l *publishedLog) seen(ev *schemas.Event) bool {
 	return ev.Revision <= cur.revision
 }
 
-// caughtUp forgets the ids the warm-up did not decide again.
-func (l *publishedLog) caughtUp() (forgotten int) {
+// resume implements processor.Resumer for the emitter: the incident left
+// open on scope and subject, if it is not id and started no later than
+// the one being opened (a replay over a stream that holds later incidents
+// of the same port must not fold an earlier one into them).
+func (l *publishedLog) resume(typ, scope string, subject schemas.Subject, id string, start schemas.Millis) (processor.Resumed, bool) {
+	if l == nil || len(l.open) == 0 {
+		return processor.Resumed{}, false
+	}
+	k := openKey{typ, scope, subject}
+	prev, ok := l.open[k]
+	if !ok || prev.Start > start {
+		return processor.Resumed{}, false
+	}
+	delete(l.open, k)
+	if prev.ID == id {
+		return processor.Resumed{}, false
+	}
+	return prev, true
+}
+
+// caughtUp forgets the ids the warm-up did not decide again, and the open
+// incidents it did not find again.
+func (l *publishedLog) caughtUp() (forgotten, leftOpen int) {
 	if l == nil {
-		return 0
+		return 0, 0
 	}
 	for id, cur := range l.last {
 		if !cur.touched {
@@ -116,5 +142,7 @@ func (l *publishedLog) caughtUp() (forgotten int) {
 			forgotten++
 		}
 	}
-	return forgotten
+	leftOpen = len(l.open)
+	clear(l.open)
+	return forgotten, leftOpen
 }

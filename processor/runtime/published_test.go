@@ -125,50 +125,6 @@ func TestOutageLongerThanDuplicateWindow(t *testing.T) {
 	}
 }
 
-func TestParseEventMsgID(t *testing.T) {
-	cases := []struct {
-		in  string
-		id  string
-		rev int
-		ok  bool
-	}{
-		{"link_flap/gpu-1/mlx5_0/1/1773446405#0", "link_flap/gpu-1/mlx5_0/1/1773446405", 0, true},
-		{"a#b#12", "a#b", 12, true},
-		{"x#", "", 0, false},
-		{"#3", "", 0, false},
-		{"x#-1", "", 0, false},
-		{"x#+1", "", 0, false},
-		{"x", "", 0, false},
-		{"", "", 0, false},
-	}
-	for _, c := range cases {
-		id, rev, ok := parseEventMsgID(c.in)
-		if id != c.id || rev != c.rev || ok != c.ok {
-			t.Errorf("parseEventMsgID(%q) = %q, %d, %v", c.in, id, rev, ok)
-		}
-	}
-}
-
-func FuzzParseEventMsgID(f *testing.F) {
-	f.Add("pfc_storm/gpu-002/mlx5_0/1/1773446580", 3)
-	f.Add("a#b", 0)
-	f.Add("", 1<<40)
-	f.Fuzz(func(t *testing.T, id string, rev int) {
-		if rev < 0 {
-			rev = -(rev + 1)
-		}
-		ev := &schemas.Event{ID: id, Revision: rev}
-		gotID, gotRev, ok := parseEventMsgID(ev.MsgID())
-		if id != "" && (!ok || gotID != id || gotRev != rev) {
-			t.Fatalf("%q: %q %d %v", ev.MsgID(), gotID, gotRev, ok)
-		}
-		// Whatever the input, a parse is a split of it.
-		if pid, prev, ok := parseEventMsgID(id); ok && fmt.Sprintf("%s#%d", pid, prev) != id {
-			t.Fatalf("%q parsed as %q #%d", id, pid, prev)
-		}
-	})
-}
-
 func TestStatsPerPartition(t *testing.T) {
 	js, _ := startJS(t)
 	for i := 0; i < 3; i++ {
@@ -192,5 +148,48 @@ func TestStatsPerPartition(t *testing.T) {
 	}
 	if withData != 1 || st.Watermark == 0 {
 		t.Errorf("%d partitions with data, watermark %v", withData, st.Watermark)
+	}
+}
+
+// TestRestartContinuesOlderIncident: an incident that opened before the
+// warm-up's start is found again with a later onset; the restarted
+// processor continues it (same id, next revisions, its resolved) instead of
+// opening a second incident and leaving the first open for ever.
+func TestRestartContinuesOlderIncident(t *testing.T) {
+	js, _ := startJS(t)
+	levels := []uint64{0, 0, 1, 1, 1, 1, 1, 1, 0, 0}
+	for i := 0; i < 4; i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	time.Sleep(20 * time.Millisecond)
+	warmUpFrom := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	for i := 4; i < 6; i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	first := start(t, js, Config{StartTime: warmUpFrom.Add(-time.Hour), Detectors: []processor.Detector{newLevel()}})
+	first.waitProcessed(t, 6)
+	first.stop()
+	for i := 6; i < len(levels); i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	// The restart's warm-up starts at batch 4: it never sees the onset.
+	second := start(t, js, Config{StartTime: warmUpFrom, Detectors: []processor.Detector{newLevel()}})
+	second.waitProcessed(t, uint64(len(levels)-4))
+	second.stop()
+
+	id := schemas.EventID("level", schemas.Subject{Node: "host-a", Device: "mlx5_0", Port: 1}, schemas.Millis(t0+2*5000+1))
+	got := eventMsgIDs(t, js)
+	for rev := 0; rev <= 8; rev++ {
+		if n := got[fmt.Sprintf("%s#%d", id, rev)]; n != 1 {
+			t.Errorf("revision %d on the events stream %d times", rev, n)
+		}
+	}
+	if len(got) != 9 {
+		t.Errorf("events stream %v, want revisions 0..8 of %s only", got, id)
+	}
+	evs := readEvents(t, js)
+	if last := evs[len(evs)-1]; last.ID != id || last.State != schemas.StateResolved {
+		t.Errorf("last event %+v, want %s resolved", last, id)
 	}
 }

@@ -117,7 +117,7 @@ func (p *Processor) deadLetter(ctx context.Context, msg jetstream.Msg, seq uint6
 // already dead-lettered since from (zero: ever). Only headers are read.
 func loadDeadLetters(ctx context.Context, js jetstream.JetStream, from time.Time) (map[uint64]struct{}, error) {
 	known := map[uint64]struct{}{}
-	err := readHeaders(ctx, js, schemas.StreamDeadLetter, schemas.DeadLetterSubject(deadLetterRole, schemas.StreamCounters), from, func(m jetstream.Msg) {
+	err := readStream(ctx, js, schemas.StreamDeadLetter, schemas.DeadLetterSubject(deadLetterRole, schemas.StreamCounters), from, true, func(m jetstream.Msg) {
 		h := m.Headers()
 		if h.Get(schemas.HeaderDeadStream) != schemas.StreamCounters {
 			return
@@ -132,14 +132,14 @@ func loadDeadLetters(ctx context.Context, js jetstream.JetStream, from time.Time
 	return known, nil
 }
 
-// readHeaders calls fn with the headers of every message of stream on
-// filter stored since from (zero: all), and returns once it has seen the
-// last one that was there when it started.
-func readHeaders(ctx context.Context, js jetstream.JetStream, stream, filter string, from time.Time, fn func(jetstream.Msg)) error {
+// readStream calls fn with every message of stream on filter stored since
+// from (zero: all), only its headers when headersOnly, and returns once it
+// has seen the last one that was there when it started.
+func readStream(ctx context.Context, js jetstream.JetStream, stream, filter string, from time.Time, headersOnly bool, fn func(jetstream.Msg)) error {
 	occ := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		HeadersOnly:    true,
+		HeadersOnly:    headersOnly,
 	}
 	if !from.IsZero() {
 		occ.DeliverPolicy = jetstream.DeliverByStartTimePolicy

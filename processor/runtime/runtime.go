@@ -330,8 +330,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		occ.OptStartTime = &from
 		eventsFrom, deadFrom = from.Add(-p.cfg.WarmUp), from
 	}
-	var unnamed int
-	if p.published, unnamed, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
+	var unreadable int
+	if p.published, unreadable, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -343,7 +343,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	p.log.Info("history read", "incidents", len(p.published.last), "events_without_msg_id", unnamed, "dead_letters", len(p.deadKnown))
+	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown))
 	cons, err := p.js.OrderedConsumer(ctx, schemas.StreamCounters, occ)
 	if err != nil {
 		return fmt.Errorf("counters consumer: %w", err)
@@ -418,11 +418,12 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 		// them.
 		p.caughtUp = true
 		p.deadKnown = nil
-		n := 0
+		var forgotten, leftOpen int
 		if p.cfg.Start == StartWarmUp {
-			n = p.published.caughtUp()
+			forgotten, leftOpen = p.published.caughtUp()
 		}
-		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", n)
+		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
+			"left_open_not_found_again", leftOpen)
 	}
 	p.st.processed.Add(1)
 	return nil
@@ -559,6 +560,11 @@ func (p *Processor) advance(ctx context.Context) {
 // message that caused them is processed. Not exported: only the processing
 // goroutine may emit.
 type emitter Processor
+
+// Resume implements processor.Resumer from the events stream's history.
+func (e *emitter) Resume(typ, scope string, subject schemas.Subject, id string, start schemas.Millis) (processor.Resumed, bool) {
+	return (*Processor)(e).published.resume(typ, scope, subject, id, start)
+}
 
 func (e *emitter) Emit(ev *schemas.Event) {
 	p := (*Processor)(e)
