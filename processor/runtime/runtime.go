@@ -62,8 +62,8 @@ type Stats struct {
 	Events           uint64
 	// DuplicateEvents were dropped by the events stream's de-duplication.
 	DuplicateEvents uint64
-	// KnownEvents were decided again during a warm-up and found on the
-	// events stream already (published by a previous run): not published.
+	// KnownEvents were decided again (a warm-up, a re-run over the same
+	// stream) and found on the events stream already: not published.
 	KnownEvents uint64
 	// Ports is the number of tracked ports.
 	Ports uint64
@@ -142,8 +142,9 @@ type Processor struct {
 	partIndex []int
 
 	// What previous runs left on the streams, read at the start of Run:
-	// the last published revision per incident id, and the counters
-	// sequences already dead-lettered. Both are dropped once caught up.
+	// the last published revision per incident id and the incidents left
+	// open (published.go), and the counters sequences already
+	// dead-lettered. Pruned once caught up with the counters stream.
 	published *publishedLog
 	deadKnown map[uint64]struct{}
 	caughtUp  bool
