@@ -9,6 +9,13 @@
 // them one by one. The same stream therefore gives the same events in the
 // same order on every run, across partitions too, and the watermark cannot
 // be pushed ahead by one partition being read faster than another.
+//
+// Refusals: a message that does not decode, whose batch names another node
+// than its subject, or whose handling panics, and the samples dated
+// implausibly (plausible.go), are refused, counted in Stats and copied to
+// the dead-letter stream with the reason (refuse.go); the processor goes
+// on. Restarts: the events stream's own history says which incident
+// revisions are already published (published.go).
 package runtime
 
 import (
