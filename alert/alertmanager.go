@@ -73,7 +73,16 @@ func (a *Alertmanager) alert(ev *schemas.Event, now time.Time, hold time.Duratio
 	if len(ev.Evidence) > 0 {
 		ann["evidence"] = evidenceText(ev.Evidence)
 	}
-	if len(ev.NextChecks) > 0 {
+	if len(ev.Checks) > 0 {
+		lines := make([]string, len(ev.Checks))
+		for i, c := range ev.Checks {
+			lines[i] = c.Command
+			if c.Note != "" {
+				lines[i] += "  # " + c.Note
+			}
+		}
+		ann["next_checks"] = strings.Join(lines, "\n")
+	} else if len(ev.NextChecks) > 0 {
 		ann["next_checks"] = strings.Join(ev.NextChecks, "\n")
 	}
 	if a.runbook != "" {

@@ -1106,28 +1106,27 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		summary += "; symbol_error is saturated: the detector is blind until it is cleared"
 	}
 	dev := s.ID.Device
-	checks := []string{
-		fmt.Sprintf("mlxlink -d %s -p %d -m -c on %s: eye opening, FEC and per-lane BER, module temperature and power", dev, s.ID.Port, s.ID.Node),
+	checks := []schemas.Check{
+		onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", dev, s.ID.Port), "eye opening, FEC and per-lane BER, module temperature and power; clean and reseat the optic or cable, replace it if the BER keeps rising"),
 	}
-	if s.Netdev != "" {
-		checks = append(checks, fmt.Sprintf("ethtool -S %s | grep -E 'phy|lane' on %s: corrected bits per lane", s.Netdev, s.ID.Node))
-	}
-	if ib {
-		checks = append(checks, fmt.Sprintf("perfquery -x -C %s -P %d on %s: symbol_error, link_error_recovery", dev, s.ID.Port, s.ID.Node))
+	if !ib {
+		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'phy|lane'", netdevOf(s.ID, s.Netdev)), "corrected bits per lane: one lane far above the others is the optic"))
+	} else {
+		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("perfquery -x -C %s -P %d", dev, s.ID.Port), "symbol_error and link_error_recovery"))
 	}
 	checks = append(checks,
-		"clean and reseat the optic or cable; replace it if the BER keeps rising",
-		switchCheck(d.fabric, s.ID, "BER, FEC and lane counters"))
+		inRdmawatch(fmt.Sprintf("query ber_trend --node %s --device %s --port %d", s.ID.Node, dev, s.ID.Port), "the BER trend of this port and the worst ports of the fabric"),
+		onSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
 	return Finding{
-		Subject:    s.ID.Subject(),
-		Onset:      onset,
-		Severity:   severity,
-		Layer:      schemas.LayerPhysical,
-		Summary:    summary,
-		Evidence:   ev,
-		NextChecks: checks,
-		Keys:       keys,
-		Progress:   true,
+		Subject:  s.ID.Subject(),
+		Onset:    onset,
+		Severity: severity,
+		Layer:    schemas.LayerPhysical,
+		Summary:  summary,
+		Evidence: ev,
+		Checks:   checks,
+		Keys:     keys,
+		Progress: true,
 	}
 }
 

@@ -510,35 +510,31 @@ func (d *CNPECNImbalance) portFinding(st *cnpPort, port *PortState, s *Sample, w
 	if port.Netdev == "" {
 		where = portName(s.ID, s.Netdev)
 	}
-	netdev := s.Netdev
-	if netdev == "" {
-		netdev = "<netdev>"
-	}
-	on := " on " + s.ID.Node
-	var checks []string
+	netdev := netdevOf(s.ID, s.Netdev)
+	var checks []schemas.Check
 	if st.npSeen {
 		checks = append(checks,
-			fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/<prio>%s: 1 on the RoCE priority", netdev, on),
-			fmt.Sprintf("mlxreg -d %s --reg_name ROCE_ACCL --get, or mlxconfig -d %s q | grep -i ROCE_CC%s", s.ID.Device, s.ID.Device, on))
+			onHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_np/enable/*", netdev), "the notification point: 1 on the RoCE priority"),
+			onHost(s.ID.Node, fmt.Sprintf("mlxconfig -d %s q | grep -i ROCE_CC", s.ID.Device), "congestion control enabled in the firmware"))
 	}
 	if st.rpSeen {
 		checks = append(checks,
-			fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/<prio>%s: 1 on the RoCE priority", netdev, on))
+			onHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_rp/enable/*", netdev), "the reaction point: 1 on the RoCE priority"))
 	}
 	checks = append(checks,
-		fmt.Sprintf("mlnx_qos -i %s%s: trust mode (dscp/pcp), PFC priority and the RoCE traffic class", netdev, on),
-		fmt.Sprintf("rp_cnp_handled on the peers that send to %s, np_cnp_sent on the peers it sends to", where),
-		switchCheck(d.view, s.ID, "ECN/WRED marking thresholds against the PFC Xoff threshold"))
+		onHost(s.ID.Node, "mlnx_qos -i "+netdev, "trust mode (dscp/pcp), PFC priority and the RoCE traffic class"),
+		inRdmawatch("query cnp_balance --node "+s.ID.Node, "rp_cnp_handled on the peers that send to "+where+", np_cnp_sent on the peers it sends to"),
+		onSwitch(d.view, s.ID, "ECN/WRED marking thresholds against the PFC Xoff threshold"))
 	return Finding{
-		Subject:    s.ID.Subject(),
-		Onset:      onset,
-		Severity:   severity,
-		Layer:      schemas.LayerLinkNetwork,
-		Summary:    fmt.Sprintf("%s %s over the last %.0f s", where, strings.Join(what, " and "), w.seconds()),
-		Evidence:   d.portEvidence(w),
-		NextChecks: checks,
-		Keys:       keys,
-		Progress:   true,
+		Subject:  s.ID.Subject(),
+		Onset:    onset,
+		Severity: severity,
+		Layer:    schemas.LayerLinkNetwork,
+		Summary:  fmt.Sprintf("%s %s over the last %.0f s", where, strings.Join(what, " and "), w.seconds()),
+		Evidence: d.portEvidence(w),
+		Checks:   checks,
+		Keys:     keys,
+		Progress: true,
 	}
 }
 
@@ -801,12 +797,12 @@ func (d *CNPECNImbalance) fabricFinding(w *fabricWindow, gap, gapLow float64, no
 		Summary: fmt.Sprintf("%.0f%% of the CNPs sent in the fabric over the last %.0f s never reached a reaction point (%.0f sent/s, %.0f handled+ignored/s over %d ports): CNPs are lost or on a lossy priority",
 			100*gap, secs, w.sent/secs, (w.handled+w.ign)/secs, w.ports),
 		Evidence: d.fabricEvidence(w, gap, gapLow),
-		NextChecks: []string{
-			"switch side: the CNP traffic class and its DSCP/priority (CNPs usually go out on DSCP 48, a strict-priority queue); drops on that queue",
-			"cat /sys/class/net/<netdev>/ecn/roce_np/cnp_dscp and cnp_802p_prio on the hosts: the same CNP priority everywhere",
-			"mlnx_qos -i <netdev> on the hosts: trust mode and the priority-to-TC map carry CNPs on a lossless or strict class",
-			"cma_roce_tos and /sys/kernel/config/rdma_cm/<dev>/ports/<p>/default_roce_tos: the RoCE traffic class the applications use",
-			"np_cnp_sent against rp_cnp_handled per leaf: the switch or link where the CNPs disappear",
+		Checks: []schemas.Check{
+			inRdmawatch("query cnp_balance", "np_cnp_sent against rp_cnp_handled per leaf: the switch or link where the CNPs disappear"),
+			{Command: "nv show qos egress-queue-mapping", Note: "on the leaves and spines: the CNP traffic class and its DSCP/priority (CNPs usually go out on DSCP 48, a strict-priority queue); drops on that queue"},
+			{Command: "grep . /sys/class/net/*/ecn/roce_np/cnp_dscp /sys/class/net/*/ecn/roce_np/cnp_802p_prio", Note: "on the hosts: the same CNP priority everywhere"},
+			{Command: "for i in $(ibdev2netdev | awk '{print $5}'); do mlnx_qos -i $i; done", Note: "on the hosts: trust mode and the priority-to-TC map carry CNPs on a lossless or strict class"},
+			{Command: "grep . /sys/kernel/config/rdma_cm/*/ports/*/default_roce_tos", Note: "on the hosts: the RoCE traffic class the applications use (cma_roce_tos sets it)"},
 		},
 		Keys:     []string{"fabric"},
 		Progress: true,

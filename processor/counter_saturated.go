@@ -168,19 +168,19 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 		what = strings.Join(names, ", ") + " are pinned at their maximum"
 	}
 	dev := fmt.Sprintf("-C %s -P %d", s.ID.Device, s.ID.Port)
-	checks := []string{
-		fmt.Sprintf("perfquery -x %s on %s: save the readings", dev, s.ID.Node),
-		fmt.Sprintf("perfquery -R %s on %s: clear the counters, or errors stay invisible", dev, s.ID.Node),
+	checks := []schemas.Check{
+		onHost(s.ID.Node, "perfquery -x "+dev, "save the readings"),
+		onHost(s.ID.Node, "perfquery -R "+dev, "clear the counters, or new errors stay invisible"),
 	}
 	if layer == schemas.LayerPhysical {
-		checks = append(checks, fmt.Sprintf("mlxlink -d %s -p %d -m -c (cable/module, BER, FEC) on %s: where the errors come from", s.ID.Device, s.ID.Port, s.ID.Node))
+		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, BER, FEC: where the errors come from"))
 	} else {
-		checks = append(checks, "port_xmit_wait and pause counters of the port: congestion behind the discards")
+		checks = append(checks, inRdmawatch(fmt.Sprintf("query port_timeline --node %s --device %s --port %d --from 1d", s.ID.Node, s.ID.Device, s.ID.Port), "port_xmit_wait and pause counters of the port: congestion behind the discards"))
 	}
 	if s.Netdev != "" {
-		checks = append(checks, fmt.Sprintf("ethtool -S %s | grep -E 'phy|discard' on %s: 64-bit counters that keep counting", s.Netdev, s.ID.Node))
+		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'phy|discard'", s.Netdev), "64-bit counters that keep counting"))
 	}
-	checks = append(checks, switchCheck(d.fabric, s.ID, "error counters"))
+	checks = append(checks, onSwitch(d.fabric, s.ID, "error counters"))
 	return Finding{
 		Subject:  s.ID.Subject(),
 		Onset:    onset,
@@ -192,7 +192,7 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 			"values":    values,
 			"state":     s.PortSample.State,
 		},
-		NextChecks: checks,
-		Keys:       keys,
+		Checks: checks,
+		Keys:   keys,
 	}
 }

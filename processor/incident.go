@@ -42,14 +42,14 @@ type Finding struct {
 	Subject schemas.Subject
 	// Onset is the estimated start; used when the incident opens, it is part
 	// of the id, so it must come from data only.
-	Onset      schemas.Millis
-	Severity   string
-	Layer      string
-	Summary    string
-	Evidence   map[string]any
-	NextChecks []string
-	Origin     *schemas.Origin
-	Affected   []schemas.Affected
+	Onset    schemas.Millis
+	Severity string
+	Layer    string
+	Summary  string
+	Evidence map[string]any
+	Checks   []schemas.Check // next checks, commands with notes
+	Origin   *schemas.Origin
+	Affected []schemas.Affected
 	// Keys are the facets of the incident whose appearance is material (a
 	// counter that saturates, a port that joins). Affected ports add their
 	// own key.
@@ -323,7 +323,8 @@ func (t *Tracker) emit(em Emitter, inc *incident, state string, now schemas.Mill
 		Layer:      f.Layer,
 		Summary:    f.Summary,
 		Evidence:   f.Evidence,
-		NextChecks: f.NextChecks,
+		NextChecks: schemas.CheckCommands(f.Checks),
+		Checks:     f.Checks,
 		Origin:     f.Origin,
 		Affected:   f.Affected,
 		Revision:   inc.revision,

@@ -192,42 +192,25 @@ func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progres
 		"link_downed":          st.linkDowned,
 		"link_down_events_phy": st.phyDowns,
 	}
-	checks := []string{
-		fmt.Sprintf("ibstat %s %d (state, physical state, rate) on %s", s.ID.Device, s.ID.Port, s.ID.Node),
-		fmt.Sprintf("mlxlink -d %s -p %d -m -c (cable/module, eye, BER) on %s", s.ID.Device, s.ID.Port, s.ID.Node),
-		fmt.Sprintf("dmesg -T | grep -iE '(%s).*link' on %s", grepName(s.ID.Device, s.Netdev), s.ID.Node),
+	checks := []schemas.Check{
+		onHost(s.ID.Node, fmt.Sprintf("ibstat %s %d", s.ID.Device, s.ID.Port), "state, physical state, rate"),
+		onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, eye, BER"),
+		onHost(s.ID.Node, fmt.Sprintf("dmesg -T | grep -iE '(%s).*link'", grepName(s.ID.Device, s.Netdev)), "when the link went down and came back"),
 	}
 	if s.Netdev != "" {
-		checks = append(checks, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy' on %s", s.Netdev, s.Netdev, s.ID.Node))
+		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy'", s.Netdev, s.Netdev), "speed, FEC mode and the PHY's link-down count"))
 	}
-	checks = append(checks, d.switchCheck(s.ID, "port log and link-down counters"))
+	checks = append(checks, onSwitch(d.fabric, s.ID, "port log and link-down counters"))
 	return Finding{
-		Subject:    s.ID.Subject(),
-		Onset:      s.Since(),
-		Severity:   severity,
-		Layer:      schemas.LayerPhysical,
-		Summary:    summary,
-		Evidence:   evidence,
-		NextChecks: checks,
-		Progress:   progress,
+		Subject:  s.ID.Subject(),
+		Onset:    s.Since(),
+		Severity: severity,
+		Layer:    schemas.LayerPhysical,
+		Summary:  summary,
+		Evidence: evidence,
+		Checks:   checks,
+		Progress: progress,
 	}
-}
-
-func (d *LinkFlap) switchCheck(id schemas.PortID, what string) string {
-	return switchCheck(d.fabric, id, what)
-}
-
-// switchCheck names the switch port on the other end of a host port when the
-// topology knows it.
-func switchCheck(fabric FabricView, id schemas.PortID, what string) string {
-	if fabric != nil {
-		if topo := fabric.Topology(); topo != nil {
-			if sw, swPort, ok := topo.AttachedSwitch(id); ok {
-				return fmt.Sprintf("switch side: %s of %s port %s", what, sw, swPort)
-			}
-		}
-	}
-	return "switch side: " + what + " of the switch port this link is cabled to"
 }
 
 func portName(id schemas.PortID, netdev string) string {

@@ -900,39 +900,36 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		delete(evidence, "rx_pause_fraction")
 		delete(evidence, "rcv_gbps")
 	}
-	netdev := st.netdev
-	if netdev == "" {
-		netdev = "$(the netdev of " + origin.Device + ", see ibdev2netdev)"
-	}
-	checks := []string{
-		fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm' on %s", netdev, origin.Node),
+	netdev := netdevOf(origin, st.netdev)
+	checks := []schemas.Check{
+		onHost(origin.Node, fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm'", netdev), "pause frames sent per priority and the storm watchdog's count"),
 	}
 	if st.silent {
-		checks = append(checks, fmt.Sprintf("%s stopped reporting: is the host hung (console, BMC)? a stalled receive path (CQ polling, hung process) keeps the NIC pausing", origin.Node))
+		checks = append(checks, schemas.Check{Command: "ping -c 3 " + shellQuote(origin.Node), Note: origin.Node + " stopped reporting: is the host hung (console, BMC)? a stalled receive path (CQ polling, hung process) keeps the NIC pausing"})
 	} else {
-		checks = append(checks, "is the host's receive path stalled (CQ polling, hung process)?")
+		checks = append(checks, onHost(origin.Node, "top -b -n 1 -o %CPU | head -20", "is the host's receive path stalled (CQ polling, hung process)?"))
 	}
 	checks = append(checks,
-		fmt.Sprintf("mlnx_qos -i %s: PFC watchdog / pfc-prevention-tout", netdev),
-		switchCheck(d.fabric, origin, "PFC watchdog and pause counters"))
+		onHost(origin.Node, "mlnx_qos -i "+netdev, "PFC watchdog / pfc-prevention-tout"),
+		onSwitch(d.fabric, origin, "PFC watchdog and pause counters"))
 	scope, originRef := schemas.ScopePort, &schemas.Origin{Node: origin.Node, Device: origin.Device, Port: origin.Port, Silent: st.silent}
 	if st.ambiguous {
 		scope, originRef = schemas.ScopeNode, &schemas.Origin{Node: origin.Node, Silent: st.silent}
 		evidence["origin_candidate_ports"] = st.ties
 	}
 	return Finding{
-		Scope:      scope,
-		Subject:    st.subject(),
-		Onset:      st.onset,
-		Severity:   severity,
-		Layer:      schemas.LayerLinkNetwork,
-		Summary:    summary,
-		Evidence:   evidence,
-		NextChecks: checks,
-		Origin:     originRef,
-		Affected:   append([]schemas.Affected(nil), st.affected...),
-		Keys:       []string{"silent:" + strconv.FormatBool(st.silent)},
-		Progress:   true,
+		Scope:    scope,
+		Subject:  st.subject(),
+		Onset:    st.onset,
+		Severity: severity,
+		Layer:    schemas.LayerLinkNetwork,
+		Summary:  summary,
+		Evidence: evidence,
+		Checks:   checks,
+		Origin:   originRef,
+		Affected: append([]schemas.Affected(nil), st.affected...),
+		Keys:     []string{"silent:" + strconv.FormatBool(st.silent)},
+		Progress: true,
 	}
 }
 

@@ -132,8 +132,11 @@ type Event struct {
 	Summary    string         `json:"summary" msgpack:"summary"`
 	Evidence   map[string]any `json:"evidence" msgpack:"evidence"`
 	NextChecks []string       `json:"next_checks" msgpack:"next_checks"`
-	Origin     *Origin        `json:"origin,omitempty" msgpack:"origin,omitempty"`
-	Affected   []Affected     `json:"affected,omitempty" msgpack:"affected,omitempty"`
+	// Checks are the next checks with a note each; NextChecks are their
+	// commands (optional: older producers send NextChecks only).
+	Checks   []Check    `json:"checks,omitempty" msgpack:"checks,omitempty"`
+	Origin   *Origin    `json:"origin,omitempty" msgpack:"origin,omitempty"`
+	Affected []Affected `json:"affected,omitempty" msgpack:"affected,omitempty"`
 	// Revision counts the state changes of the incident from 0 (open); with
 	// ID it is the Nats-Msg-Id, so a re-published change is dropped.
 	Revision int `json:"revision" msgpack:"rev"`
