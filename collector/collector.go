@@ -82,6 +82,11 @@ func (c *Collector) Run(ctx context.Context) error {
 			c.noDevices = false
 		}
 		if err := c.publish(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				// Stopped while waiting for NATS: what is in flight is
+				// spooled or counted, never dropped silently.
+				return c.flush()
+			}
 			return err
 		}
 	}
@@ -100,12 +105,39 @@ func (c *Collector) publish(ctx context.Context, r *Reading) error {
 			return err
 		}
 	}
+	if len(r.Ports) > maxBatchPorts {
+		// No host has this many RDMA ports: a broken or hostile source.
+		// The first ports go on; the rest are refused, loudly.
+		c.log.Error("reading has more ports than one node may publish; the rest are refused", "node", r.Node, "ports", len(r.Ports), "max", maxBatchPorts, "refused", len(r.Ports)-maxBatchPorts)
+		r.Ports = r.Ports[:maxBatchPorts]
+	}
 	b := c.engine.Apply(r)
 	if b == nil {
 		return nil
 	}
-	if err := c.pub.PublishBatch(ctx, b); err != nil {
-		return fmt.Errorf("publish %s: %w", b.MsgID(), err)
+	data, fits, err := c.pub.encodeBatch(b)
+	if err != nil {
+		return err
+	}
+	if fits {
+		return c.pub.send(ctx, schemas.CountersSubject(b.Node), b.MsgID(), data, len(b.Ports))
+	}
+	parts := c.engine.Split(b, func(part *schemas.CounterBatch) bool {
+		_, ok, _ := c.pub.encodeBatch(part)
+		return ok
+	})
+	c.log.Info("batch larger than one message, sent in parts", "node", b.Node, "ports", len(b.Ports), "bytes", len(data), "parts", len(parts))
+	for _, part := range parts {
+		err := c.pub.PublishBatch(ctx, part)
+		if errors.Is(err, ErrMessageTooLarge) {
+			c.pub.dropped.Messages++
+			c.pub.dropped.Samples += uint64(len(part.Ports))
+			c.log.Error("port sample larger than one message, dropped", "node", part.Node, "device", part.Ports[0].Device, "port", part.Ports[0].Port, "err", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", part.MsgID(), err)
+		}
 	}
 	return nil
 }

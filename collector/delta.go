@@ -361,3 +361,40 @@ func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, inte
 	cd.Delta = delta
 	return cd
 }
+
+// Split cuts b, the batch Apply just returned, into batches that each pass
+// fits (halving the ports until they do), so a reading too large for one
+// message is sent as several instead of failing. The first keeps b's Seq,
+// the others take the node's next ones, so each has its own Nats-Msg-Id and
+// a re-sent part is still dropped as a duplicate. A single port that does
+// not fit is returned alone; the publisher refuses it.
+func (e *Engine) Split(b *schemas.CounterBatch, fits func(*schemas.CounterBatch) bool) []*schemas.CounterBatch {
+	if len(b.Ports) <= 1 || fits(b) {
+		return []*schemas.CounterBatch{b}
+	}
+	var parts [][]schemas.PortSample
+	var cut func(ports []schemas.PortSample)
+	cut = func(ports []schemas.PortSample) {
+		part := *b
+		part.Ports = ports
+		if len(ports) <= 1 || fits(&part) {
+			parts = append(parts, ports)
+			return
+		}
+		cut(ports[:len(ports)/2])
+		cut(ports[len(ports)/2:])
+	}
+	cut(b.Ports)
+	n := e.node(b.Node)
+	out := make([]*schemas.CounterBatch, len(parts))
+	for i, ports := range parts {
+		part := *b
+		part.Ports = ports
+		if i > 0 {
+			n.seq++
+			part.Seq = n.seq
+		}
+		out[i] = &part
+	}
+	return out
+}
