@@ -72,7 +72,10 @@ type Publisher struct {
 	// outageSince is when the oldest unacknowledged publish was sent, once
 	// a WARN said the broker is not acknowledging; zero otherwise.
 	outageSince time.Time
-	now         func() time.Time
+	// lastAck is when the last ack arrived: a publish that waited through
+	// an outage which has just ended does not start another.
+	lastAck time.Time
+	now     func() time.Time
 }
 
 // DropCount counts messages the publisher gave up, with the port samples
@@ -303,6 +306,7 @@ func isAcked(f *inflight) bool {
 func (p *Publisher) acked(f *inflight) {
 	p.inflight = p.inflight[1:]
 	p.published++
+	p.lastAck = p.now()
 	if f.spooled != "" {
 		p.spool.remove(f.spooled)
 	}
@@ -316,12 +320,22 @@ func (p *Publisher) acked(f *inflight) {
 // checkOutage logs the WARN once when the oldest publish has waited longer
 // than ackWarnAfter.
 func (p *Publisher) checkOutage(oldest *inflight) {
-	if !p.outageSince.IsZero() || p.now().Sub(oldest.sent) < p.ackWarnAfter {
+	since := p.waitingSince(oldest)
+	if !p.outageSince.IsZero() || p.now().Sub(since) < p.ackWarnAfter {
 		return
 	}
-	p.outageSince = oldest.sent
+	p.outageSince = since
 	batches, samples := p.waiting()
-	p.log.Warn("NATS does not acknowledge publishes; the collector waits and keeps what it read", "since", oldest.sent.UTC().Format(time.RFC3339), "waiting_batches", batches, "waiting_samples", samples, "spool", p.spool != nil)
+	p.log.Warn("NATS does not acknowledge publishes; the collector waits and keeps what it read", "since", since.UTC().Format(time.RFC3339Nano), "waiting_batches", batches, "waiting_samples", samples, "spool", p.spool != nil)
+}
+
+// waitingSince is since when the oldest publish has gone unanswered: its
+// send, or the last ack if that came later.
+func (p *Publisher) waitingSince(oldest *inflight) time.Time {
+	if p.lastAck.After(oldest.sent) {
+		return p.lastAck
+	}
+	return oldest.sent
 }
 
 // waiting counts the unacknowledged messages and their samples.
@@ -341,7 +355,7 @@ func (p *Publisher) waitOldest(ctx context.Context) error {
 		// Never handed to the client (its context ended first).
 		return p.start(ctx, f)
 	}
-	warn := time.NewTimer(max(p.ackWarnAfter-p.now().Sub(f.sent), 0))
+	warn := time.NewTimer(max(p.ackWarnAfter-p.now().Sub(p.waitingSince(f)), 0))
 	defer warn.Stop()
 	for {
 		select {

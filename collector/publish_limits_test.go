@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -204,6 +202,3 @@ func TestPublisherRefusesOversizedBatch(t *testing.T) {
 		t.Fatalf("PublishBatch of a %d-port batch over a 4 KiB max_payload: %v, want ErrMessageTooLarge", len(b.Ports), err)
 	}
 }
-
-var _ = os.Getenv
-var _ = filepath.Join
