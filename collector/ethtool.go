@@ -21,19 +21,29 @@ const netdevNameMax = 15
 
 // trimEthtoolStatNames trims every name. Older mlx5 kernels wrote
 // "tx_pause_storm_warning_events " with a trailing space. Should a driver
-// ever list both spellings, the one already trimmed wins, whatever the map
-// order.
+// ever list several spellings of one name, the one already trimmed wins,
+// else the smallest spelling: the same map always gives the same result,
+// whatever the map order.
 func trimEthtoolStatNames(raw map[string]uint64) map[string]uint64 {
 	out := make(map[string]uint64, len(raw))
+	from := make(map[string]string) // trimmed name -> the spelling taken, when it differs
 	for name, v := range raw {
 		t := schemas.TrimStatName(name)
 		if t == "" {
 			continue
 		}
-		if _, dup := out[t]; dup && name != t {
-			continue
+		if _, dup := out[t]; dup {
+			src, untrimmed := from[t]
+			if !untrimmed || (name != t && name > src) {
+				continue
+			}
 		}
 		out[t] = v
+		if name != t {
+			from[t] = name
+		} else {
+			delete(from, t)
+		}
 	}
 	return out
 }
