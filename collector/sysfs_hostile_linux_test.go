@@ -1,11 +1,16 @@
 package collector
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -262,4 +267,92 @@ func TestSysfsReadHonoursDeadline(t *testing.T) {
 	if sc, err := r.Read(context.Background()); err != nil || len(sc.Ports) != 4 {
 		t.Fatalf("after the deadline: err %v, %d ports, want 4", err, len(sc.Ports))
 	}
+}
+
+// direntRecord encodes one struct linux_dirent64 the way the kernel does
+// (8-byte aligned), for seeds and round trips.
+func direntRecord(ino uint64, typ uint8, name string) []byte {
+	reclen := (direntNameOff + len(name) + 1 + 7) &^ 7
+	rec := make([]byte, reclen)
+	binary.NativeEndian.PutUint64(rec[direntInoOff:], ino)
+	binary.NativeEndian.PutUint16(rec[direntReclenOff:], uint16(reclen))
+	rec[direntTypeOff] = typ
+	copy(rec[direntNameOff:], name)
+	return rec
+}
+
+func TestSysfsParseDirentsRealDirectory(t *testing.T) {
+	dir := t.TempDir()
+	want := map[string]bool{"symbol_error": true, "port_xmit_data": true, "hw": true}
+	for name := range want {
+		if name == "hw" {
+			if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("1\n"), 0o444); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	n, err := unix.Getdents(fd, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	if err := parseDirents(buf[:n], func(name []byte, ino uint64, typ uint8) error {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, string(name)), &st); err != nil || st.Ino != ino {
+			t.Errorf("%s: inode %d, lstat says %d (%v)", name, ino, st.Ino, err)
+		}
+		if (typ == unix.DT_DIR) != (string(name) == "hw") {
+			t.Errorf("%s: type %d", name, typ)
+		}
+		got[string(name)] = true
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("entries %v, want %v", got, want)
+	}
+}
+
+// FuzzSysfsParseDirents: the record walk must never read past a record or
+// the buffer, whatever the bytes, and must give back what was encoded.
+func FuzzSysfsParseDirents(f *testing.F) {
+	seed := slices.Concat(direntRecord(1, unix.DT_DIR, "."), direntRecord(2, unix.DT_DIR, ".."),
+		direntRecord(77, unix.DT_REG, "symbol_error"), direntRecord(78, unix.DT_LNK, "mlx5_0"))
+	f.Add(seed, "port_rcv_data")
+	f.Add(seed[:30], "x")
+	f.Add([]byte{}, "a")
+	f.Fuzz(func(t *testing.T, b []byte, name string) {
+		_ = parseDirents(b, func(n []byte, ino uint64, typ uint8) error {
+			if len(n) == 0 || bytes.IndexByte(n, 0) >= 0 || string(n) == "." || string(n) == ".." {
+				t.Fatalf("entry name %q", n)
+			}
+			return nil
+		})
+		if name == "" || name == "." || name == ".." || strings.IndexByte(name, 0) >= 0 || len(name) > 255 {
+			return
+		}
+		var got []string
+		buf := slices.Concat(direntRecord(5, unix.DT_REG, name), direntRecord(6, unix.DT_DIR, name+"x"))
+		if err := parseDirents(buf, func(n []byte, ino uint64, typ uint8) error {
+			got = append(got, fmt.Sprintf("%s/%d/%d", n, ino, typ))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{fmt.Sprintf("%s/5/%d", name, unix.DT_REG), fmt.Sprintf("%sx/6/%d", name, unix.DT_DIR)}
+		if !slices.Equal(got, want) {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	})
 }

@@ -330,27 +330,10 @@ func (f *sysfsFiles) getdents(d *sysfsDir) error {
 		if n <= 0 {
 			return nil
 		}
-		for b := f.dents[:n]; len(b) > 0; {
-			if len(b) < direntNameOff {
-				return &os.PathError{Op: "getdents", Path: d.path, Err: unix.EIO}
-			}
-			reclen := int(binary.NativeEndian.Uint16(b[direntReclenOff:]))
-			if reclen < direntNameOff || reclen > len(b) {
-				return &os.PathError{Op: "getdents", Path: d.path, Err: unix.EIO}
-			}
-			rec := b[:reclen]
-			b = b[reclen:]
-			name := rec[direntNameOff:]
-			if i := bytes.IndexByte(name, 0); i >= 0 {
-				name = name[:i]
-			}
-			if len(name) == 0 || string(name) == "." || string(name) == ".." {
-				continue
-			}
+		err = parseDirents(f.dents[:n], func(name []byte, ino uint64, typ uint8) error {
 			if listed++; listed > sysfsMaxEntries {
-				return &os.PathError{Op: "getdents", Path: d.path, Err: errSysfsTooMany}
+				return errSysfsTooMany
 			}
-			ino := binary.NativeEndian.Uint64(rec[direntInoOff:])
 			e := d.entries[string(name)]
 			if e == nil {
 				e = &sysfsEntry{name: string(name), fd: -1}
@@ -362,7 +345,7 @@ func (f *sysfsFiles) getdents(d *sysfsDir) error {
 				d.changed = true
 			}
 			e.ino, e.seen = ino, f.gen
-			switch rec[direntTypeOff] {
+			switch typ {
 			case unix.DT_DIR:
 				e.isDir = true
 			case unix.DT_UNKNOWN:
@@ -372,8 +355,41 @@ func (f *sysfsFiles) getdents(d *sysfsDir) error {
 			default:
 				e.isDir = false
 			}
+			return nil
+		})
+		if err != nil {
+			return &os.PathError{Op: "getdents", Path: d.path, Err: err}
 		}
 	}
+}
+
+// parseDirents walks the struct linux_dirent64 records getdents64 filled b
+// with, calling fn for each entry but "." and "..". A record that does not
+// fit is EIO: the buffer is the kernel's, so that is a bug, not input to
+// guess at.
+func parseDirents(b []byte, fn func(name []byte, ino uint64, typ uint8) error) error {
+	for len(b) > 0 {
+		if len(b) < direntNameOff {
+			return unix.EIO
+		}
+		reclen := int(binary.NativeEndian.Uint16(b[direntReclenOff:]))
+		if reclen < direntNameOff || reclen > len(b) {
+			return unix.EIO
+		}
+		rec := b[:reclen]
+		b = b[reclen:]
+		name := rec[direntNameOff:]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if len(name) == 0 || string(name) == "." || string(name) == ".." {
+			continue
+		}
+		if err := fn(name, binary.NativeEndian.Uint64(rec[direntInoOff:]), rec[direntTypeOff]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // read returns the current content of a listed file (valid until the next
