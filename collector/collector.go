@@ -19,6 +19,7 @@ type Collector struct {
 	engine   *Engine
 	pub      *Publisher
 	interval time.Duration
+	flushFor time.Duration
 	log      *slog.Logger
 
 	inventory     map[string]map[portKey]schemas.PortInventory // node -> ports as last sent
@@ -32,6 +33,10 @@ type Config struct {
 	// (a trace).
 	Interval time.Duration
 	Log      *slog.Logger
+	// FlushTimeout is how long a stopping collector waits for the acks of
+	// what is in flight before it spools (or counts as lost) the rest;
+	// 0 means 10 s.
+	FlushTimeout time.Duration
 }
 
 // New returns a collector.
@@ -40,7 +45,11 @@ func New(src Source, engine *Engine, pub *Publisher, cfg Config) *Collector {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, log: log, inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
+	flushFor := cfg.FlushTimeout
+	if flushFor <= 0 {
+		flushFor = 10 * time.Second
+	}
+	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, flushFor: flushFor, log: log, inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
 }
 
 // Run reads until the source ends (io.EOF: returns nil after flushing) or
@@ -82,6 +91,11 @@ func (c *Collector) Run(ctx context.Context) error {
 			c.noDevices = false
 		}
 		if err := c.publish(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				// Stopped while waiting for NATS: what is in flight is
+				// spooled or counted, never dropped silently.
+				return c.flush()
+			}
 			return err
 		}
 	}
@@ -89,7 +103,7 @@ func (c *Collector) Run(ctx context.Context) error {
 
 func (c *Collector) flush() error {
 	// The caller's ctx may be done; give in-flight acks a moment of their own.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), c.flushFor)
 	defer cancel()
 	return c.pub.Flush(ctx)
 }
@@ -100,12 +114,42 @@ func (c *Collector) publish(ctx context.Context, r *Reading) error {
 			return err
 		}
 	}
+	if len(r.Ports) > maxBatchPorts {
+		// No host has this many RDMA ports: a broken or hostile source.
+		// The first ports go on; the rest are refused, loudly.
+		c.log.Error("reading has more ports than one node may publish; the rest are refused", "node", r.Node, "ports", len(r.Ports), "max", maxBatchPorts, "refused", len(r.Ports)-maxBatchPorts)
+		r.Ports = r.Ports[:maxBatchPorts]
+	}
 	b := c.engine.Apply(r)
 	if b == nil {
 		return nil
 	}
-	if err := c.pub.PublishBatch(ctx, b); err != nil {
-		return fmt.Errorf("publish %s: %w", b.MsgID(), err)
+	data, fits, err := c.pub.encodeBatch(b)
+	if err != nil {
+		return err
+	}
+	if fits {
+		if err := c.pub.send(ctx, schemas.CountersSubject(b.Node), b.MsgID(), data, len(b.Ports)); err != nil {
+			return fmt.Errorf("publish %s: %w", b.MsgID(), err)
+		}
+		return nil
+	}
+	parts := c.engine.Split(b, func(part *schemas.CounterBatch) bool {
+		_, ok, _ := c.pub.encodeBatch(part)
+		return ok
+	})
+	c.log.Info("batch larger than one message, sent in parts", "node", b.Node, "ports", len(b.Ports), "bytes", len(data), "parts", len(parts))
+	for _, part := range parts {
+		err := c.pub.PublishBatch(ctx, part)
+		if errors.Is(err, ErrMessageTooLarge) {
+			c.pub.dropped.Messages++
+			c.pub.dropped.Samples += uint64(len(part.Ports))
+			c.log.Error("port sample larger than one message, dropped", "node", part.Node, "device", part.Ports[0].Device, "port", part.Ports[0].Port, "err", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", part.MsgID(), err)
+		}
 	}
 	return nil
 }

@@ -25,6 +25,8 @@ func newCollectorCmd(g *global) *cobra.Command {
 		partitions  int
 		source      string
 		sf          simFlags
+		spoolDir    string
+		spoolMax    int64
 	)
 	cmd := &cobra.Command{
 		Use:   "collector",
@@ -68,11 +70,18 @@ func newCollectorCmd(g *global) *cobra.Command {
 			defer src.Close()
 			boot := randomBootID()
 			eng := collector.NewEngine(func(string, int) string { return boot })
-			pub := collector.NewPublisher(js, maxInFlight, g.log)
+			pub, err := collector.NewPublisherConfig(js, collector.PublisherConfig{MaxInFlight: maxInFlight, Log: g.log, SpoolDir: spoolDir, SpoolMaxBytes: spoolMax})
+			if err != nil {
+				return err
+			}
+			if err := pub.ResendSpool(ctx); err != nil {
+				return err
+			}
 			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", g.natsURL)
 			err = collector.New(src, eng, pub, collector.Config{Interval: interval, Log: g.log}).Run(ctx)
 			st := eng.Stats()
-			g.log.Info("collector stopped", "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches)
+			d := pub.Dropped()
+			g.log.Info("collector stopped", "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches, "dropped_batches", d.Messages, "dropped_samples", d.Samples)
 			return err
 		},
 	}
@@ -83,6 +92,8 @@ func newCollectorCmd(g *global) *cobra.Command {
 	f.IntVar(&maxInFlight, "max-in-flight", 64, "unacknowledged batches allowed before the collector waits")
 	f.IntVar(&partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream when this collector creates it")
 	f.StringVar(&source, "source", "sysfs", "what to read: sysfs (this host) or sim (a simulated fleet, every node publishing as its own collector; see --sim-*)")
+	f.StringVar(&spoolDir, "spool-dir", "", "keep batches NATS has not acknowledged when the collector stops here, and send them at the next start (empty: none, they are counted as lost)")
+	f.Int64Var(&spoolMax, "spool-max-bytes", 256<<20, "bound of --spool-dir; the oldest batches are dropped (and counted) past it")
 	sf.register(cmd)
 	return cmd
 }
