@@ -16,12 +16,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/collector/sim"
+	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/test/bench"
 )
@@ -176,10 +176,10 @@ func runBenchE2E(ctx context.Context, g *global, f benchE2EFlags, stdout io.Writ
 			if err := fleet.Inject(ft); err != nil {
 				return fmt.Errorf("inject: %w", err)
 			}
-			faults = append(faults, describeFault(ft, start))
+			faults = append(faults, sim.DescribeFault(ft, start))
 		}
 	}
-	topo, err := simTopology(cfg)
+	topo, err := sim.ParsedTopology(cfg)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func runBenchE2E(ctx context.Context, g *global, f benchE2EFlags, stdout io.Writ
 		latencies []time.Duration
 		unmatched int
 		seconds   []benchSecond
-		prev      pipelineProgress
+		prev      pipeline.Progress
 		t0        time.Time
 		cpu0      syscall.Rusage
 		sys0      cpuTimes
@@ -243,38 +243,34 @@ func runBenchE2E(ctx context.Context, g *global, f benchE2EFlags, stdout io.Writ
 		return info.NumPending + uint64(info.NumAckPending)
 	}
 	var timer *time.Timer
-	res, runErr := runPipeline(runCtx, pipelineConfig{
-		source:     src,
-		topology:   topo,
-		clickhouse: g.clickhouse,
-		processors: f.processors,
-		log:        g.log,
-		bootID:     func(string, int) string { return randomBootID() },
-		drainGrace: f.drainGrace,
-		onStart: func(nc *nats.Conn, _ string) error {
-			var err error
-			js, err = jetstream.New(nc)
+	onStart := func(p *pipeline.Pipeline) error {
+		js = p.JetStream()
+		if f.cpuProfile != "" {
+			pf, err := os.Create(f.cpuProfile)
 			if err != nil {
 				return err
 			}
-			if f.cpuProfile != "" {
-				pf, err := os.Create(f.cpuProfile)
-				if err != nil {
-					return err
-				}
-				if err := pprof.StartCPUProfile(pf); err != nil {
-					pf.Close()
-					return err
-				}
-				profiling = true
+			if err := pprof.StartCPUProfile(pf); err != nil {
+				pf.Close()
+				return err
 			}
-			t0 = time.Now()
-			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &cpu0)
-			sys0 = readCPUTimes()
-			timer = time.AfterFunc(f.duration, endWindow)
-			return nil
-		},
-		onEvent: func(ev *schemas.Event) {
+			profiling = true
+		}
+		t0 = time.Now()
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &cpu0)
+		sys0 = readCPUTimes()
+		timer = time.AfterFunc(f.duration, endWindow)
+		return nil
+	}
+	p, err := pipeline.Start(runCtx, pipeline.Config{
+		Source:     src,
+		Topology:   topo,
+		ClickHouse: g.clickhouse,
+		Processors: f.processors,
+		Log:        g.log,
+		BootID:     func(string, int) string { return randomBootID() },
+		DrainGrace: f.drainGrace,
+		OnEvent: func(ev *schemas.Event) {
 			arrived := time.Now()
 			rel, ok := src.released(ev.Subject.Node, int64(ev.DetectedAt))
 			mu.Lock()
@@ -287,7 +283,7 @@ func runBenchE2E(ctx context.Context, g *global, f benchE2EFlags, stdout io.Writ
 			}
 			latencies = append(latencies, arrived.Sub(rel))
 		},
-		onProgress: func(p pipelineProgress) {
+		OnProgress: func(p pipeline.Progress) {
 			if p.Wall == 0 || runCtx.Err() != nil {
 				return // the run's closing total
 			}
@@ -305,6 +301,13 @@ func runBenchE2E(ctx context.Context, g *global, f benchE2EFlags, stdout io.Writ
 				s.lag.Round(10*time.Millisecond), s.backlog, s.sinkPending, s.behind.Round(10*time.Millisecond), s.events)
 		},
 	})
+	if err != nil {
+		return err
+	}
+	if err := onStart(p); err != nil {
+		return errors.Join(err, p.Shutdown())
+	}
+	res, runErr := p.Run(runCtx)
 	if timer != nil {
 		timer.Stop()
 	}
@@ -329,7 +332,7 @@ func orNone(s string) string {
 	return s
 }
 
-func reportBenchE2E(w io.Writer, f benchE2EFlags, res *pipelineResult, seconds []benchSecond, lat []time.Duration,
+func reportBenchE2E(w io.Writer, f benchE2EFlags, res *pipeline.Result, seconds []benchSecond, lat []time.Duration,
 	unmatched int, drained bool, wall, self time.Duration, sysBusy float64) error {
 	// The first seconds fill the pipeline (first batches are baselines);
 	// they are left out of the windows.
@@ -406,8 +409,8 @@ func reportBenchE2E(w io.Writer, f benchE2EFlags, res *pipelineResult, seconds [
 	fmt.Fprintf(w, "sample-to-event latency over %d events (%d unmatched): p50 %s p99 %s max %s\n",
 		len(lat), unmatched, pct(0.5).Round(time.Millisecond), p99.Round(time.Millisecond), pct(1).Round(time.Millisecond))
 	if res != nil {
-		types := make([]string, 0, len(res.byType))
-		for t, st := range res.byType {
+		types := make([]string, 0, len(res.ByType))
+		for t, st := range res.ByType {
 			types = append(types, fmt.Sprintf("%s %d/%d/%d", t, st[schemas.StateOpen], st[schemas.StateUpdate], st[schemas.StateResolved]))
 		}
 		sort.Strings(types)

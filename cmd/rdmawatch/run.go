@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/collector/sim"
+	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -205,14 +205,13 @@ func runTrace(cmd *cobra.Command, g *global, tracePath string, topo *schemas.Top
 	}
 	fmt.Fprintf(stdout, "rdmawatch run: replaying %s on an embedded NATS JetStream\n", tracePath)
 	var mu sync.Mutex
-	res, runErr := runPipeline(cmd.Context(), pipelineConfig{
-		source:     collector.NewTraceSource(tr),
-		topology:   topo,
-		eventsOut:  evOut,
-		clickhouse: g.clickhouse,
-		processors: 1,
-		log:        g.log,
-		onEvent: func(ev *schemas.Event) {
+	res, runErr := pipeline.Run(cmd.Context(), pipeline.Config{
+		Source:     collector.NewTraceSource(tr),
+		Topology:   topo,
+		EventsOut:  evOut,
+		ClickHouse: g.clickhouse,
+		Log:        g.log,
+		OnEvent: func(ev *schemas.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			fmt.Fprintln(stdout, formatEvent(ev))
@@ -236,7 +235,7 @@ func runLive(ctx context.Context, g *global, fl *simFleet, topo *schemas.Topolog
 		return err
 	}
 	if topo == nil {
-		if topo, err = simTopology(fl.cfg); err != nil {
+		if topo, err = sim.ParsedTopology(fl.cfg); err != nil {
 			return err
 		}
 	}
@@ -261,41 +260,39 @@ func runLive(ctx context.Context, g *global, fl *simFleet, topo *schemas.Topolog
 	fmt.Fprintf(stdout, "  data time %s to %s, read every %s, played at %s\n",
 		lay.Start.Format(time.RFC3339), lay.End.Format(time.RFC3339), cfg.Interval, wall)
 	for _, f := range cfg.Faults {
-		fmt.Fprintf(stdout, "  scheduled: %s\n", describeFault(f, lay.Start))
+		fmt.Fprintf(stdout, "  scheduled: %s\n", sim.DescribeFault(f, lay.Start))
 	}
 
 	out := &liveOutput{stdout: stdout, stderr: stderr, tty: isTerminal(stderr), start: lay.Start}
-	res, runErr := runPipeline(ctx, pipelineConfig{
-		source:     src,
-		topology:   topo,
-		eventsOut:  evOut,
-		clickhouse: g.clickhouse,
-		processors: 1,
-		log:        g.log,
+	pcfg := pipeline.Config{
+		Source:     src,
+		Topology:   topo,
+		EventsOut:  evOut,
+		ClickHouse: g.clickhouse,
+		Log:        g.log,
 		// Every simulated node is its own collector: its own boot id,
 		// a new one after each restart, as a real collector picks one at
 		// start.
-		bootID: func(string, int) string { return randomBootID() },
-		onStart: func(nc *nats.Conn, url string) error {
-			_, err := nc.Subscribe(simInjectSubject, func(m *nats.Msg) {
-				reply := injectOnDemand(src, string(m.Data))
-				out.line(reply)
-				_ = m.Respond([]byte(reply))
-			})
-			if err != nil {
-				return fmt.Errorf("subscribe %s: %w", simInjectSubject, err)
-			}
-			fmt.Fprintf(stdout, "  faults on demand: nats --server %s request %s 'pfc_storm@+30s:%s'\n", url, simInjectSubject, lay.Ports[0].PortRef)
-			fmt.Fprintln(stdout)
-			return nil
-		},
-		onEvent: out.event,
-		onProgress: func(p pipelineProgress) {
-			if progress {
-				out.progress(p)
-			}
-		},
-	})
+		BootID:  func(string, int) string { return randomBootID() },
+		OnEvent: out.event,
+	}
+	if progress {
+		pcfg.OnProgress = out.progress
+	}
+	p, err := pipeline.Start(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Conn().Subscribe(simInjectSubject, func(m *nats.Msg) {
+		reply := injectOnDemand(src, string(m.Data))
+		out.line(reply)
+		_ = m.Respond([]byte(reply))
+	}); err != nil {
+		return errors.Join(fmt.Errorf("subscribe %s: %w", simInjectSubject, err), p.Shutdown())
+	}
+	fmt.Fprintf(stdout, "  faults on demand: nats --server %s request %s 'pfc_storm@+30s:%s'\n", p.URL(), simInjectSubject, lay.Ports[0].PortRef)
+	fmt.Fprintln(stdout)
+	res, runErr := p.Run(ctx)
 	out.endProgress()
 	interrupted := errors.Is(runErr, context.Canceled) && ctx.Err() != nil
 	if res != nil {
@@ -325,39 +322,7 @@ func injectOnDemand(src *collector.SimSource, spec string) string {
 	if err != nil {
 		return "inject: " + err.Error()
 	}
-	return "injected: " + describeFault(f, time.Time{})
-}
-
-func describeFault(f sim.Fault, base time.Time) string {
-	at := func(t time.Time) string {
-		if base.IsZero() {
-			return t.UTC().Format(time.RFC3339)
-		}
-		return "+" + t.Sub(base).Round(time.Second).String()
-	}
-	switch v := f.(type) {
-	case sim.PFCStorm:
-		silent := ""
-		if v.Silent {
-			silent = " (host hung, its collector silent)"
-		}
-		return fmt.Sprintf("pfc_storm          %s at %s for %s%s", v.Port, at(v.From), v.Duration, silent)
-	case sim.BERDrift:
-		until := ""
-		if !v.Until.IsZero() {
-			until = ", optic replaced at " + at(v.Until)
-		}
-		return fmt.Sprintf("ber_drift          %s from %s, critical BER %s later%s", v.Port, at(v.From), v.ToCritical, until)
-	case sim.CNPECNImbalance:
-		return fmt.Sprintf("cnp_ecn_imbalance  %s %s at %s for %s", v.Kind, v.Port, at(v.From), v.Duration)
-	case sim.LinkFlap:
-		return fmt.Sprintf("link_flap          %s at %s", v.Port, at(v.At))
-	case sim.CounterSaturated:
-		return fmt.Sprintf("counter_saturated  %s %s from %s", v.Port, v.Counter, at(v.From))
-	case sim.Incast:
-		return fmt.Sprintf("incast (not a fault: congestion that must raise nothing) into %s from %d senders from %s", v.Receiver, len(v.Senders), at(v.From))
-	}
-	return fmt.Sprintf("%T", f)
+	return "injected: " + sim.DescribeFault(f, time.Time{})
 }
 
 // liveOutput serialises the terminal: events on stdout, the progress line on
@@ -394,7 +359,7 @@ func (o *liveOutput) event(ev *schemas.Event) {
 	}
 }
 
-func (o *liveOutput) progress(p pipelineProgress) {
+func (o *liveOutput) progress(p pipeline.Progress) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if p.Published.IsZero() {
@@ -429,15 +394,15 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func printLiveSummary(w io.Writer, res *pipelineResult, src *collector.SimSource, fleet *sim.Fleet, start time.Time) {
+func printLiveSummary(w io.Writer, res *pipeline.Result, src *collector.SimSource, fleet *sim.Fleet, start time.Time) {
 	sum := fleet.Summary()
 	dataEnd := src.DataTime()
 	fmt.Fprintf(w, "ran %s of data time in %s: %d nodes, %d port samples (%d resets, %d wraps, %d glitches held, %d collector restarts) in %d messages\n",
-		dataEnd.Sub(start).Round(time.Second), res.elapsed.Round(time.Second), sum.Nodes, res.engine.Samples,
-		res.engine.Resets, res.engine.Wraps, res.engine.Glitches, res.engine.Restarts, res.batches)
+		dataEnd.Sub(start).Round(time.Second), res.Elapsed.Round(time.Second), sum.Nodes, res.Engine.Samples,
+		res.Engine.Resets, res.Engine.Wraps, res.Engine.Glitches, res.Engine.Restarts, res.Batches)
 	printIncidentCounts(w, res)
-	evs := make([]*schemas.Event, 0, len(res.incidents))
-	for _, ev := range res.incidents {
+	evs := make([]*schemas.Event, 0, len(res.Incidents))
+	for _, ev := range res.Incidents {
 		evs = append(evs, ev)
 	}
 	sort.Slice(evs, func(i, j int) bool {
@@ -628,24 +593,10 @@ func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream
 	g.log.Info("simulated collectors started", "fleet", fl.name, "nodes", len(lay.Nodes), "ports", len(lay.Ports),
 		"interval", fl.cfg.Interval, "data_start", lay.Start, "data_end", lay.End, "speed", fl.speed, "inject_subject", simInjectSubject)
 	for _, f := range fl.cfg.Faults {
-		g.log.Info("fault scheduled", "fault", describeFault(f, lay.Start))
+		g.log.Info("fault scheduled", "fault", sim.DescribeFault(f, lay.Start))
 	}
 	err = collector.New(src, eng, pub, collector.Config{Log: g.log}).Run(ctx)
 	st := eng.Stats()
 	g.log.Info("simulated collectors stopped", "data_time", src.DataTime(), "samples", st.Samples, "published", pub.Published(), "restarts", st.Restarts)
 	return err
-}
-
-// simTopology is the simulated fleet's topology, read back through the
-// format v1 parser so the processor sees exactly what a file would give it.
-func simTopology(cfg sim.Config) (*schemas.Topology, error) {
-	var b bytes.Buffer
-	if err := sim.WriteTopology(cfg, &b); err != nil {
-		return nil, err
-	}
-	topo, err := schemas.ParseTopology(&b)
-	if err != nil {
-		return nil, fmt.Errorf("the simulated fleet's topology: %w", err)
-	}
-	return topo, nil
 }
