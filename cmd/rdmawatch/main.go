@@ -66,7 +66,7 @@ func newRoot() *cobra.Command {
 			}
 			g.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			slog.SetDefault(g.log)
-			if g.cpuProfile != "" && cmd.Name() != "bench-e2e" {
+			if g.cpuProfile != "" {
 				f, err := os.Create(g.cpuProfile)
 				if err != nil {
 					return fmt.Errorf("--profile-cpu: %w", err)
@@ -101,7 +101,6 @@ func newRoot() *cobra.Command {
 		newQueryCmd(g),
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
-		newBenchE2ECmd(g),
 	)
 	return root
 }
