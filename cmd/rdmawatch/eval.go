@@ -12,6 +12,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/eval"
 	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func newEvalCmd(g *global) *cobra.Command {
@@ -51,7 +52,7 @@ counts against precision.`,
 				if err != nil {
 					return err
 				}
-				tr, err := collector.OpenTrace(tracePath)
+				tr, err := trace.Open(tracePath)
 				if err != nil {
 					return err
 				}

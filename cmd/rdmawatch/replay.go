@@ -12,6 +12,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func newReplayCmd(g *global) *cobra.Command {
@@ -38,7 +39,7 @@ the same events. A malformed line stops it with a non-zero exit naming the line.
 			if err != nil {
 				return err
 			}
-			tr, err := collector.OpenTrace(tracePath)
+			tr, err := trace.Open(tracePath)
 			if err != nil {
 				return err
 			}

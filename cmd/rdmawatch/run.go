@@ -22,6 +22,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/collector/sim"
 	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 // simInjectSubject is where a live run takes faults on demand: the request
@@ -191,7 +192,7 @@ With --trace it replays a recorded trace as fast as the machine allows.`,
 // runTrace replays a trace as fast as the machine allows.
 func runTrace(cmd *cobra.Command, g *global, tracePath string, topo *schemas.Topology, evOut io.Writer) error {
 	stdout := cmd.OutOrStdout()
-	tr, err := collector.OpenTrace(tracePath)
+	tr, err := trace.Open(tracePath)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,7 +36,7 @@ const scenario = "../../test/scenarios/flap-and-saturation/"
 
 func traceSource(t *testing.T, path string) collector.Source {
 	t.Helper()
-	tr, err := collector.OpenTrace(path)
+	tr, err := trace.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func truncatedTrace(t *testing.T, n int) string {
 func TestRunMalformedLineStopsReadingAndKeepsWhatCameBefore(t *testing.T) {
 	var out bytes.Buffer
 	res, err := Run(t.Context(), Config{Log: quiet, Source: traceSource(t, truncatedTrace(t, 400)), EventsOut: &out})
-	if !errors.Is(err, collector.ErrTrace) || !strings.Contains(err.Error(), "line 401") {
+	if !errors.Is(err, trace.ErrMalformed) || !strings.Contains(err.Error(), "line 401") {
 		t.Fatalf("err = %v, want a malformed trace error naming line 401", err)
 	}
 	if res == nil || res.Engine.Samples != 400 {
