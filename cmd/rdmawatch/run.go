@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/collector/sim"
 	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/schemas/trace"
+	"github.com/rdmawatch/rdmawatch/sim"
 )
 
 // simInjectSubject is where a live run takes faults on demand: the request
@@ -240,7 +240,7 @@ func runLive(ctx context.Context, g *global, fl *simFleet, topo *schemas.Topolog
 			return err
 		}
 	}
-	src, err := collector.NewSimSource(fleet, collector.WithSimSpeed(fl.speed))
+	src, err := sim.NewSource(fleet, sim.WithSpeed(fl.speed))
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func runLive(ctx context.Context, g *global, fl *simFleet, topo *schemas.Topolog
 
 // injectOnDemand injects a fault from a request; the +offset counts from the
 // fleet's current data time.
-func injectOnDemand(src *collector.SimSource, spec string) string {
+func injectOnDemand(src *sim.Source, spec string) string {
 	now := src.FleetNow()
 	f, err := sim.ParseFault(spec, now)
 	if err == nil {
@@ -395,7 +395,7 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-func printLiveSummary(w io.Writer, res *pipeline.Result, src *collector.SimSource, fleet *sim.Fleet, start time.Time) {
+func printLiveSummary(w io.Writer, res *pipeline.Result, src *sim.Source, fleet *sim.Fleet, start time.Time) {
 	sum := fleet.Summary()
 	dataEnd := src.DataTime()
 	fmt.Fprintf(w, "ran %s of data time in %s: %d nodes, %d port samples (%d resets, %d wraps, %d glitches held, %d collector restarts) in %d messages\n",
@@ -575,7 +575,7 @@ func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream
 	if err != nil {
 		return err
 	}
-	src, err := collector.NewSimSource(fleet, collector.WithSimSpeed(fl.speed))
+	src, err := sim.NewSource(fleet, sim.WithSpeed(fl.speed))
 	if err != nil {
 		return err
 	}

@@ -38,9 +38,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/collector/sim"
 	"github.com/rdmawatch/rdmawatch/internal/pipeline"
+	"github.com/rdmawatch/rdmawatch/sim"
 	"github.com/rdmawatch/rdmawatch/test/bench"
 )
 
@@ -142,7 +141,7 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) error
 	if err != nil {
 		return err
 	}
-	simSrc, err := collector.NewSimSource(fl, collector.WithSimSpeed(1))
+	simSrc, err := sim.NewSource(fl, sim.WithSpeed(1))
 	if err != nil {
 		return err
 	}
@@ -155,7 +154,7 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) error
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tr := &trial{f: f, log: log, stdout: stdout, cancel: cancel,
-		src: &releaseSource{SimSource: simSrc, byNode: map[string][]release{}}}
+		src: &releaseSource{Source: simSrc, byNode: map[string][]release{}}}
 	defer tr.endWindow()
 	p, err := pipeline.Start(runCtx, pipeline.Config{
 		Source:     tr.src,

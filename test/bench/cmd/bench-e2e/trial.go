@@ -18,6 +18,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/sim"
 )
 
 // release is when a reading was handed to the collector.
@@ -30,7 +31,7 @@ type release struct {
 // reading was released (the start of its sample-to-event latency) and how
 // far the release is behind the real time its data time maps to.
 type releaseSource struct {
-	*collector.SimSource
+	*sim.Source
 	mu     sync.Mutex
 	byNode map[string][]release
 	all    []release
@@ -41,7 +42,7 @@ type releaseSource struct {
 }
 
 func (s *releaseSource) Next(ctx context.Context) (*collector.Reading, error) {
-	r, err := s.SimSource.Next(ctx)
+	r, err := s.Source.Next(ctx)
 	if err != nil || r == nil {
 		return r, err
 	}
