@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func startJS(t *testing.T) jetstream.JetStream {
@@ -74,7 +75,7 @@ func TestPublisherDeduplicatesRetries(t *testing.T) {
 
 func TestCollectorReplaysTraceIntoStream(t *testing.T) {
 	js := startJS(t)
-	tr, err := OpenTrace("../test/scenarios/flap-and-saturation/trace.jsonl")
+	tr, err := trace.Open("../test/scenarios/flap-and-saturation/trace.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,9 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/eval"
+	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func newEvalCmd(g *global) *cobra.Command {
@@ -50,19 +52,19 @@ counts against precision.`,
 				if err != nil {
 					return err
 				}
-				tr, err := collector.OpenTrace(tracePath)
+				tr, err := trace.Open(tracePath)
 				if err != nil {
 					return err
 				}
 				defer tr.Close()
 				var buf bytes.Buffer
-				res, err := runPipeline(cmd.Context(), pipelineConfig{
-					source: collector.NewTraceSource(tr), topology: topo, eventsOut: &buf, processors: 1, log: g.log,
+				res, err := pipeline.Run(cmd.Context(), pipeline.Config{
+					Source: collector.NewTraceSource(tr), Topology: topo, EventsOut: &buf, Log: g.log,
 				})
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d port samples in %s\n", res.engine.Samples, res.elapsed.Round(1e6))
+				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d port samples in %s\n", res.Engine.Samples, res.Elapsed.Round(1e6))
 				if events, err = decodeEvents(buf.Bytes(), "replay"); err != nil {
 					return err
 				}

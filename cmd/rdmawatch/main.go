@@ -75,7 +75,7 @@ func newRoot() *cobra.Command {
 			}
 			g.log = log
 			slog.SetDefault(g.log)
-			if g.cpuProfile != "" && cmd.Name() != "bench-e2e" {
+			if g.cpuProfile != "" {
 				f, err := os.Create(g.cpuProfile)
 				if err != nil {
 					return fmt.Errorf("--profile-cpu: %w", err)
@@ -112,7 +112,6 @@ func newRoot() *cobra.Command {
 		newQueryCmd(g),
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
-		newBenchE2ECmd(g),
 		newAlertCmd(g),
 		newEventsCmd(g),
 		newConfigCmd(g),

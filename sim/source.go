@@ -1,4 +1,4 @@
-package collector
+package sim
 
 import (
 	"context"
@@ -11,14 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/collector/sim"
+	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 // ErrInvalidOption wraps every invalid option of a source.
 var ErrInvalidOption = errors.New("invalid option")
 
-// SimSource is a simulated fleet as a Source: one process standing in for
+// Source is a simulated fleet as a collector.Source: one process standing in for
 // every node of a fabric. Each reading is one node's scrape, exactly what
 // that node's collector would read (its own node name, its own restarts),
 // so the engine gives each node its own batches and boot id.
@@ -27,28 +27,28 @@ var ErrInvalidOption = errors.New("invalid option")
 // their data time maps to (data time runs speed times faster than the wall
 // clock from the first reading on); without one, as fast as the fleet steps.
 // The fleet's end is io.EOF.
-type SimSource struct {
+type Source struct {
 	mu    sync.Mutex // guards fleet: Inject may come from another goroutine
-	fleet *sim.Fleet
+	fleet *Fleet
 
 	speed float64
 	now   func() time.Time
 	wait  func(ctx context.Context, d time.Duration) error
 
-	queue            []*Reading
+	queue            []*collector.Reading
 	restartPending   map[string]bool
 	started          bool
 	wall0, data0     time.Time
 	newestMs, rounds atomic.Int64
 }
 
-// SimOption configures a SimSource.
-type SimOption func(*SimSource) error
+// Option configures a Source.
+type Option func(*Source) error
 
-// WithSimSpeed paces the source: speed seconds of data time per wall second
+// WithSpeed paces the source: speed seconds of data time per wall second
 // (90 plays two hours in 80 s). 0, the default, does not pace.
-func WithSimSpeed(speed float64) SimOption {
-	return func(s *SimSource) error {
+func WithSpeed(speed float64) Option {
+	return func(s *Source) error {
 		if speed < 0 || speed > 1e6 {
 			return fmt.Errorf("%w: sim speed %v, want 0 (unpaced) or up to 1e6", ErrInvalidOption, speed)
 		}
@@ -57,10 +57,10 @@ func WithSimSpeed(speed float64) SimOption {
 	}
 }
 
-// WithSimClock replaces the wall clock and the wait between readings
+// WithClock replaces the wall clock and the wait between readings
 // (tests).
-func WithSimClock(now func() time.Time, wait func(ctx context.Context, d time.Duration) error) SimOption {
-	return func(s *SimSource) error {
+func WithClock(now func() time.Time, wait func(ctx context.Context, d time.Duration) error) Option {
+	return func(s *Source) error {
 		if now == nil || wait == nil {
 			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
 		}
@@ -69,12 +69,14 @@ func WithSimClock(now func() time.Time, wait func(ctx context.Context, d time.Du
 	}
 }
 
-// NewSimSource reads fleet.
-func NewSimSource(fleet *sim.Fleet, opts ...SimOption) (*SimSource, error) {
+// NewSource reads fleet. The collector command wires it in with
+// `rdmawatch collector --source sim`; the real collector does not depend on
+// the simulator.
+func NewSource(fleet *Fleet, opts ...Option) (*Source, error) {
 	if fleet == nil {
 		return nil, fmt.Errorf("%w: nil fleet", ErrInvalidOption)
 	}
-	s := &SimSource{fleet: fleet, now: time.Now, wait: sleepCtx, restartPending: map[string]bool{}}
+	s := &Source{fleet: fleet, now: time.Now, wait: sleep, restartPending: map[string]bool{}}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -83,9 +85,9 @@ func NewSimSource(fleet *sim.Fleet, opts ...SimOption) (*SimSource, error) {
 	return s, nil
 }
 
-// Inject adds a fault to the running fleet (see sim.Fleet.Inject); it is
+// Inject adds a fault to the running fleet (see Fleet.Inject); it is
 // safe to call while another goroutine reads the source.
-func (s *SimSource) Inject(f sim.Fault) error {
+func (s *Source) Inject(f Fault) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.fleet.Inject(f)
@@ -93,7 +95,7 @@ func (s *SimSource) Inject(f sim.Fault) error {
 
 // FleetNow is the data time of the fleet's next reading round: the base of
 // a fault injected now.
-func (s *SimSource) FleetNow() time.Time {
+func (s *Source) FleetNow() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.fleet.Now()
@@ -101,7 +103,7 @@ func (s *SimSource) FleetNow() time.Time {
 
 // DataTime is the data time of the newest reading released so far (zero
 // before the first); safe to call from any goroutine.
-func (s *SimSource) DataTime() time.Time {
+func (s *Source) DataTime() time.Time {
 	ms := s.newestMs.Load()
 	if ms == 0 {
 		return time.Time{}
@@ -110,10 +112,10 @@ func (s *SimSource) DataTime() time.Time {
 }
 
 // Rounds is the number of reading rounds stepped so far.
-func (s *SimSource) Rounds() int64 { return s.rounds.Load() }
+func (s *Source) Rounds() int64 { return s.rounds.Load() }
 
-// Next implements Source.
-func (s *SimSource) Next(ctx context.Context) (*Reading, error) {
+// Next implements collector.Source.
+func (s *Source) Next(ctx context.Context) (*collector.Reading, error) {
 	for len(s.queue) == 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -152,18 +154,18 @@ func (s *SimSource) Next(ctx context.Context) (*Reading, error) {
 // reading as the first after a restart; a port read twice in one round (the
 // simulator's redelivery noise, which a live collector never produces) is
 // kept once.
-func (s *SimSource) readings(lines []sim.Sample) []*Reading {
-	byNode := map[string]*Reading{}
-	var out []*Reading
+func (s *Source) readings(lines []Sample) []*collector.Reading {
+	byNode := map[string]*collector.Reading{}
+	var out []*collector.Reading
 	for i := range lines {
 		l := &lines[i]
-		if l.Kind == sim.KindCollectorRestart {
+		if l.Kind == KindCollectorRestart {
 			s.restartPending[l.Node] = true
 			continue
 		}
 		r := byNode[l.Node]
 		if r == nil {
-			r = &Reading{Node: l.Node, Time: l.Time, Restart: s.restartPending[l.Node], Devices: map[string]DeviceInfo{}}
+			r = &collector.Reading{Node: l.Node, Time: l.Time, Restart: s.restartPending[l.Node], Devices: map[string]collector.DeviceInfo{}}
 			delete(s.restartPending, l.Node)
 			byNode[l.Node] = r
 			out = append(out, r)
@@ -178,7 +180,7 @@ func (s *SimSource) readings(lines []sim.Sample) []*Reading {
 		if dup {
 			continue
 		}
-		r.Ports = append(r.Ports, PortReading{
+		r.Ports = append(r.Ports, collector.PortReading{
 			Device:     l.Device,
 			Port:       l.Port,
 			Netdev:     l.Netdev,
@@ -191,7 +193,7 @@ func (s *SimSource) readings(lines []sim.Sample) []*Reading {
 			Ethtool:    l.Map(schemas.SourceEthtool),
 		})
 		if _, ok := r.Devices[l.Device]; !ok {
-			r.Devices[l.Device] = simDeviceInfo(l.Node, l.Device, l.LinkLayer)
+			r.Devices[l.Device] = deviceInfo(l.Node, l.Device, l.LinkLayer)
 		}
 		if l.Time.After(r.Time) {
 			r.Time = l.Time
@@ -201,15 +203,27 @@ func (s *SimSource) readings(lines []sim.Sample) []*Reading {
 	return out
 }
 
-// simDeviceInfo is what sysfs would say about a ConnectX-6 (RoCE) or
+// deviceInfo is what sysfs would say about a ConnectX-6 (RoCE) or
 // ConnectX-7 (InfiniBand) adapter; the GUID is stable per node and device.
-func simDeviceInfo(node, device, linkLayer string) DeviceInfo {
+func deviceInfo(node, device, linkLayer string) collector.DeviceInfo {
 	h := fnv.New64a()
 	h.Write([]byte(node + "/" + device))
 	g := h.Sum64()
 	guid := fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
-	if linkLayer == sim.LinkLayerInfiniBand {
-		return DeviceInfo{FWVersion: "28.39.1002", BoardID: "MT_0000000838", HCAType: "MT4129", NodeGUID: guid}
+	if linkLayer == LinkLayerInfiniBand {
+		return collector.DeviceInfo{FWVersion: "28.39.1002", BoardID: "MT_0000000838", HCAType: "MT4129", NodeGUID: guid}
 	}
-	return DeviceInfo{FWVersion: "20.39.1002", BoardID: "MT_0000000223", HCAType: "MT4123", NodeGUID: guid}
+	return collector.DeviceInfo{FWVersion: "20.39.1002", BoardID: "MT_0000000223", HCAType: "MT4123", NodeGUID: guid}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,4 +1,4 @@
-package collector
+package sim
 
 import (
 	"context"
@@ -7,22 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/collector/sim"
+	"github.com/rdmawatch/rdmawatch/collector"
 )
 
-func simConfig(hosts int) sim.Config {
-	c := sim.LiveConfig(hosts, 5*time.Second, 2*time.Minute, time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC))
-	c.Noise = sim.Noise{JitterFraction: 0.2}
+func sourceConfig(hosts int) Config {
+	c := LiveConfig(hosts, 5*time.Second, 2*time.Minute, time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC))
+	c.Noise = Noise{JitterFraction: 0.2}
 	return c
 }
 
-func newSimSource(t *testing.T, cfg sim.Config, opts ...SimOption) (*SimSource, *sim.Fleet) {
+func newSource(t *testing.T, cfg Config, opts ...Option) (*Source, *Fleet) {
 	t.Helper()
-	f, err := sim.NewFleet(cfg)
+	f, err := NewFleet(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSimSource(f, opts...)
+	s, err := NewSource(f, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +30,9 @@ func newSimSource(t *testing.T, cfg sim.Config, opts ...SimOption) (*SimSource, 
 }
 
 // readAll drains the source.
-func readAll(t *testing.T, s *SimSource) []*Reading {
+func readAll(t *testing.T, s *Source) []*collector.Reading {
 	t.Helper()
-	var out []*Reading
+	var out []*collector.Reading
 	for {
 		r, err := s.Next(context.Background())
 		if errors.Is(err, io.EOF) {
@@ -45,9 +45,9 @@ func readAll(t *testing.T, s *SimSource) []*Reading {
 	}
 }
 
-func TestSimSourceOneReadingPerNodePerRound(t *testing.T) {
-	cfg := simConfig(16)
-	s, f := newSimSource(t, cfg)
+func TestSourceOneReadingPerNodePerRound(t *testing.T) {
+	cfg := sourceConfig(16)
+	s, f := newSource(t, cfg)
 	rs := readAll(t, s)
 	nodes := f.Layout().Nodes
 	rounds := cfg.Ticks()
@@ -94,12 +94,12 @@ func TestSimSourceOneReadingPerNodePerRound(t *testing.T) {
 // A collector restart is the node's next reading with Restart set and its
 // ports: the engine gives the node a new boot id and takes those ports as a
 // fresh baseline, while every other node goes on.
-func TestSimSourceCollectorRestart(t *testing.T) {
-	cfg := simConfig(8)
+func TestSourceCollectorRestart(t *testing.T) {
+	cfg := sourceConfig(8)
 	cfg.Noise.CollectorRestarts = 2
-	s, _ := newSimSource(t, cfg)
+	s, _ := newSource(t, cfg)
 	boots := map[string]int{}
-	eng := NewEngine(func(node string, restarts int) string {
+	eng := collector.NewEngine(func(node string, restarts int) string {
 		boots[node]++
 		return node + "-" + string(rune('a'+restarts))
 	})
@@ -144,11 +144,11 @@ func TestSimSourceCollectorRestart(t *testing.T) {
 }
 
 // Paced, a reading leaves at the wall time its data time maps to.
-func TestSimSourcePacing(t *testing.T) {
-	cfg := simConfig(4)
+func TestSourcePacing(t *testing.T) {
+	cfg := sourceConfig(4)
 	wall := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var waited time.Duration
-	s, _ := newSimSource(t, cfg, WithSimSpeed(50), WithSimClock(
+	s, _ := newSource(t, cfg, WithSpeed(50), WithClock(
 		func() time.Time { return wall },
 		func(ctx context.Context, d time.Duration) error {
 			waited += d
@@ -163,34 +163,34 @@ func TestSimSourcePacing(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	s2, _ := newSimSource(t, cfg, WithSimSpeed(50))
+	s2, _ := newSource(t, cfg, WithSpeed(50))
 	if _, err := s2.Next(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Next on a cancelled context: %v", err)
 	}
 }
 
-func TestSimSourceOptions(t *testing.T) {
-	f, err := sim.NewFleet(simConfig(2))
+func TestSourceOptions(t *testing.T) {
+	f, err := NewFleet(sourceConfig(2))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []SimOption{WithSimSpeed(-1), WithSimClock(nil, nil)} {
-		if _, err := NewSimSource(f, o); !errors.Is(err, ErrInvalidOption) {
+	for _, o := range []Option{WithSpeed(-1), WithClock(nil, nil)} {
+		if _, err := NewSource(f, o); !errors.Is(err, ErrInvalidOption) {
 			t.Errorf("want ErrInvalidOption, got %v", err)
 		}
 	}
-	if _, err := NewSimSource(nil); !errors.Is(err, ErrInvalidOption) {
+	if _, err := NewSource(nil); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("nil fleet: want ErrInvalidOption, got %v", err)
 	}
 }
 
 // A fault injected while the source runs shows in the port's counters from
 // the next round on.
-func TestSimSourceInject(t *testing.T) {
-	cfg := simConfig(4)
-	s, _ := newSimSource(t, cfg)
-	port := sim.PortRef{Node: "gpu-002", Device: "mlx5_0", Port: 1}
-	downs := func(r *Reading) (uint64, bool) {
+func TestSourceInject(t *testing.T) {
+	cfg := sourceConfig(4)
+	s, _ := newSource(t, cfg)
+	port := PortRef{Node: "gpu-002", Device: "mlx5_0", Port: 1}
+	downs := func(r *collector.Reading) (uint64, bool) {
 		for _, p := range r.Ports {
 			if p.Device == port.Device && p.Port == port.Port {
 				return p.Counters["link_downed"], true
@@ -208,15 +208,15 @@ func TestSimSourceInject(t *testing.T) {
 			before, _ = downs(r)
 		}
 	}
-	f, err := sim.ParseFault("link_flap@+10s:"+port.String(), s.FleetNow())
+	f, err := ParseFault("link_flap@+10s:"+port.String(), s.FleetNow())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Inject(f); err != nil {
 		t.Fatal(err)
 	}
-	past, _ := sim.ParseFault("link_flap@+0s:"+port.String(), cfg.Start)
-	if err := s.Inject(past); !errors.Is(err, sim.ErrInvalidFault) {
+	past, _ := ParseFault("link_flap@+0s:"+port.String(), cfg.Start)
+	if err := s.Inject(past); !errors.Is(err, ErrInvalidFault) {
 		t.Errorf("a fault before the fleet's data time: want ErrInvalidFault, got %v", err)
 	}
 	var after uint64

@@ -16,9 +16,11 @@
 // labels.
 //
 // NewFleet and Fleet.Step give the readings round by round (a live simulated
-// fleet); Generate is a thin writer over them. The same Config gives the same
+// fleet); Source (source.go) plays them as a collector.Source, for
+// `rdmawatch run` and `rdmawatch collector --source sim`; Generate writes
+// them through the trace package's writer. The same Config gives the same
 // bytes. test/scenarios holds generated scenarios (see Scenarios); regenerate
 // them with
 //
-//	go test ./collector/sim -run TestScenarios -update
+//	go test ./sim -run TestScenarios -update
 package sim

@@ -5,36 +5,30 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 // Trace line kinds (trace format v1).
 const (
-	KindSample           = "sample"
-	KindCollectorRestart = "collector_restart"
+	KindSample           = trace.KindSample
+	KindCollectorRestart = trace.KindCollectorRestart
 )
 
 // Counter is one key of a sample.
-type Counter struct {
-	Name  string
-	Value uint64
-}
+type Counter = trace.Counter
 
-// Sample is one trace line: a port reading (Kind "sample") or a node's
-// collector restart (Kind "collector_restart", with Time and Node only).
-type Sample struct {
-	Kind      string
-	Time      time.Time
-	Node      string
-	Device    string
-	Port      int
-	Netdev    string
-	LinkLayer string
-	State     string
-	Rate      string
-	// Counters, HWCounters and Ethtool are in the order the files are
-	// listed; a key that could not be read is absent.
-	Counters, HWCounters, Ethtool []Counter
-}
+// Sample is one trace line as the trace writer takes it (trace.Record): a
+// port reading (Kind "sample") or a node's collector restart (Kind
+// "collector_restart", with Time and Node only). Counters, HWCounters and
+// Ethtool are in the order the files are listed; a key that could not be
+// read is absent.
+type Sample trace.Record
+
+// Record is the sample as the trace writer takes it.
+func (s *Sample) Record() *trace.Record { return (*trace.Record)(s) }
+
+// AppendJSON appends the line in trace format v1 (trace.Record.AppendJSON).
+func (s *Sample) AppendJSON(b []byte) []byte { return s.Record().AppendJSON(b) }
 
 // Map returns one source's counters as a map.
 func (s *Sample) Map(src schemas.Source) map[string]uint64 {

@@ -13,10 +13,10 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// go test ./collector/sim -run TestScenarios -update rewrites test/scenarios.
+// go test ./sim -run TestScenarios -update rewrites test/scenarios.
 var update = flag.Bool("update", false, "rewrite the checked-in scenarios under test/scenarios")
 
-const scenarioDir = "../../test/scenarios"
+const scenarioDir = "../test/scenarios"
 
 // The checked-in scenarios are exactly what the generator writes today.
 func TestScenarios(t *testing.T) {
@@ -40,7 +40,7 @@ func TestScenarios(t *testing.T) {
 			for name, want := range files {
 				got, err := os.ReadFile(filepath.Join(dir, name))
 				if err != nil {
-					t.Fatalf("%v (run go test ./collector/sim -run TestScenarios -update)", err)
+					t.Fatalf("%v (run go test ./sim -run TestScenarios -update)", err)
 				}
 				if len(got) > 2_200_000 {
 					t.Errorf("%s is %d bytes: keep checked-in traces small", name, len(got))
@@ -50,7 +50,7 @@ func TestScenarios(t *testing.T) {
 					got, want = gunzip(t, got), gunzip(t, want)
 				}
 				if !bytes.Equal(got, want) {
-					t.Errorf("%s/%s differs from the generator (run go test ./collector/sim -run TestScenarios -update)", dir, name)
+					t.Errorf("%s/%s differs from the generator (run go test ./sim -run TestScenarios -update)", dir, name)
 				}
 			}
 			count, lines := map[string]int{}, 0
