@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/pipeline"
+	"github.com/rdmawatch/rdmawatch/internal/redact"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/schemas/trace"
 	"github.com/rdmawatch/rdmawatch/sim"
@@ -117,7 +118,7 @@ func runTrace(cmd *cobra.Command, g *global, tracePath string, topo *schemas.Top
 		fmt.Fprintln(stdout)
 		printSummary(stdout, res, tr.Line())
 		if g.clickhouse != "" {
-			printSQL(stdout, g.clickhouse)
+			printSQL(stdout, g.clickhouse, time.Time{}, time.Time{})
 		}
 	}
 	return runErr
@@ -181,7 +182,7 @@ func runLive(ctx context.Context, g *global, fl *simFleet, topo *schemas.Topolog
 		}
 		printLiveSummary(stdout, res, src, fleet, lay.Start)
 		if g.clickhouse != "" {
-			printSQL(stdout, g.clickhouse)
+			printSQL(stdout, g.clickhouse, lay.Start, src.DataTime())
 		}
 	}
 	if interrupted {
@@ -254,7 +255,11 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-func printSQL(w io.Writer, dsn string) {
+// printSQL ends a run with what to paste next: the run's incidents and a
+// postmortem through rdmawatch itself, for the run's data range (from and
+// to zero: the range the database holds, which query and postmortem take by
+// default), then the same tables through clickhouse-client.
+func printSQL(w io.Writer, dsn string, from, to time.Time) {
 	client := "clickhouse-client"
 	if u, err := url.Parse(dsn); err == nil {
 		port := u.Port()
@@ -266,11 +271,25 @@ func printSQL(w io.Writer, dsn string) {
 			client += " --database " + db
 		}
 	}
+	// A DSN with a password is not printed: the commands read it from the
+	// environment instead.
+	dsnArg := "'" + dsn + "'"
+	if redact.String(dsn) != dsn {
+		dsnArg = `"$RDMAWATCH_CLICKHOUSE"`
+	}
+	rng := ""
+	if !from.IsZero() && to.After(from) {
+		rng = fmt.Sprintf(" --from %s --to %s", from.UTC().Format(time.RFC3339), to.UTC().Add(time.Second).Format(time.RFC3339))
+	}
+	self := os.Args[0]
 	fmt.Fprintf(w, `
-What was stored, in ClickHouse (%s). Try:
-  %s -q "SELECT type, state, severity, subject_node, subject_device, subject_port, summary FROM events FINAL ORDER BY detected_at_ms FORMAT PrettyCompact"
+What was stored, in ClickHouse (%s). The run's incidents, then a postmortem with a plot per incident:
+  %s query events --clickhouse %s%s
+  %s query storm_spread --clickhouse %s%s
+  %s postmortem --clickhouse %s%s --out postmortem && ls postmortem
+The raw tables:
   %s -q "SELECT node, device, port, count() AS samples, sum(link_downed) AS downs, max(symbol_error) AS symbol_errors FROM port_samples FINAL GROUP BY node, device, port ORDER BY downs DESC LIMIT 10 FORMAT PrettyCompact"
   %s -q "SELECT node, device, port, link_layer, rate, last_seen FROM inventory FINAL ORDER BY node LIMIT 20 FORMAT PrettyCompact"
 ClickHouse keeps running until: make stop
-`, dsn, client, client, client)
+`, redact.String(dsn), self, dsnArg, rng, self, dsnArg, rng, self, dsnArg, rng, client, client)
 }
