@@ -264,24 +264,6 @@ func TestEventValidate(t *testing.T) {
 	}
 }
 
-func TestSubjectToken(t *testing.T) {
-	tests := map[string]string{
-		"gpu-017":       "gpu-017",
-		"gpu-017.pod-a": "gpu-017%2Epod-a",
-		"a b*>":         "a%20b%2A%3E",
-		"50%":           "50%25",
-		"":              "_",
-	}
-	for in, want := range tests {
-		if got := SubjectToken(in); got != want {
-			t.Errorf("SubjectToken(%q) = %q, want %q", in, got, want)
-		}
-	}
-	if CountersSubject("a.b") != "rdmawatch.counters.a%2Eb" {
-		t.Errorf("CountersSubject: %s", CountersSubject("a.b"))
-	}
-}
-
 func TestKindOf(t *testing.T) {
 	tests := []struct {
 		src  Source
