@@ -6,7 +6,12 @@ package schemas
 //
 //	go test -run '^$' -bench 'Batch$' -benchmem ./schemas
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
 
 func hostBatch() *CounterBatch {
 	b := &CounterBatch{Node: "gpu-017.pod-a", BootID: "3f2a9c", Seq: 1234, TimeMs: 1773446405010}
@@ -51,4 +56,82 @@ func BenchmarkDecodeBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkPortHeader weighs the msgpack library's Encoder and Decoder
+// primitives against the codec's own append/read functions on the fields
+// every port carries (an array header, five strings, three integers): the
+// codec uses the library's type codes (msgpcode) but keeps its own framing
+// because these are slower (figures in the commit that added this).
+func BenchmarkPortHeader(b *testing.B) {
+	p := hostBatch().Ports[0]
+	b.Run("encode/codec", func(b *testing.B) {
+		buf := make([]byte, 0, 256)
+		for b.Loop() {
+			buf = appendArrayLen(buf[:0], 11)
+			buf = appendString(buf, p.Device)
+			buf = appendUint(buf, uint64(p.Port))
+			for _, s := range []string{p.Netdev, p.LinkLayer, p.State, p.Rate} {
+				buf = appendString(buf, s)
+			}
+			buf = appendInt(buf, p.TimeMs)
+			buf = appendInt(buf, p.IntervalMs)
+		}
+	})
+	b.Run("encode/library", func(b *testing.B) {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		for b.Loop() {
+			buf.Reset()
+			_ = enc.EncodeArrayLen(11)
+			_ = enc.EncodeString(p.Device)
+			_ = enc.EncodeUint(uint64(p.Port))
+			for _, s := range []string{p.Netdev, p.LinkLayer, p.State, p.Rate} {
+				_ = enc.EncodeString(s)
+			}
+			_ = enc.EncodeInt(p.TimeMs)
+			_ = enc.EncodeInt(p.IntervalMs)
+		}
+	})
+	data := appendArrayLen(nil, 11)
+	data = appendString(data, p.Device)
+	data = appendUint(data, uint64(p.Port))
+	for _, s := range []string{p.Netdev, p.LinkLayer, p.State, p.Rate} {
+		data = appendString(data, s)
+	}
+	data = appendInt(data, p.TimeMs)
+	data = appendInt(data, p.IntervalMs)
+	b.Run("decode/codec", func(b *testing.B) {
+		b.ReportAllocs()
+		var q PortSample
+		for b.Loop() {
+			r := &reader{b: data}
+			_, _ = r.arrayLen(1)
+			q.Device, _ = r.string()
+			_, _ = r.uint()
+			for _, f := range []*string{&q.Netdev, &q.LinkLayer, &q.State, &q.Rate} {
+				*f, _ = r.string()
+			}
+			q.TimeMs, _ = r.int()
+			q.IntervalMs, _ = r.int()
+		}
+	})
+	b.Run("decode/library", func(b *testing.B) {
+		b.ReportAllocs()
+		var q PortSample
+		rd := bytes.NewReader(data)
+		dec := msgpack.NewDecoder(rd)
+		for b.Loop() {
+			rd.Reset(data)
+			dec.Reset(rd)
+			_, _ = dec.DecodeArrayLen()
+			q.Device, _ = dec.DecodeString()
+			_, _ = dec.DecodeUint64()
+			for _, f := range []*string{&q.Netdev, &q.LinkLayer, &q.State, &q.Rate} {
+				*f, _ = dec.DecodeString()
+			}
+			q.TimeMs, _ = dec.DecodeInt64()
+			q.IntervalMs, _ = dec.DecodeInt64()
+		}
+	})
 }
