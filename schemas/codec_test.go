@@ -172,3 +172,39 @@ func TestEncodeBatchLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestDecodeBatchTimes(t *testing.T) {
+	tests := []struct {
+		name      string
+		batch, pt int64
+		want      string
+	}{
+		{"far future batch", 253402214400000, 1773446405010, "batch time: implausible time 253402214400000 ms (9999-12-31T00:00:00.000Z)"},
+		{"negative batch", -5000, 1773446405010, "batch time: implausible time -5000 ms"},
+		{"before 2000", 946684799999, 1773446405010, "implausible time 946684799999 ms (1999-12-31T23:59:59.999Z)"},
+		{"2100", MaxDataTimeMs, 1773446405010, "implausible time 4102444800000 ms (2100-01-01T00:00:00.000Z)"},
+		{"port far future", 1773446405010, 1 << 62, "port mlx5_0/1 time: implausible time 4611686018427387904 ms"},
+		{"port zero", 1773446405010, 0, "port mlx5_0/1 time: implausible time 0 ms"},
+		{"first and last valid", MinDataTimeMs, MaxDataTimeMs - 1, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := sampleBatch()
+			b.TimeMs, b.Ports[0].TimeMs = tc.batch, tc.pt
+			data, err := EncodeBatch(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = DecodeBatch(data)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrImplausibleTime) {
+				t.Fatalf("error %v, want %q and ErrImplausibleTime", err, tc.want)
+			}
+		})
+	}
+}

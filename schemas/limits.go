@@ -40,11 +40,16 @@ const (
 	MaxDataTimeMs int64 = 4102444800000 // 2100-01-01T00:00:00Z
 )
 
+// ErrImplausibleTime is wrapped by every error of CheckDataTime, so a role
+// that refuses a message can give "implausible time" as the reason
+// (errors.Is) rather than a generic decode error.
+var ErrImplausibleTime = errors.New("implausible time")
+
 // CheckDataTime returns an error naming the value when a data time is
 // outside [MinDataTimeMs, MaxDataTimeMs).
 func CheckDataTime(ms int64) error {
 	if ms >= MinDataTimeMs && ms < MaxDataTimeMs {
 		return nil
 	}
-	return fmt.Errorf("time %d ms (%s) is outside 2000-01-01..2100-01-01", ms, time.UnixMilli(ms).UTC().Format(TimeLayout))
+	return fmt.Errorf("%w %d ms (%s): outside 2000-01-01..2100-01-01", ErrImplausibleTime, ms, time.UnixMilli(ms).UTC().Format(TimeLayout))
 }

@@ -218,7 +218,7 @@ func DecodeBatch(data []byte) (*CounterBatch, error) {
 		return nil, fmt.Errorf("decode counter batch: empty node")
 	}
 	if err := CheckDataTime(b.TimeMs); err != nil {
-		return nil, fmt.Errorf("decode counter batch from %s: batch %w", b.Node, err)
+		return nil, fmt.Errorf("decode counter batch from %s: batch time: %w", b.Node, err)
 	}
 	for i := range b.Ports {
 		p := &b.Ports[i]
@@ -226,7 +226,7 @@ func DecodeBatch(data []byte) (*CounterBatch, error) {
 			return nil, fmt.Errorf("decode counter batch from %s: port %d has device %q port %d", b.Node, i, p.Device, p.Port)
 		}
 		if err := CheckDataTime(p.TimeMs); err != nil {
-			return nil, fmt.Errorf("decode counter batch from %s: port %s/%d %w", b.Node, p.Device, p.Port, err)
+			return nil, fmt.Errorf("decode counter batch from %s: port %s/%d time: %w", b.Node, p.Device, p.Port, err)
 		}
 	}
 	return &b, nil
@@ -263,7 +263,7 @@ func DecodeInventory(data []byte) (*Inventory, error) {
 		return nil, fmt.Errorf("decode inventory: empty node")
 	}
 	if err := CheckDataTime(inv.TimeMs); err != nil {
-		return nil, fmt.Errorf("decode inventory from %s: %w", inv.Node, err)
+		return nil, fmt.Errorf("decode inventory from %s: time: %w", inv.Node, err)
 	}
 	for i, p := range inv.Ports {
 		if p.Device == "" || p.Port < 1 {
