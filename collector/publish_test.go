@@ -41,8 +41,8 @@ func TestPublisherDeduplicatesRetries(t *testing.T) {
 	ctx := context.Background()
 	pub := NewPublisher(js, 2, nil)
 	for seq := uint64(1); seq <= 10; seq++ {
-		b := &schemas.CounterBatch{Node: "gpu-001.pod", BootID: "b1", Seq: seq, TimeMs: int64(seq) * 1000,
-			Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, TimeMs: int64(seq) * 1000}}}
+		b := &schemas.CounterBatch{Node: "gpu-001.pod", BootID: "b1", Seq: seq, TimeMs: 1773446400000 + int64(seq)*1000,
+			Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, TimeMs: 1773446400000 + int64(seq)*1000}}}
 		if err := pub.PublishBatch(ctx, b); err != nil {
 			t.Fatal(err)
 		}

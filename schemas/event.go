@@ -197,8 +197,16 @@ func EncodeEvent(e *Event) ([]byte, error) {
 	return msgpack.Marshal(e)
 }
 
+// maxEventElems bounds every list and map of an event on the wire (affected
+// ports, next checks, evidence): a storm reaching every port of a large
+// fabric is a few thousand entries.
+const maxEventElems = 1 << 16
+
 // DecodeEvent decodes and validates an event from the wire.
 func DecodeEvent(data []byte) (*Event, error) {
+	if err := checkWire(data, maxEventElems); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
 	var e Event
 	if err := msgpack.Unmarshal(data, &e); err != nil {
 		return nil, fmt.Errorf("decode event: %w", err)

@@ -114,7 +114,7 @@ func publishEvent(t *testing.T, js jetstream.JetStream, e *schemas.Event) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	publish(t, js, schemas.EventsSubject(e.Type, e.Scope), data)
+	publish(t, js, schemas.EventSubject(e), data)
 }
 
 func publishInventory(t *testing.T, js jetstream.JetStream, inv *schemas.Inventory) {
@@ -340,7 +340,7 @@ func TestSinkPoisonMessage(t *testing.T) {
 	_, _ = runSink(t, js, conn, fastConfig(dsn))
 
 	publish(t, js, schemas.CountersSubject("gpu-017"), []byte("not msgpack"))
-	publish(t, js, schemas.EventsSubject("pfc_storm", "port"), []byte{0x80}) // an empty map: no version
+	publish(t, js, schemas.EventSubject(&schemas.Event{Type: "pfc_storm", Scope: "port"}), []byte{0x80}) // an empty map: no version
 	publishBatch(t, js, testBatch())
 	publishEvent(t, js, testEvent())
 

@@ -597,7 +597,7 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 		p.log.Error("cannot encode event; dropped", "id", ev.ID, "err", err)
 		return nil
 	}
-	subject := schemas.EventsSubject(ev.Type, ev.Scope)
+	subject := schemas.EventSubject(ev)
 	backoff := 100 * time.Millisecond
 	for {
 		ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(ev.MsgID()))
