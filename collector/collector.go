@@ -109,16 +109,17 @@ func (c *Collector) flush() error {
 }
 
 func (c *Collector) publish(ctx context.Context, r *Reading) error {
+	if len(r.Ports) > maxBatchPorts {
+		// No host has this many RDMA ports: a broken or hostile source.
+		// The first ports go on; the rest are refused, loudly, before the
+		// inventory too is built from them.
+		c.log.Error("reading has more ports than one node may publish; the rest are refused", "node", r.Node, "ports", len(r.Ports), "max", maxBatchPorts, "refused", len(r.Ports)-maxBatchPorts)
+		r.Ports = r.Ports[:maxBatchPorts]
+	}
 	if inv := c.inventoryChange(r); inv != nil {
 		if err := c.pub.PublishInventory(ctx, inv); err != nil {
 			return err
 		}
-	}
-	if len(r.Ports) > maxBatchPorts {
-		// No host has this many RDMA ports: a broken or hostile source.
-		// The first ports go on; the rest are refused, loudly.
-		c.log.Error("reading has more ports than one node may publish; the rest are refused", "node", r.Node, "ports", len(r.Ports), "max", maxBatchPorts, "refused", len(r.Ports)-maxBatchPorts)
-		r.Ports = r.Ports[:maxBatchPorts]
 	}
 	b := c.engine.Apply(r)
 	if b == nil {

@@ -14,15 +14,13 @@ import (
 )
 
 // maxBatchPorts bounds the ports of one counters message, and of one node's
-// reading: a host has a handful of RDMA ports, and a message with more is
-// what a decoder must not be made to allocate for. (schemas.MaxBatchPorts
-// once the schemas change lands.)
-const maxBatchPorts = 1024
-
-// maxMessageBytes bounds the encoded size of one message, below the broker's
-// max_payload when that is smaller. (schemas.MaxMessageBytes once the
-// schemas change lands.)
-const maxMessageBytes = 1 << 20
+// reading; maxMessageBytes the encoded size of one message, below the
+// broker's max_payload when that is smaller. The decoders enforce the same
+// limits: one owner, schemas.
+const (
+	maxBatchPorts   = schemas.MaxBatchPorts
+	maxMessageBytes = schemas.MaxMessageBytes
+)
 
 // msgHeaderReserve is room left in max_payload for the headers (Nats-Msg-Id).
 const msgHeaderReserve = 512

@@ -221,7 +221,7 @@ func TestEventThatCannotBeWrittenFailsTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.JetStream().Publish(t.Context(), schemas.EventsSubject(ev.Type, "fabric"), data); err != nil {
+		if _, err := p.JetStream().Publish(t.Context(), schemas.EventSubject(ev), data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -53,7 +53,8 @@ type Stats struct {
 	LateSamples uint64
 	// ImplausibleSamples were refused for their data time (see
 	// plausible.go); their message was dead-lettered, the plausible samples
-	// of the same message were used.
+	// of the same message were used. A message the decoder refuses as a
+	// whole (a time outside 2000..2100) counts once.
 	ImplausibleSamples uint64
 	// DecodeErrors, SpoofedNode and Panics count whole messages refused:
 	// undecodable, a batch whose node is not its subject's, a panic while
@@ -450,13 +451,19 @@ func (p *Processor) apply(ctx context.Context, msg jetstream.Msg, storedMs int64
 		}
 	}()
 	batch, err := schemas.DecodeBatch(msg.Data())
+	if errors.Is(err, schemas.ErrImplausibleTime) {
+		// Outside any plausible data time: the decoder refuses the whole
+		// message before a sample could move a watermark.
+		p.st.implausible.Add(1)
+		return ReasonImplausibleTime + ": " + err.Error()
+	}
 	if err != nil {
 		p.st.decodeErrors.Add(1)
 		return ReasonDecode + ": " + err.Error()
 	}
-	if err := checkBatchSubject(msg.Subject(), batch); err != nil {
+	if err := schemas.CheckBatchSubject(msg.Subject(), batch); err != nil {
 		p.st.spoofed.Add(1)
-		return err.Error()
+		return ReasonSpoofedNode + ": " + err.Error()
 	}
 	part := -1
 	if n := partitionOf(msg.Subject()); n >= 0 && n < len(p.partIndex) {
