@@ -202,10 +202,13 @@ func (s *Sink) waitSchema(ctx context.Context) bool {
 func checkSubjectNode(subject, node string) error {
 	token := subject[strings.LastIndexByte(subject, '.')+1:]
 	if want := schemas.SubjectToken(node); token != want {
-		return fmt.Errorf("spoofed node: the message names node %q (subject token %q) but came on subject %q", node, want, subject)
+		return fmt.Errorf("%w: the message names node %q (subject token %q) but came on subject %q", errSpoofed, node, want, subject)
 	}
 	return nil
 }
+
+// errSpoofed marks a message whose node is not its subject's.
+var errSpoofed = errors.New("spoofed node")
 
 // pipeline moves one stream into one table.
 type pipeline[R any] struct {
@@ -398,7 +401,7 @@ func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logg
 	rows, err := p.safeDecode(msg)
 	if err != nil {
 		kind := func(st *TableStats) { st.Poison++ }
-		if strings.HasPrefix(err.Error(), "spoofed node") {
+		if errors.Is(err, errSpoofed) {
 			kind = func(st *TableStats) { st.Spoofed++ }
 		}
 		p.count(kind)
@@ -434,6 +437,9 @@ func (p *pipeline[R]) safeDecode(msg jetstream.Msg) (rows []R, err error) {
 		}
 	}()
 	rows, err = p.decode(msg.Subject(), msg.Data())
+	if errors.Is(err, errSpoofed) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("undecodable %s message: %w", p.stream, err)
 	}
