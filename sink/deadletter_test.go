@@ -17,7 +17,7 @@ import (
 // deadLetter is one message of the dead-letter stream.
 type deadLetter struct {
 	subject, reason, from string
-	data                []byte
+	data                  []byte
 }
 
 // deadLetters waits until the dead-letter stream holds want messages and
