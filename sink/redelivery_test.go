@@ -235,3 +235,36 @@ func TestSinkNeedsNoDDL(t *testing.T) {
 	waitCount(t, admin, "events", "", 1)
 	waitCount(t, admin, "inventory", "", 2)
 }
+
+// An INSERT that times out on the client's side but completes on the server
+// (here every block takes 1.5 s, the timeout is 1 s) is not inserted again
+// on the retry: the sink waits until the server is done with it, then skips
+// what landed. Rows land once; the rollups count them once.
+func TestSinkInsertTimeoutLandsOnce(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := conn.Exec(ctx, "ALTER TABLE port_samples ADD COLUMN slow_guard UInt8 MATERIALIZED sleep(1.5)"); err != nil {
+		t.Fatal(err)
+	}
+	js := startNATS(t)
+	cfg := fastConfig(dsn)
+	cfg.InsertTimeout = time.Second
+	cfg.AckWait = 3 * time.Second
+	s, _ := runSink(t, js, conn, cfg)
+	publishBatch(t, js, batchAt("gpu-slow", 1, 3, 1767225600000))
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+	var raw, minute uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT sum(samples) FROM port_minute_v").Scan(&minute); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()["port_samples"]
+	t.Logf("stats %+v", st)
+	if raw != 3 || minute != 3 || st.InsertErrors == 0 || st.DuplicateRows != 3 {
+		t.Errorf("port_samples %d rows, port_minute %d samples, stats %+v: want 3 and 3, the timed-out insert skipped on retry", raw, minute, st)
+	}
+}

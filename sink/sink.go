@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -238,6 +239,12 @@ type pipeline[R any] struct {
 	// inserts counts INSERT blocks accepted: proof that the table takes
 	// rows, before a refused message is given up on.
 	inserts uint64
+	// queryN numbers this pipeline's INSERTs (their query ids); failedIDs
+	// are the ids of INSERTs that failed on the client's side and may still
+	// be running on the server.
+	queryN    uint64
+	queryBase string
+	failedIDs []string
 }
 
 // entry is one fetched, not yet acked message and its rows.
@@ -570,6 +577,9 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 		}
 	}
 	if len(suspects) > 0 {
+		if err := p.waitFailedInserts(ctx); err != nil {
+			return err
+		}
 		there, err := p.present(ctx, suspects)
 		if err != nil {
 			return fmt.Errorf("which redelivered rows are in %s already: %w", p.table, err)
@@ -615,6 +625,38 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 		}
 	}
 	return nil
+}
+
+// waitFailedInserts waits until no INSERT of this pipeline that failed on
+// the client's side (a timeout, a broken connection) still runs on the
+// server: one that finished after the check for rows already there would
+// add its rows twice to the rollups.
+func (p *pipeline[R]) waitFailedInserts(ctx context.Context) error {
+	if len(p.failedIDs) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
+	defer cancel()
+	quoted := make([]string, len(p.failedIDs))
+	for i, id := range p.failedIDs {
+		quoted[i] = "'" + id + "'" // ids are ours: letters, digits, '-' and '_'
+	}
+	q := "SELECT count() FROM system.processes WHERE query_id IN (" + strings.Join(quoted, ", ") + ")"
+	for {
+		var n uint64
+		err := p.s.conn.QueryRow(wctx, q).Scan(&n)
+		if err == nil && n == 0 {
+			p.failedIDs = p.failedIDs[:0]
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%d failed inserts still running on the server", n)
+		}
+		if wctx.Err() != nil {
+			return fmt.Errorf("waiting for failed inserts into %s to end: %w", p.table, err)
+		}
+		sleep(wctx, 50*time.Millisecond)
+	}
 }
 
 // settle acks the messages written and drops them, and the dead ones, from
@@ -680,9 +722,25 @@ func (p *pipeline[R]) insert(ctx context.Context, rows []*R) error {
 	return err
 }
 
-func (p *pipeline[R]) insertBlock(ctx context.Context, rows []*R) error {
+func (p *pipeline[R]) insertBlock(ctx context.Context, rows []*R) (err error) {
 	ictx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
 	defer cancel()
+	if p.present != nil {
+		// A named query, so that after a failure the check for rows already
+		// there can wait until the server is really done with it.
+		if p.queryBase == "" {
+			p.queryBase = fmt.Sprintf("rdmawatch-sink-%s-%d", p.table, time.Now().UnixNano())
+		}
+		p.queryN++
+		id := fmt.Sprintf("%s-%d", p.queryBase, p.queryN)
+		ictx = ch.Context(ictx, ch.WithQueryID(id))
+		defer func() {
+			var bad *badRowError
+			if err != nil && !errors.As(err, &bad) {
+				p.failedIDs = append(p.failedIDs, id)
+			}
+		}()
+	}
 	// An explicit column list: 18.16 rejects the driver's column-less form,
 	// and INSERT ... VALUES through Exec hangs on it.
 	batch, err := p.s.conn.PrepareBatch(ictx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")")
