@@ -396,7 +396,7 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 	cfg.AckWait = 3 * time.Second // shorter than the outage: only InProgress prevents redelivery
 	cfg.InsertTimeout = time.Second
 	cfg.RetryMax = 300 * time.Millisecond
-	_, _ = runSink(t, js, conn, cfg)
+	s, _ := runSink(t, js, conn, cfg)
 
 	b := testBatch()
 	publishBatch(t, js, b)
@@ -463,6 +463,18 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 	}
 	if info.NumRedelivered != 0 {
 		t.Errorf("%d messages were redelivered during the outage: InProgress did not hold them", info.NumRedelivered)
+	}
+	// An outage is not the data's fault: nothing was dead-lettered.
+	st := s.Stats()["port_samples"]
+	if st.DeadLettered != 0 || st.Refused != 0 || st.Retries == 0 || st.InsertErrors == 0 {
+		t.Errorf("after the outage: stats %+v, want retries and no dead letters", st)
+	}
+	dlq, err := js.Stream(ctx, schemas.StreamDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dinfo, err := dlq.Info(ctx); err != nil || dinfo.State.Msgs != 0 {
+		t.Errorf("dead-letter stream after the outage: %+v, %v", dinfo, err)
 	}
 }
 

@@ -270,3 +270,34 @@ func TestSinkInsertTimeoutLandsOnce(t *testing.T) {
 		t.Errorf("port_samples %d rows, port_minute %d samples, stats %+v: want 3 and 3, the timed-out insert skipped on retry", raw, minute, st)
 	}
 }
+
+// An INSERT longer than the ack wait does not make JetStream redeliver the
+// message: the sink keeps it in progress while it writes.
+func TestSinkHeartbeatDuringLongInsert(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := conn.Exec(ctx, "ALTER TABLE port_samples ADD COLUMN slow_guard UInt8 MATERIALIZED sleep(2.5)"); err != nil {
+		t.Fatal(err)
+	}
+	js := startNATS(t)
+	cfg := fastConfig(dsn)
+	cfg.AckWait = time.Second
+	cfg.InsertTimeout = 10 * time.Second
+	_, _ = runSink(t, js, conn, cfg)
+	publishBatch(t, js, batchAt("gpu-slow", 1, 2, 1767225600000))
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+	c, err := js.Consumer(ctx, schemas.StreamCounters, "test-sink-counters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumRedelivered != 0 {
+		t.Errorf("%d redelivered during a 2.5 s insert with a 1 s ack wait", info.NumRedelivered)
+	}
+	waitCount(t, conn, "port_samples", "", 2)
+}
