@@ -394,9 +394,9 @@ func (p *pipeline[R]) heartbeat(ctx context.Context) {
 		}
 		p.mu.Lock()
 		for _, e := range p.buf {
-			if !e.done && !e.dead {
-				_ = e.msg.InProgress()
-			}
+			// One already acked or terminated in this flush just answers
+			// ErrMsgAlreadyAckd.
+			_ = e.msg.InProgress()
 		}
 		p.mu.Unlock()
 	}
