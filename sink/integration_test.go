@@ -52,7 +52,7 @@ func testLogger(t *testing.T) *slog.Logger {
 func fastConfig(dsn string) sink.Config {
 	return sink.Config{
 		DSN: dsn, BatchRows: 1000, FlushInterval: 50 * time.Millisecond,
-		ConsumerPrefix: "test-sink", AckWait: 5 * time.Second, InsertTimeout: 2 * time.Second,
+		ConsumerPrefix: "test-sink", AckWait: 5 * time.Second, InsertTimeout: 10 * time.Second,
 		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
 	}
 }

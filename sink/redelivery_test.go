@@ -132,8 +132,10 @@ func TestSinkRedeliveryKeepsRollupsExact(t *testing.T) {
 	waitDrained(t, js, schemas.StreamCounters, consumer)
 	waitCount(t, conn, "port_samples", "", uint64(len(batches)*4))
 
-	if st := s.Stats()["port_samples"]; st.DuplicateRows != uint64(len(landed)) || st.Rows != uint64(len(batches)*4-len(landed)) {
-		t.Errorf("stats: %d duplicate rows skipped, %d inserted; want %d and %d", st.DuplicateRows, st.Rows, len(landed), len(batches)*4-len(landed))
+	// More duplicates than landed only when an INSERT of this sink failed
+	// on the client's side and landed on the server (a loaded machine).
+	if st := s.Stats()["port_samples"]; st.DuplicateRows < uint64(len(landed)) || st.Rows+st.DuplicateRows-uint64(len(landed)) != uint64(len(batches)*4-len(landed)) {
+		t.Errorf("stats: %d duplicate rows skipped, %d inserted; want %d skipped and %d written", st.DuplicateRows, st.Rows, len(landed), len(batches)*4-len(landed))
 	}
 	var raw uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&raw); err != nil {
@@ -289,7 +291,11 @@ func TestSinkHeartbeatHoldsMessages(t *testing.T) {
 	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
 	waitCount(t, conn, "port_samples", "", 2)
 	sa, sb := a.Stats()["port_samples"], b.Stats()["port_samples"]
-	if sa.Acked+sb.Acked != 1 || sa.Rows+sb.Rows != 2 {
-		t.Errorf("held 3 s with a 1 s ack wait: the message was written %d times: stats %+v and %+v", sa.Acked+sb.Acked, sa, sb)
+	var raw uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM port_samples").Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if sa.Acked+sb.Acked != 1 || raw != 2 {
+		t.Errorf("held 3 s with a 1 s ack wait: the message was written %d times (%d raw rows): stats %+v and %+v", sa.Acked+sb.Acked, raw, sa, sb)
 	}
 }

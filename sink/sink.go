@@ -242,9 +242,10 @@ type pipeline[R any] struct {
 	// queryN numbers this pipeline's INSERTs (their query ids); failedIDs
 	// are the ids of INSERTs that failed on the client's side and may still
 	// be running on the server.
-	queryN    uint64
-	queryBase string
-	failedIDs []string
+	queryN      uint64
+	queryBase   string
+	failedIDs   []string
+	failedSince time.Time
 }
 
 // entry is one fetched, not yet acked message and its rows.
@@ -577,7 +578,7 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 		}
 	}
 	if len(suspects) > 0 {
-		if err := p.waitFailedInserts(ctx); err != nil {
+		if err := p.waitFailedInserts(ctx, log); err != nil {
 			return err
 		}
 		there, err := p.present(ctx, suspects)
@@ -627,32 +628,49 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 	return nil
 }
 
+// failedInsertGrace bounds how long the sink waits for its failed INSERTs
+// to leave the server before it checks for rows already there regardless.
+// Killing them is no way out: a kill between the table's write and its
+// materialized views' leaves rows the rollups never count.
+const failedInsertGrace = time.Minute
+
 // waitFailedInserts waits until no INSERT of this pipeline that failed on
 // the client's side (a timeout, a broken connection) still runs on the
 // server: one that finished after the check for rows already there would
-// add its rows twice to the rollups.
-func (p *pipeline[R]) waitFailedInserts(ctx context.Context) error {
+// add its rows twice to the rollups. It waits InsertTimeout per call and
+// returns an error while they run (the flush is retried later), at most
+// failedInsertGrace in all; then it logs and lets the check go on.
+func (p *pipeline[R]) waitFailedInserts(ctx context.Context, log *slog.Logger) error {
 	if len(p.failedIDs) == 0 {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
-	defer cancel()
+	if p.failedSince.IsZero() {
+		p.failedSince = time.Now()
+	}
 	quoted := make([]string, len(p.failedIDs))
 	for i, id := range p.failedIDs {
 		quoted[i] = "'" + id + "'" // ids are ours: letters, digits, '-' and '_'
 	}
 	q := "SELECT count() FROM system.processes WHERE query_id IN (" + strings.Join(quoted, ", ") + ")"
+	wctx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
+	defer cancel()
 	for {
 		var n uint64
 		err := p.s.conn.QueryRow(wctx, q).Scan(&n)
 		if err == nil && n == 0 {
-			p.failedIDs = p.failedIDs[:0]
+			p.failedIDs, p.failedSince = p.failedIDs[:0], time.Time{}
 			return nil
 		}
 		if err == nil {
 			err = fmt.Errorf("%d failed inserts still running on the server", n)
 		}
 		if wctx.Err() != nil {
+			if time.Since(p.failedSince) > failedInsertGrace {
+				log.Warn("sink: failed inserts may still run on the server; checking for rows already there regardless (the rollups may count them twice)",
+					"queries", len(p.failedIDs), "waited", time.Since(p.failedSince), "err", err)
+				p.failedIDs, p.failedSince = p.failedIDs[:0], time.Time{}
+				return nil
+			}
 			return fmt.Errorf("waiting for failed inserts into %s to end: %w", p.table, err)
 		}
 		sleep(wctx, 50*time.Millisecond)
