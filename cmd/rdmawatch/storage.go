@@ -112,11 +112,17 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer closeNC()
-			s, closeSink, err := openSinkCluster(ctx, js, g.clickhouse, cluster, sink.Config{BatchRows: batchRows, FlushInterval: flush}, nil, g.log)
+			// No migrations here: the sink needs only SELECT and INSERT and
+			// waits, not ready, until an admin ran `rdmawatch migrate`.
+			conn, err := chschema.Open(ctx, g.clickhouse)
 			if err != nil {
 				return err
 			}
-			defer closeSink()
+			defer conn.Close()
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush}, g.log)
+			if err != nil {
+				return err
+			}
 			g.log.Info("sink started")
 			return s.Run(ctx)
 		},
