@@ -88,7 +88,7 @@ func TestSinkDeadLettersPoison(t *testing.T) {
 	publishBatch(t, js, batchAt("gpu-001", 1, 2, t0))
 	// Random bytes, and an empty map (no version), on counters and events.
 	publish(t, js, schemas.CountersSubject("gpu-002"), []byte("\xde\xad\xbe\xefnot msgpack"))
-	publish(t, js, schemas.EventsSubject("pfc_storm", "port"), []byte{0x80})
+	publish(t, js, schemas.EventSubject(&schemas.Event{Type: "pfc_storm", Scope: "port", Layer: "link_network", Severity: "critical", State: "open"}), []byte{0x80})
 	// A collector allowed only gpu-a's subject writing gpu-victim's rows.
 	spoofed, err := schemas.EncodeBatch(batchAt("gpu-victim", 1, 2, t0))
 	if err != nil {
@@ -109,7 +109,7 @@ func TestSinkDeadLettersPoison(t *testing.T) {
 	dl := deadLetters(t, js, 4)
 	for _, c := range []struct{ from, reason string }{
 		{"rdmawatch.counters.", "undecodable"}, // the partition is the stream's choice
-		{schemas.EventsSubject("pfc_storm", "port"), "undecodable"},
+		{schemas.EventSubject(&schemas.Event{Type: "pfc_storm", Scope: "port", Layer: "link_network", Severity: "critical", State: "open"}), "undecodable"},
 		{"", "spoofed node"},
 		{schemas.InventorySubject("gpu-a"), "spoofed node"},
 	} {

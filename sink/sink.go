@@ -90,8 +90,8 @@ func (s *Sink) Run(ctx context.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			if err := checkSubjectNode(subject, b.Node); err != nil {
-				return nil, err
+			if err := schemas.CheckBatchSubject(subject, b); err != nil {
+				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
 			}
 			return SampleRows(b), nil
 		},
@@ -122,8 +122,8 @@ func (s *Sink) Run(ctx context.Context) error {
 			if err != nil {
 				return nil, err
 			}
-			if err := checkSubjectNode(subject, inv.Node); err != nil {
-				return nil, err
+			if err := schemas.CheckInventorySubject(subject, inv); err != nil {
+				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
 			}
 			return InventoryRows(inv), nil
 		},
@@ -193,19 +193,6 @@ func (s *Sink) waitSchema(ctx context.Context) bool {
 		sleep(ctx, backoff)
 		backoff = min(2*backoff, s.cfg.RetryMax)
 	}
-}
-
-// checkSubjectNode refuses a message whose node is not the one its subject
-// names (issue 8.3: a collector allowed to publish only as gpu-a must not
-// write rows for gpu-victim). The node is the subject's last token on both
-// rdmawatch.counters.<partition>.<node> and rdmawatch.inventory.<node>.
-// TODO(schemas): replace by schemas.CheckBatchSubject / CheckInventorySubject.
-func checkSubjectNode(subject, node string) error {
-	token := subject[strings.LastIndexByte(subject, '.')+1:]
-	if want := schemas.SubjectToken(node); token != want {
-		return fmt.Errorf("%w: the message names node %q (subject token %q) but came on subject %q", errSpoofed, node, want, subject)
-	}
-	return nil
 }
 
 // errSpoofed marks a message whose node is not its subject's.
