@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.51.0
 	github.com/Mellanox/rdmamap v1.1.0
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/safchain/ethtool v0.7.0
