@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -22,7 +20,6 @@ func newCollectorCmd(g *global) *cobra.Command {
 		interval    time.Duration
 		ethtool     bool
 		maxInFlight int
-		partitions  int
 		source      string
 		sf          simFlags
 	)
@@ -46,18 +43,11 @@ func newCollectorCmd(g *global) *cobra.Command {
 				return fmt.Errorf("--interval %s: must be at least 100ms", interval)
 			}
 			ctx := cmd.Context()
-			nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: g.natsURL, Creds: g.natsCreds, Name: "rdmawatch-collector/" + node})
+			nc, js, err := connectJS(cmd, g, "rdmawatch-collector/"+node, schemas.StreamCounters, schemas.StreamInventory)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Partitions: partitions}); err != nil {
-				return err
-			}
 			if fleet != nil {
 				return runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
 			}
@@ -69,10 +59,10 @@ func newCollectorCmd(g *global) *cobra.Command {
 			boot := randomBootID()
 			eng := collector.NewEngine(func(string, int) string { return boot })
 			pub := collector.NewPublisher(js, maxInFlight, g.log)
-			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", g.natsURL)
+			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", natsURLForLog(g))
 			err = collector.New(src, eng, pub, collector.Config{Interval: interval, Log: g.log}).Run(ctx)
 			st := eng.Stats()
-			g.log.Info("collector stopped", "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches)
+			g.log.Info("collector stopped", "reason", stopReason(cmd, err), "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches)
 			return err
 		},
 	}
@@ -81,7 +71,7 @@ func newCollectorCmd(g *global) *cobra.Command {
 	f.DurationVar(&interval, "interval", 10*time.Second, "scrape interval")
 	f.BoolVar(&ethtool, "ethtool", true, "read each port's netdev ethtool statistics (PFC, PHY/FEC)")
 	f.IntVar(&maxInFlight, "max-in-flight", 64, "unacknowledged batches allowed before the collector waits")
-	f.IntVar(&partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream when this collector creates it")
+	deprecatePartitions(cmd)
 	f.StringVar(&source, "source", "sysfs", "what to read: sysfs (this host) or sim (a simulated fleet, every node publishing as its own collector; see --sim-*)")
 	sf.register(cmd)
 	return cmd

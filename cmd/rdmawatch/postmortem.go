@@ -33,7 +33,7 @@ BER and CNPs of that port around the incident.`,
 			if err != nil {
 				return err
 			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
+			conn, err := chschema.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
 			if err != nil {
 				return err
 			}

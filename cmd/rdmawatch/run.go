@@ -21,6 +21,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/collector/sim"
+	"github.com/rdmawatch/rdmawatch/internal/redact"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -597,7 +598,7 @@ What was stored, in ClickHouse (%s). Try:
   %s -q "SELECT node, device, port, count() AS samples, sum(link_downed) AS downs, max(symbol_error) AS symbol_errors FROM port_samples FINAL GROUP BY node, device, port ORDER BY downs DESC LIMIT 10 FORMAT PrettyCompact"
   %s -q "SELECT node, device, port, link_layer, rate, last_seen FROM inventory FINAL ORDER BY node LIMIT 20 FORMAT PrettyCompact"
 ClickHouse keeps running until: make stop
-`, dsn, client, client, client)
+`, redact.String(dsn), client, client, client)
 }
 
 // runSimCollector is `rdmawatch collector --source sim`: the simulated fleet
