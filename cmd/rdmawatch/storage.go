@@ -118,26 +118,28 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			// A ClickHouse that is not up yet is waited for; one that
-			// answers with an error (password, permissions) is not.
-			type opened struct {
-				s     *sink.Sink
-				close func()
-			}
-			o, err := retry.Do(ctx, g.log, "clickhouse", retry.Policy{}, func(ctx context.Context) (opened, error) {
-				s, closeSink, err := openSinkCluster(ctx, js, g.clickhouse, cluster, sink.Config{BatchRows: batchRows, FlushInterval: flush}, nil, g.log, g.chOptions()...)
+			// No migrations here: the sink needs only SELECT and INSERT;
+			// an admin runs `rdmawatch migrate`. A ClickHouse that is not up
+			// yet is waited for; one that answers with an error (password,
+			// permissions) is not.
+			conn, err := retry.Do(ctx, g.log, "clickhouse", retry.Policy{}, func(ctx context.Context) (driver.Conn, error) {
+				conn, err := chschema.Open(ctx, g.clickhouse, g.chOptions()...)
 				var exc *ch.Exception
 				if errors.As(err, &exc) || errors.Is(err, chschema.ErrInvalidOption) {
 					err = retry.Permanent(err)
 				}
-				return opened{s, closeSink}, err
+				return conn, err
 			})
 			if err != nil {
 				return err
 			}
-			defer o.close()
+			defer conn.Close()
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush}, g.log)
+			if err != nil {
+				return err
+			}
 			g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
-			err = o.s.Run(ctx)
+			err = s.Run(ctx)
 			g.log.Info("sink stopped", "reason", stopReason(cmd, err))
 			return err
 		},
