@@ -49,7 +49,9 @@ func newCollectorCmd(g *global) *cobra.Command {
 			}
 			defer nc.Close()
 			if fleet != nil {
-				return runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
+				err := runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
+				g.log.Info("collector stopped", "reason", stopReason(cmd, err))
+				return err
 			}
 			src, err := collector.NewHostSource(node, collector.WithEthtool(ethtool), collector.WithHostLogger(g.log))
 			if err != nil {
