@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -55,6 +56,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// SIGTERM while still waiting for NATS or ClickHouse: nothing
+			// was started, nothing is lost; a stop is not a failure.
+			fmt.Fprintln(os.Stderr, "rdmawatch: stopped by signal before the service was reachable")
+			return
+		}
 		// Whatever an error quotes, a URL or DSN in it loses its password.
 		fmt.Fprintln(os.Stderr, "rdmawatch:", redact.String(err.Error()))
 		os.Exit(1)

@@ -245,3 +245,5 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 }
 
 func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
+
+const sigterm = syscall.SIGTERM
