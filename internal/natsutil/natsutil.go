@@ -4,12 +4,13 @@ package natsutil
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -197,21 +198,22 @@ func ConnectWait(ctx context.Context, o ConnectOptions) (*nats.Conn, error) {
 }
 
 // transient reports whether a failed first connection may succeed later:
-// the server is down or starting, not refusing us.
+// nobody answers yet (refused, unreachable, timed out, a name that does not
+// resolve yet). A server that answers and refuses us (credentials, TLS)
+// will refuse again: that ends the wait.
 func transient(err error) bool {
+	var dnsErr *net.DNSError
+	var netErr net.Error
 	switch {
-	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
-		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired),
-		errors.Is(err, nats.ErrNkeysNotSupported), errors.Is(err, nats.ErrSecureConnRequired),
-		errors.Is(err, nats.ErrSecureConnWanted), errors.Is(err, nats.ErrBadTimeout):
-		return false
+	case errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		errors.Is(err, io.EOF), errors.As(err, &dnsErr):
+		return true
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return true
 	}
-	var certErr *tls.CertificateVerificationError
-	if errors.As(err, &certErr) {
-		return false
-	}
-	var pathErr *os.PathError
-	return !errors.As(err, &pathErr)
+	return false
 }
 
 // EnsureStreams creates or updates the rdmawatch streams to exactly the
