@@ -203,10 +203,34 @@ func mustRun(t *testing.T, env []string, args ...string) string {
 	return out
 }
 
-// privateClickHouse is a ClickHouse of the test's own, started with
+// chProc is a ClickHouse of the test's own, run by
 // deploy/clickhouse/local.sh on the given ports (this helper's range) with
-// env (users, TLS), stopped by the PID in its pid file when the test ends.
-func privateClickHouse(t *testing.T, tcp, http int, env ...string) string {
+// env (users, TLS); local.sh stops it by the PID in its pid file.
+type chProc struct {
+	t   *testing.T
+	DSN string
+	run func(verb string) (string, error)
+}
+
+func (c *chProc) Up() {
+	c.t.Helper()
+	out, err := c.run("up")
+	if err != nil {
+		c.t.Fatalf("local.sh up: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	c.DSN = lines[len(lines)-1]
+}
+
+func (c *chProc) Down() {
+	c.t.Helper()
+	if out, err := c.run("down"); err != nil {
+		c.t.Errorf("local.sh down: %v\n%s", err, out)
+	}
+}
+
+// newClickHouse prepares a private server without starting it.
+func newClickHouse(t *testing.T, tcp, http int, env ...string) *chProc {
 	t.Helper()
 	if !chtest.HaveBinary() {
 		if os.Getenv(chtest.EnvRequire) == "1" {
@@ -215,7 +239,8 @@ func privateClickHouse(t *testing.T, tcp, http int, env ...string) string {
 		t.Skip("no clickhouse or clickhouse-server on PATH: this test runs a private server")
 	}
 	dir := t.TempDir()
-	run := func(verb string) (string, error) {
+	c := &chProc{t: t}
+	c.run = func(verb string) (string, error) {
 		cmd := exec.Command("bash", chtest.LocalScript(), verb)
 		cmd.Env = append(os.Environ(), append([]string{
 			"RDMAWATCH_CH_DIR=" + dir,
@@ -225,17 +250,16 @@ func privateClickHouse(t *testing.T, tcp, http int, env ...string) string {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	out, err := run("up")
-	if err != nil {
-		t.Fatalf("local.sh up: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := run("down"); err != nil {
-			t.Errorf("local.sh down: %v\n%s", err, out)
-		}
-	})
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	return lines[len(lines)-1]
+	t.Cleanup(c.Down)
+	return c
+}
+
+// privateClickHouse starts a private server and returns its DSN.
+func privateClickHouse(t *testing.T, tcp, http int, env ...string) string {
+	t.Helper()
+	c := newClickHouse(t, tcp, http, env...)
+	c.Up()
+	return c.DSN
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
