@@ -120,7 +120,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 		cjs := adminJS(t, ns.URL, nats.UserInfo("rdmawatch-sim", natsCollectorPW))
 		cfg := schemas.CountersStream(schemas.StreamOptions{})
 		cfg.MaxMsgs = 1
-		c, cancel := context.WithTimeout(ctx, 3*time.Second)
+		c, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if _, err := cjs.UpdateStream(c, cfg); err == nil {
 			t.Error("collector credentials updated the counters stream")
@@ -131,7 +131,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 	})
 	t.Run("collector publishes as another node", func(t *testing.T) {
 		cjs := adminJS(t, ns.URL, nats.UserInfo("rdmawatch-sim", natsCollectorPW))
-		c, cancel := context.WithTimeout(ctx, 3*time.Second)
+		c, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if _, err := cjs.Publish(c, schemas.CountersSubject("gpu-victim"), []byte("x")); err == nil {
 			t.Error("collector credentials published as gpu-victim")
@@ -143,7 +143,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 	t.Run("processor and sink change streams", func(t *testing.T) {
 		for user, pw := range map[string]string{"rdmawatch-processor": natsProcessorPW, "rdmawatch-sink": natsSinkPW, "rdmawatch-alert": natsAlertPW} {
 			rjs := adminJS(t, ns.URL, nats.UserInfo(user, pw))
-			c, cancel := context.WithTimeout(ctx, 3*time.Second)
+			c, cancel := context.WithTimeout(ctx, time.Second)
 			if err := rjs.DeleteStream(c, schemas.StreamEvents); err == nil {
 				t.Errorf("%s deleted the events stream", user)
 			}
