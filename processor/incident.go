@@ -83,6 +83,27 @@ type incident struct {
 	last        Finding
 }
 
+// Resumer is implemented by an Emitter that knows the incidents a previous
+// run left open on the events stream. A restarted processor rebuilds its
+// state from a bounded stretch of history; an incident older than that is
+// found again with a later onset, so a new id. Through Resume the tracker
+// continues the open incident instead of opening a second one for the same
+// fault, and the old one is not left open for ever.
+type Resumer interface {
+	// Resume returns the incident of type typ open on scope and subject
+	// when it is not id (an incident found again with its own id needs no
+	// help) and started no later than start, at most once per incident.
+	Resume(typ, scope string, subject schemas.Subject, id string, start schemas.Millis) (Resumed, bool)
+}
+
+// Resumed is the last published state of an open incident.
+type Resumed struct {
+	ID       string
+	Start    schemas.Millis
+	Revision int
+	Severity string
+}
+
 // Tracker runs the lifecycle of one incident type: open -> update ->
 // resolved, one incident per subject at a time. Only subjects with a pending
 // or open incident take memory. Not safe for concurrent use: a processor
@@ -169,6 +190,18 @@ func (t *Tracker) Hold(now schemas.Millis, f Finding, em Emitter) {
 		}
 		inc.phase = phaseOpen
 		inc.id = schemas.EventID(t.typ, f.Subject, inc.start)
+		if r, ok := em.(Resumer); ok {
+			if prev, ok := r.Resume(t.typ, f.Scope, f.Subject, inc.id, inc.start); ok {
+				// The incident the previous run opened goes on: same id,
+				// next revision, no second open for one fault.
+				inc.id, inc.start, inc.revision = prev.ID, prev.Start, prev.Revision
+				if severityRank(prev.Severity) > severityRank(inc.severity) {
+					inc.severity = prev.Severity
+				}
+				t.emit(em, inc, schemas.StateUpdate, now, nil, f)
+				return
+			}
+		}
 		t.emit(em, inc, schemas.StateOpen, now, nil, f)
 		return
 	}

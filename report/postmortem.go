@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -200,54 +201,200 @@ ORDER BY name`, append(inc.portArgs(start-length, end), ch.Named("start", start)
 	return nil
 }
 
+// series is one port's key figures over a window, one entry per sample.
+type series struct {
+	times                                                   []time.Time
+	rcv, xmit, txPause, rxPause, ber, symBER, cnpOut, cnpIn []float64
+	ecnMarked                                               []float64
+}
+
+func portSeries(ctx context.Context, conn driver.Conn, node, device string, port int, fromMs, toMs int64) (*series, error) {
+	rows, err := conn.Query(ctx, `SELECT time_ms, rcv_gbps, xmit_gbps, tx_pause_fraction, rx_pause_fraction,
+    pre_fec_ber, symbol_ber,
+    if(interval_ms > 0, np_cnp_sent * 1000 / interval_ms, 0),
+    if(interval_ms > 0, rp_cnp_handled * 1000 / interval_ms, 0),
+    if(interval_ms > 0, np_ecn_marked_roce_packets * 1000 / interval_ms, 0)
+FROM port_samples FINAL
+WHERE node = @node AND device = @device AND port = @port AND time_ms >= @from_ms AND time_ms <= @to_ms AND first = 0
+ORDER BY time_ms`, ch.Named("node", node), ch.Named("device", device), ch.Named("port", port),
+		ch.Named("from_ms", fromMs), ch.Named("to_ms", toMs))
+	if err != nil {
+		return nil, fmt.Errorf("postmortem: series of %s/%s/%d: %w", node, device, port, err)
+	}
+	defer rows.Close()
+	s := &series{}
+	for rows.Next() {
+		var (
+			tms                               int64
+			r, x, tp, rp, b, sb, cs, chd, ecn float64
+		)
+		if err := rows.Scan(&tms, &r, &x, &tp, &rp, &b, &sb, &cs, &chd, &ecn); err != nil {
+			return nil, fmt.Errorf("postmortem: series of %s/%s/%d: %w", node, device, port, err)
+		}
+		s.times = append(s.times, time.UnixMilli(tms).UTC())
+		s.rcv, s.xmit, s.txPause, s.rxPause = append(s.rcv, r), append(s.xmit, x), append(s.txPause, tp), append(s.rxPause, rp)
+		s.ber, s.symBER, s.cnpOut, s.cnpIn = append(s.ber, b), append(s.symBER, sb), append(s.cnpOut, cs), append(s.cnpIn, chd)
+		s.ecnMarked = append(s.ecnMarked, ecn)
+	}
+	return s, rows.Err()
+}
+
+// at re-samples values of other onto times (the nearest earlier sample
+// within 2 intervals), so a victim's series shares the origin's axis.
+func (s *series) at(times []time.Time, values func(*series) []float64) []float64 {
+	out := make([]float64, len(times))
+	src := values(s)
+	j := 0
+	for i, t := range times {
+		for j+1 < len(s.times) && !s.times[j+1].After(t) {
+			j++
+		}
+		out[i] = math.NaN()
+		if j < len(s.times) && !s.times[j].After(t) && i > 0 && t.Sub(s.times[j]) <= 2*t.Sub(times[i-1]) {
+			out[i] = src[j]
+		}
+	}
+	return out
+}
+
+// Colours of the plots, one per role of a series.
+const (
+	colorRcv, colorXmit     = "#1f77b4", "#2ca02c"
+	colorTxPause, colorRx   = "#d62728", "#9467bd"
+	colorBER, colorSymBER   = "#ff7f0e", "#8c564b"
+	colorCNPOut, colorCNPIn = "#17becf", "#7f7f7f"
+	colorECN, colorCritical = "#e377c2", "#c00000"
+)
+
+var victimColors = []string{"#9467bd", "#bcbd22", "#8c564b", "#7f7f7f", "#17becf"}
+
+// Critical BER levels (the contract's ber_drift labels): pre-FEC 1e-6 on
+// Ethernet, symbol 1e-12 on InfiniBand.
+const criticalPreFEC, criticalSymbol = 1e-6, 1e-12
+
+// portPlot draws the series that prove the incident's type: for a storm the
+// pauses its origin sends and those its victims receive; for a BER drift the
+// BER against the critical level and the projected crossing; for a CNP/ECN
+// imbalance ECN marks against the CNPs sent and handled.
 func portPlot(ctx context.Context, conn driver.Conn, inc *Incident) (*Plot, error) {
 	start, end := inc.StartMs, inc.end()
 	pad := max((end-start)/4, 5*60*1000)
-	rows, err := conn.Query(ctx, `SELECT time_ms, rcv_gbps, xmit_gbps, tx_pause_fraction, rx_pause_fraction,
-    pre_fec_ber, symbol_ber, if(interval_ms > 0, np_cnp_sent * 1000 / interval_ms, 0), if(interval_ms > 0, rp_cnp_handled * 1000 / interval_ms, 0)
-FROM port_samples FINAL
-WHERE node = @node AND device = @device AND port = @port AND time_ms >= @from_ms AND time_ms <= @to_ms AND first = 0
-ORDER BY time_ms`, inc.portArgs(start-pad, end+pad)...)
+	s, err := portSeries(ctx, conn, inc.Node, inc.Device, int(inc.Port), start-pad, end+pad)
 	if err != nil {
-		return nil, fmt.Errorf("postmortem: series of %s/%s/%d: %w", inc.Node, inc.Device, inc.Port, err)
-	}
-	defer rows.Close()
-	var (
-		times                                         []time.Time
-		rcv, xmit, txp, rxp, ber, sber, cnpOut, cnpIn []float64
-		tms                                           int64
-		r, x, tp, rp, b, sb, cs, chd                  float64
-	)
-	for rows.Next() {
-		if err := rows.Scan(&tms, &r, &x, &tp, &rp, &b, &sb, &cs, &chd); err != nil {
-			return nil, fmt.Errorf("postmortem: series of %s/%s/%d: %w", inc.Node, inc.Device, inc.Port, err)
-		}
-		times = append(times, time.UnixMilli(tms).UTC())
-		rcv, xmit, txp, rxp = append(rcv, r), append(xmit, x), append(txp, tp), append(rxp, rp)
-		ber, sber, cnpOut, cnpIn = append(ber, b), append(sber, sb), append(cnpOut, cs), append(cnpIn, chd)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	plot := &Plot{
-		Title:     fmt.Sprintf("%s %s/%s/%d (%s)", inc.Type, inc.Node, inc.Device, inc.Port, inc.ID),
-		Times:     times,
+		Title:     fmt.Sprintf("%s on %s/%s/%d", inc.Type, inc.Node, inc.Device, inc.Port),
+		Times:     s.times,
 		SpanStart: time.UnixMilli(start).UTC(),
-		Panels: []Panel{
-			{Title: "Throughput", Unit: "Gb/s", Series: []Series{{"received", "#1f77b4", rcv}, {"sent", "#2ca02c", xmit}}},
-			{Title: "Pause fraction (busiest priority)", Series: []Series{{"pauses sent (tx)", "#d62728", txp}, {"paused by peer (rx)", "#9467bd", rxp}}},
-			{Title: "Bit error rate", Log: true, Series: []Series{{"pre-FEC BER", "#ff7f0e", ber}, {"symbol BER (IB)", "#8c564b", sber}}},
-			{Title: "CNPs", Unit: "/s", Series: []Series{{"CNPs sent (NP)", "#17becf", cnpOut}, {"CNPs handled (RP)", "#7f7f7f", cnpIn}}},
-		},
 	}
 	if inc.EndMs != nil {
 		plot.SpanEnd = time.UnixMilli(*inc.EndMs).UTC()
 	}
 	for _, c := range inc.Changes {
-		plot.Marks = append(plot.Marks, time.UnixMilli(c.DetectedAtMs).UTC())
-		plot.MarkLabels = append(plot.MarkLabels, fmt.Sprintf("%s #%d", c.State, c.Revision))
+		plot.Marks = append(plot.Marks, Mark{At: time.UnixMilli(c.DetectedAtMs).UTC(), Label: fmt.Sprintf("%s (revision %d)", c.State, c.Revision)})
+	}
+	throughput := Panel{Title: "Throughput", Unit: "Gb/s", Series: []Series{{Name: "received", Color: colorRcv, Values: s.rcv}, {Name: "sent", Color: colorXmit, Values: s.xmit}}}
+	pauses := Panel{Title: "Pause fraction (busiest priority)", Unit: "fraction", Series: []Series{{Name: "pauses sent (tx)", Color: colorTxPause, Values: s.txPause}, {Name: "paused by peer (rx)", Color: colorRx, Values: s.rxPause}}}
+	ber := Panel{Title: "Bit error rate", Log: true, Series: []Series{{Name: "pre-FEC BER", Color: colorBER, Values: s.ber}, {Name: "symbol BER (IB)", Color: colorSymBER, Values: s.symBER}}}
+	cnp := Panel{Title: "ECN marks and CNPs", Unit: "per s", Series: []Series{
+		{Name: "ECN-marked packets (NP)", Color: colorECN, Values: s.ecnMarked},
+		{Name: "CNPs sent (NP)", Color: colorCNPOut, Values: s.cnpOut},
+		{Name: "CNPs handled (RP)", Color: colorCNPIn, Values: s.cnpIn, Dashed: true}}}
+	switch inc.Type {
+	case "pfc_storm":
+		pauses.Series = pauses.Series[:1]
+		pauses.Series[0].Name = "origin: pauses sent (tx)"
+		victims, err := victimPauses(ctx, conn, inc, s, start-pad, end+pad)
+		if err != nil {
+			return nil, err
+		}
+		pauses.Series = append(pauses.Series, victims...)
+		plot.Panels = []Panel{pauses, throughput}
+	case "ber_drift":
+		if hasValues(s.symBER) && !hasValues(s.ber) {
+			ber.Series = ber.Series[1:]
+			ber.Levels = []Level{{Name: "critical symbol BER 1e-12", Value: criticalSymbol, Color: colorCritical}}
+		} else {
+			ber.Series = ber.Series[:1]
+			ber.Levels = []Level{{Name: "critical pre-FEC BER 1e-6", Value: criticalPreFEC, Color: colorCritical}}
+		}
+		if at, ok := projectedCrossing(inc.Evidence); ok {
+			plot.Projected = append(plot.Projected, Mark{At: at, Label: "projected crossing " + at.Format("15:04")})
+			if last := s.times; len(last) > 0 && at.After(last[len(last)-1]) {
+				// Show the crossing: extend the axis to it.
+				plot.Times = append(append([]time.Time(nil), s.times...), at.Add(time.Minute))
+				for k := range ber.Series {
+					ber.Series[k].Values = append(append([]float64(nil), ber.Series[k].Values...), math.NaN())
+				}
+				throughput.Series[0].Values = append(append([]float64(nil), s.rcv...), math.NaN())
+				throughput.Series[1].Values = append(append([]float64(nil), s.xmit...), math.NaN())
+			}
+		}
+		plot.Panels = []Panel{ber, throughput}
+	case "cnp_ecn_imbalance":
+		plot.Panels = []Panel{cnp, throughput}
+	default:
+		plot.Panels = []Panel{throughput, pauses, ber, cnp}
 	}
 	return plot, nil
+}
+
+func hasValues(v []float64) bool {
+	for _, x := range v {
+		if x > 0 && !math.IsNaN(x) {
+			return true
+		}
+	}
+	return false
+}
+
+// projectedCrossing reads projected_critical_at from a ber_drift's evidence.
+func projectedCrossing(evidence string) (time.Time, bool) {
+	var ev map[string]any
+	if json.Unmarshal([]byte(evidence), &ev) != nil {
+		return time.Time{}, false
+	}
+	s, _ := ev["projected_critical_at"].(string)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t.UTC(), err == nil
+}
+
+// victimPauses are the rx pause fractions of up to five ports the storm
+// reached, re-sampled onto the origin's times.
+func victimPauses(ctx context.Context, conn driver.Conn, inc *Incident, origin *series, fromMs, toMs int64) ([]Series, error) {
+	rows, err := conn.Query(ctx, `SELECT affected_node, affected_device, affected_port FROM events_latest WHERE id = @id LIMIT 1`, ch.Named("id", inc.ID))
+	if err != nil {
+		return nil, fmt.Errorf("postmortem: ports reached by %s: %w", inc.ID, err)
+	}
+	var (
+		nodes, devices []string
+		ports          []uint16
+	)
+	for rows.Next() {
+		if err := rows.Scan(&nodes, &devices, &ports); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("postmortem: ports reached by %s: %w", inc.ID, err)
+		}
+	}
+	rows.Close()
+	var out []Series
+	for i := range min(len(nodes), len(devices), len(ports), len(victimColors)) {
+		v, err := portSeries(ctx, conn, nodes[i], devices[i], int(ports[i]), fromMs, toMs)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Series{
+			Name:   fmt.Sprintf("victim %s/%s/%d (rx)", nodes[i], devices[i], ports[i]),
+			Color:  victimColors[i],
+			Values: v.at(origin.times, func(s *series) []float64 { return s.rxPause }),
+			Dashed: true,
+		})
+	}
+	if n := len(nodes); n > len(victimColors) {
+		out = append(out, Series{Name: fmt.Sprintf("(+%d more victims)", n-len(victimColors)), Color: "#ffffff"})
+	}
+	return out, nil
 }
 
 func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z") }

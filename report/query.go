@@ -29,6 +29,8 @@ type Params struct {
 	Device   string    // "" = every device
 	Port     int       // 0 = every port
 	Limit    int       // rows, for the queries that rank (0: 20)
+	// Event filters (the events query): comma-separated lists, "" = all.
+	Type, Severity, State, Layer string
 }
 
 func (p Params) validate(q chschema.Query) error {
@@ -61,6 +63,10 @@ func (p Params) args() []any {
 		ch.Named("device", p.Device),
 		ch.Named("port", p.Port),
 		ch.Named("limit", limit),
+		ch.Named("type", p.Type),
+		ch.Named("severity", p.Severity),
+		ch.Named("state", p.State),
+		ch.Named("layer", p.Layer),
 	}
 }
 
@@ -69,6 +75,77 @@ type Result struct {
 	Query   string
 	Columns []string
 	Rows    [][]any
+	// MaxCell cuts long text cells of the table format (0: DefaultMaxCell,
+	// <0: never); JSON and CSV always carry everything.
+	MaxCell int
+}
+
+// DefaultMaxCell keeps a table row near a terminal's width.
+const DefaultMaxCell = 72
+
+// tableHidden are columns for machines and the postmortem: JSON and CSV
+// carry them, the table leaves them out.
+var tableHidden = map[string]bool{"evidence": true, "next_checks": true}
+
+// jsonColumns hold JSON text that --format json embeds as JSON.
+var jsonColumns = map[string]bool{"evidence": true}
+
+// cut shortens s to max runes with an ellipsis.
+func cut(s string, max int) string {
+	if max == 0 {
+		max = DefaultMaxCell
+	}
+	r := []rune(s)
+	if max < 0 || len(r) <= max {
+		return s
+	}
+	return string(r[:max-1]) + "…"
+}
+
+// human renders a table cell in the unit its column name implies: bytes in
+// KiB..PiB, Gb/s, fractions and utilisation in %, BER in scientific
+// notation. Other cells as text does.
+func human(col string, v any) string {
+	f, ok := number(v)
+	switch {
+	case !ok:
+		return text(v)
+	case strings.HasSuffix(col, "_bytes"):
+		return bytesIEC(f)
+	case strings.HasSuffix(col, "_gbps") || col == "gbps":
+		return strconv.FormatFloat(f, 'f', 1, 64) + " Gb/s"
+	case strings.Contains(col, "utilisation") || strings.HasSuffix(col, "_fraction"):
+		return strconv.FormatFloat(100*f, 'f', 1, 64) + " %"
+	case strings.HasSuffix(col, "_ber") || col == "ber":
+		return strconv.FormatFloat(f, 'e', 2, 64)
+	}
+	return text(v)
+}
+
+func number(v any) (float64, bool) {
+	switch x := deref(v).(type) {
+	case float64:
+		return x, !math.IsNaN(x)
+	case float32:
+		return float64(x), true
+	case int64, int32, int16, int8, int, uint64, uint32, uint16, uint8, uint:
+		f, err := strconv.ParseFloat(fmt.Sprint(x), 64)
+		return f, err == nil
+	}
+	return 0, false
+}
+
+func bytesIEC(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for math.Abs(b) >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	if i == 0 {
+		return strconv.FormatFloat(b, 'f', 0, 64) + " B"
+	}
+	return strconv.FormatFloat(b, 'f', 1, 64) + " " + units[i]
 }
 
 // Run runs the shipped query name with p.
@@ -135,11 +212,21 @@ func (r *Result) Write(w io.Writer, format string) error {
 	switch format {
 	case FormatTable, "":
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(r.Columns, "\t"))
+		var shown []int // long machine-read columns stay out of the table
+		for i, c := range r.Columns {
+			if !tableHidden[c] {
+				shown = append(shown, i)
+			}
+		}
+		head := make([]string, len(shown))
+		for k, i := range shown {
+			head[k] = r.Columns[i]
+		}
+		fmt.Fprintln(tw, strings.Join(head, "\t"))
 		for _, row := range r.Rows {
-			cells := make([]string, len(row))
-			for i, v := range row {
-				cells[i] = text(v)
+			cells := make([]string, len(shown))
+			for k, i := range shown {
+				cells[k] = cut(human(r.Columns[i], row[i]), r.MaxCell)
 			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
@@ -154,6 +241,9 @@ func (r *Result) Write(w io.Writer, format string) error {
 			obj := make(map[string]any, len(row))
 			for i, v := range row {
 				obj[r.Columns[i]] = jsonValue(v)
+				if str, ok := v.(string); ok && jsonColumns[r.Columns[i]] && json.Valid([]byte(str)) {
+					obj[r.Columns[i]] = json.RawMessage(str) // evidence: an object, not a string
+				}
 			}
 			if err := enc.Encode(obj); err != nil {
 				return err
@@ -264,4 +354,26 @@ FROM events_latest WHERE id = @id`, ch.Named("id", id)).Scan(&node, &device, &po
 		To:   time.UnixMilli(end + pad).UTC().Truncate(time.Second).Add(time.Second),
 		Node: node, Device: device, Port: int(port),
 	}, nil
+}
+
+// DataRange is the span of data time the database holds: samples and
+// incidents. ok is false when it holds nothing.
+func DataRange(ctx context.Context, conn driver.Conn) (from, to time.Time, ok bool, err error) {
+	var sMin, sMax, eMin, eMax int64
+	if err := conn.QueryRow(ctx, `SELECT min(time_ms), max(time_ms) FROM port_samples`).Scan(&sMin, &sMax); err != nil {
+		return from, to, false, fmt.Errorf("data range: %w", err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT min(start_ms), max(last_detected_at_ms) FROM events_latest`).Scan(&eMin, &eMax); err != nil {
+		return from, to, false, fmt.Errorf("data range: %w", err)
+	}
+	lo, hi := int64(math.MaxInt64), int64(0)
+	for _, r := range [][2]int64{{sMin, sMax}, {eMin, eMax}} {
+		if r[1] > 0 {
+			lo, hi = min(lo, r[0]), max(hi, r[1])
+		}
+	}
+	if hi == 0 {
+		return from, to, false, nil
+	}
+	return time.UnixMilli(lo).UTC().Truncate(time.Second), time.UnixMilli(hi).UTC().Truncate(time.Second).Add(time.Second), true, nil
 }

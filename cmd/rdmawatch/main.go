@@ -42,6 +42,8 @@ type global struct {
 	chTLSCA     string
 	logLevel    string
 	cpuProfile  string
+	configPath  string
+	logFormat   string
 	log         *slog.Logger
 }
 
@@ -76,11 +78,18 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := applyConfig(cmd.Root(), cmd, g.configPath); err != nil {
+				return err
+			}
 			var lvl slog.Level
 			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
 			}
-			g.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+			log, err := newLogger(os.Stderr, g.logFormat, lvl)
+			if err != nil {
+				return err
+			}
+			g.log = log
 			slog.SetDefault(g.log)
 			if g.cpuProfile != "" && cmd.Name() != "bench-e2e" {
 				f, err := os.Create(g.cpuProfile)
@@ -107,6 +116,8 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default, ?secure=true for TLS (env RDMAWATCH_CLICKHOUSE)")
 	pf.StringVar(&g.chTLSCA, "clickhouse-tls-ca", envOr("RDMAWATCH_CLICKHOUSE_TLS_CA", ""), "CA certificate(s) (PEM) that sign ClickHouse's certificate, with ?secure=true in the DSN (env RDMAWATCH_CLICKHOUSE_TLS_CA)")
 	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
+	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
+	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
 
 	root.AddCommand(
@@ -124,6 +135,9 @@ func newRoot() *cobra.Command {
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
 		newBenchE2ECmd(g),
+		newAlertCmd(g),
+		newEventsCmd(g),
+		newConfigCmd(g),
 	)
 	return root
 }

@@ -16,14 +16,16 @@ func newPostmortemCmd(g *global) *cobra.Command {
 		out string
 	)
 	cmd := &cobra.Command{
-		Use:   "postmortem --from T --to T [--node N] [--out DIR]",
+		Use:   "postmortem [--from T --to T] [--node N] [--out DIR]",
 		Short: "Write a postmortem report: the events in order, the counters that moved, a plot around each event",
 		Long: `postmortem reads the incidents overlapping --from..--to from ClickHouse and
 writes DIR/report.md (Markdown, to paste into a postmortem document): a
 timeline of every state change, then per incident its evidence and next
 checks, the counters of its port that moved against the same length of time
-before the onset, and DIR/incident-NN.svg plotting throughput, pause fraction,
-BER and CNPs of that port around the incident.`,
+before the onset, and DIR/incident-NN.svg plotting the series that prove the
+incident around it (a storm's pauses at its origin and victims, a BER against
+its critical level, ECN marks against CNPs). Without --from it covers all the
+data the database holds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.requireClickHouse(); err != nil {
@@ -38,6 +40,9 @@ BER and CNPs of that port around the incident.`,
 				return err
 			}
 			defer conn.Close()
+			if err := rf.withDataRange(cmd.Context(), conn, &p); err != nil {
+				return err
+			}
 			path, incs, err := report.Postmortem(cmd.Context(), conn, p, out)
 			if err != nil {
 				return err

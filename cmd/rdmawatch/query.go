@@ -1,19 +1,23 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/report"
 	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
-// timeFlag parses --from/--to: RFC 3339 ("2026-03-14T00:05:00Z"), a date
-// ("2026-03-14"), "now", or a duration back from now ("-6h", "90m").
+// parseTimeFlag parses --from/--to: RFC 3339 ("2026-03-14T00:05:00Z"), a
+// date ("2026-03-14"), "now", or a duration back from now ("6h", "-90m",
+// "7d", "30d"; a day is 24 h).
 func parseTimeFlag(name, s string, now time.Time) (time.Time, error) {
 	s = strings.TrimSpace(s)
 	switch {
@@ -28,10 +32,10 @@ func parseTimeFlag(name, s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse("2006-01-02", s); err == nil {
 		return t.UTC(), nil
 	}
-	if d, err := time.ParseDuration(strings.TrimPrefix(s, "-")); err == nil {
-		return now.Add(-d), nil
+	if t, err := parseSince(strings.TrimPrefix(s, "-"), now); err == nil {
+		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("--%s %q: want RFC 3339 (2026-03-14T00:05:00Z), a date, now, or a duration back from now (6h)", name, s)
+	return time.Time{}, fmt.Errorf("--%s %q: want RFC 3339 (2026-03-14T00:05:00Z), a date, now, or a duration back from now (6h, 7d)", name, s)
 }
 
 // rangeFlags are the filters `query` and `postmortem` share.
@@ -41,9 +45,54 @@ type rangeFlags struct {
 	event                  string
 }
 
+// eventFlags filter the events query.
+type eventFlags struct{ types, severities, states, layers []string }
+
+func (e *eventFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringSliceVar(&e.types, "type", nil, "events: only these types (pfc_storm, ber_drift, ...)")
+	f.StringSliceVar(&e.severities, "severity", nil, "events: only these severities (warning, critical)")
+	f.StringSliceVar(&e.states, "state", nil, "events: only incidents whose latest state is one of these (open, update, resolved)")
+	f.StringSliceVar(&e.layers, "layer", nil, "events: only these layers (physical, link_network, transport, application)")
+}
+
+func (e *eventFlags) apply(p *report.Params) {
+	p.Type, p.Severity = strings.Join(e.types, ","), strings.Join(e.severities, ",")
+	p.State, p.Layer = strings.Join(e.states, ","), strings.Join(e.layers, ",")
+}
+
+// withDataRange fills a range the user left open from what the database
+// holds: a newcomer's first query should show the data, whenever it was
+// recorded (a replayed trace's data time is not now).
+func (r *rangeFlags) withDataRange(ctx context.Context, conn driver.Conn, p *report.Params) error {
+	if r.from != "" {
+		return nil
+	}
+	from, to, ok, err := report.DataRange(ctx, conn)
+	if err != nil || !ok {
+		return err
+	}
+	p.From = from
+	if r.to == "now" || r.to == "" {
+		p.To = to
+	}
+	return nil
+}
+
+// hintEmpty says where the data is when a range the user gave holds none.
+func hintEmpty(ctx context.Context, conn driver.Conn, w io.Writer, p report.Params) {
+	from, to, ok, err := report.DataRange(ctx, conn)
+	if err != nil || !ok || (p.From.Before(to) && p.To.After(from)) {
+		return
+	}
+	fmt.Fprintf(w, "no data in %s..%s; the database holds %s..%s: try --from %s --to %s\n",
+		p.From.Format(time.RFC3339), p.To.Format(time.RFC3339), from.Format(time.RFC3339), to.Format(time.RFC3339),
+		from.Format(time.RFC3339), to.Format(time.RFC3339))
+}
+
 func (r *rangeFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&r.from, "from", "", "start of the time range: RFC 3339, a date, now, or a duration back from now (6h)")
+	f.StringVar(&r.from, "from", "", "start of the time range: RFC 3339, a date, now, or a duration back from now (6h, 7d); default: the oldest data")
 	f.StringVar(&r.to, "to", "now", "end of the time range (same forms as --from)")
 	f.StringVar(&r.node, "node", "", "only this node")
 	f.StringVar(&r.device, "device", "", "only this RDMA device (with --node)")
@@ -65,8 +114,10 @@ func (r *rangeFlags) params(now time.Time) (report.Params, error) {
 func newQueryCmd(g *global) *cobra.Command {
 	var (
 		rf     rangeFlags
+		ef     eventFlags
 		format string
 		list   bool
+		wide   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "query NAME --from T --to T [--node N --device D --port P] [--format table|json|csv]",
@@ -105,6 +156,10 @@ its subject as --node/--device/--port, for port_timeline.`,
 				return err
 			}
 			defer conn.Close()
+			ef.apply(&p)
+			if err := rf.withDataRange(cmd.Context(), conn, &p); err != nil {
+				return err
+			}
 			if rf.event != "" {
 				w, err := report.EventWindow(cmd.Context(), conn, rf.event)
 				if err != nil {
@@ -121,6 +176,12 @@ its subject as --node/--device/--port, for port_timeline.`,
 			if err != nil {
 				return err
 			}
+			if wide {
+				res.MaxCell = -1
+			}
+			if len(res.Rows) == 0 {
+				hintEmpty(cmd.Context(), conn, cmd.ErrOrStderr(), p)
+			}
 			return res.Write(out, format)
 		},
 	}
@@ -129,5 +190,7 @@ its subject as --node/--device/--port, for port_timeline.`,
 	cmd.Flags().IntVar(&rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend)")
 	cmd.Flags().StringVar(&format, "format", "table", "output: table, json (one object per line) or csv")
 	cmd.Flags().BoolVar(&list, "list", false, "list the shipped queries")
+	cmd.Flags().BoolVar(&wide, "wide", false, "table: do not cut long text (summaries) to the terminal")
+	ef.register(cmd)
 	return cmd
 }

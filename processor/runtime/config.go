@@ -18,12 +18,11 @@ type StartMode int
 
 const (
 	// StartWarmUp (production, the zero value) rebuilds state after a
-	// restart: it starts at StartTime, or WarmUp before now, and publishes
-	// only the events decided by messages stored within ResendWindow before
-	// the start; older ones were published by the previous run, and the
-	// events stream's duplicate window (10 min) could not drop them any
-	// more. Events of the last ResendWindow go out again with the same
-	// Nats-Msg-Id (id#revision), so the stream drops what it already has.
+	// restart: it starts at StartTime, or WarmUp before now. Before reading
+	// it learns from the events stream the last revision of every incident
+	// already there (see published.go), so the warm-up publishes exactly
+	// the revisions the previous run did not, however long the outage was
+	// and whatever the events stream's duplicate window.
 	StartWarmUp StartMode = iota
 	// StartAll reads the whole stream and publishes everything (replay).
 	StartAll
@@ -57,9 +56,9 @@ type Config struct {
 	WarmUp time.Duration
 	// StartTime overrides now - WarmUp.
 	StartTime time.Time
-	// ResendWindow: see StartWarmUp. Default 9 min, inside the 10 min
-	// duplicate window of the events stream.
-	ResendWindow time.Duration
+	// MaxAhead is how far ahead of the data clock a sample may be; further
+	// ahead it is refused as implausible (see plausible.go). Default 10 min.
+	MaxAhead time.Duration
 	// Tick is the data-time step at which fabric detectors are called as the
 	// watermark advances. Zero (the default) is 1 s, or a quarter of the
 	// allowed lateness when that is shorter: on a fleet read every second a
@@ -90,8 +89,8 @@ func (c Config) withDefaults() Config {
 	if c.WarmUp == 0 {
 		c.WarmUp = 2 * time.Hour
 	}
-	if c.ResendWindow == 0 {
-		c.ResendWindow = 9 * time.Minute
+	if c.MaxAhead == 0 {
+		c.MaxAhead = 10 * time.Minute
 	}
 	if c.PortTTL == 0 {
 		c.PortTTL = 3 * time.Hour
@@ -110,7 +109,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: partitions %d", ErrInvalidConfig, c.Partitions)
 	case c.Instances < 1 || c.Instance < 0 || c.Instance >= c.Instances:
 		return fmt.Errorf("%w: instance %d of %d", ErrInvalidConfig, c.Instance, c.Instances)
-	case c.AllowedLateness < 0 || c.WarmUp < 0 || c.ResendWindow < 0 || c.Tick < 0 || c.PortTTL < 0:
+	case c.AllowedLateness < 0 || c.WarmUp < 0 || c.MaxAhead < 0 || c.Tick < 0 || c.PortTTL < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	case c.Start != StartWarmUp && c.Start != StartAll:
 		return fmt.Errorf("%w: start mode %d", ErrInvalidConfig, c.Start)

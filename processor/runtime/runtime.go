@@ -9,6 +9,13 @@
 // them one by one. The same stream therefore gives the same events in the
 // same order on every run, across partitions too, and the watermark cannot
 // be pushed ahead by one partition being read faster than another.
+//
+// Refusals: a message that does not decode, whose batch names another node
+// than its subject, or whose handling panics, and the samples dated
+// implausibly (plausible.go), are refused, counted in Stats and copied to
+// the dead-letter stream with the reason (refuse.go); the processor goes
+// on. Restarts: the events stream's own history says which incident
+// revisions are already published (published.go).
 package runtime
 
 import (
@@ -17,7 +24,9 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,30 +36,90 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// Stats are a processor's counters; every field is safe to read while it
-// runs.
+// Stats are a processor's counters, one consistent-enough snapshot for
+// monitoring; every field is safe to read while it runs.
 type Stats struct {
 	// Processed counts the counters-stream messages handled, including the
-	// ones that did not decode.
-	Processed    uint64
-	DecodeErrors uint64
-	Samples      uint64
+	// refused ones.
+	Processed uint64
+	// Samples were accepted and went to the detectors.
+	Samples uint64
 	// StaleSamples were not newer than their port's last sample: duplicates
 	// and out-of-order redeliveries, dropped before the detectors.
 	StaleSamples uint64
 	// LateSamples arrived behind the watermark: port detectors saw them,
-	// fabric detectors may have decided without them.
+	// fabric detectors may have decided without them. They are counted in
+	// Samples too.
 	LateSamples uint64
-	Events      uint64
+	// ImplausibleSamples were refused for their data time (see
+	// plausible.go); their message was dead-lettered, the plausible samples
+	// of the same message were used.
+	ImplausibleSamples uint64
+	// DecodeErrors, SpoofedNode and Panics count whole messages refused:
+	// undecodable, a batch whose node is not its subject's, a panic while
+	// decoding or applying it.
+	DecodeErrors uint64
+	SpoofedNode  uint64
+	Panics       uint64
+	// DeadLetters were copied to the dead-letter stream by this run;
+	// DeadLettersKnown were refused again while re-reading the stream and
+	// found there already, from a previous run.
+	DeadLetters      uint64
+	DeadLettersKnown uint64
+	Events           uint64
 	// DuplicateEvents were dropped by the events stream's de-duplication.
 	DuplicateEvents uint64
-	// SuppressedEvents were rebuilt during a warm-up but not re-published.
-	SuppressedEvents uint64
-	Ports            uint64
+	// KnownEvents were decided again (a warm-up, a re-run over the same
+	// stream) and found on the events stream already: not published.
+	KnownEvents uint64
+	// Ports is the number of tracked ports.
+	Ports uint64
+	// Watermark is the processor's watermark (one for all its partitions:
+	// they are read in stream order by one goroutine).
+	Watermark schemas.Millis
+	// PartitionsOwned is len(Partitions).
+	PartitionsOwned int
+	Partitions      []PartitionStats
+	// Incidents counts the events this run decided, by incident type and
+	// state (open, update, resolved), whether it published them or found
+	// them on the events stream already; OpenIncidents counts the
+	// incidents open now, by type.
+	Incidents     map[string]map[string]uint64
+	OpenIncidents map[string]uint64
+}
+
+// PartitionStats is one owned partition.
+type PartitionStats struct {
+	Partition int
+	// Samples accepted from the partition.
+	Samples uint64
+	// DataTime is the newest accepted data time of the partition, 0 before
+	// the first sample.
+	DataTime schemas.Millis
+	// Lag is how far DataTime is behind the wall clock at the snapshot (the
+	// processing delay of a live fleet; large in a replay of old data), 0
+	// before the first sample.
+	Lag time.Duration
+	// WatermarkLag is how far the processor's watermark is behind DataTime.
+	WatermarkLag time.Duration
 }
 
 type stats struct {
-	processed, decodeErrors, samples, stale, late, events, dupEvents, suppressed, ports atomic.Uint64
+	processed, samples, stale, late, implausible          atomic.Uint64
+	decodeErrors, spoofed, panics, deadLetters, deadKnown atomic.Uint64
+	events, dupEvents, known, ports                       atomic.Uint64
+	watermark                                             atomic.Int64
+	// parts is indexed like Processor.owned.
+	parts []partStats
+
+	mu        sync.Mutex
+	incidents map[string]map[string]uint64
+	open      map[string]map[string]struct{} // type -> open incident ids
+}
+
+type partStats struct {
+	samples  atomic.Uint64
+	dataTime atomic.Int64
 }
 
 // Processor consumes counter batches and publishes incident events.
@@ -76,6 +145,16 @@ type Processor struct {
 	// sample is the one being processed: reused, so that handing it to the
 	// detectors (through an interface, it escapes) costs no allocation.
 	sample processor.Sample
+	// partIndex maps a partition to its index in owned (-1: not owned).
+	partIndex []int
+
+	// What previous runs left on the streams, read at the start of Run:
+	// the last published revision per incident id and the incidents left
+	// open (published.go), and the counters sequences already
+	// dead-lettered. Pruned once caught up with the counters stream.
+	published *publishedLog
+	deadKnown map[uint64]struct{}
+	caughtUp  bool
 }
 
 // New checks the config and builds the detectors; Run does the work.
@@ -98,6 +177,16 @@ func New(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Processor, erro
 		}
 	}
 	p := &Processor{js: js, cfg: cfg, owned: cfg.owned()}
+	p.partIndex = make([]int, cfg.Partitions)
+	for i := range p.partIndex {
+		p.partIndex[i] = -1
+	}
+	for i, part := range p.owned {
+		p.partIndex[part] = i
+	}
+	p.st.parts = make([]partStats, len(p.owned))
+	p.st.incidents = map[string]map[string]uint64{}
+	p.st.open = map[string]map[string]struct{}{}
 	p.log = log.With("instance", cfg.Instance, "partitions", p.owned)
 	p.fabric = newFabric(cfg.Topology, len(p.owned) == cfg.Partitions)
 	for _, d := range dets {
@@ -129,18 +218,74 @@ func (p *Processor) Partitions() []int { return append([]int(nil), p.owned...) }
 // messages in the stream (stream info State.Msgs, summed over instances).
 func (p *Processor) Processed() uint64 { return p.st.processed.Load() }
 
-// Stats returns the processor's counters.
+// Stats returns a snapshot of the processor's counters.
 func (p *Processor) Stats() Stats {
-	return Stats{
-		Processed:        p.st.processed.Load(),
-		DecodeErrors:     p.st.decodeErrors.Load(),
-		Samples:          p.st.samples.Load(),
-		StaleSamples:     p.st.stale.Load(),
-		LateSamples:      p.st.late.Load(),
-		Events:           p.st.events.Load(),
-		DuplicateEvents:  p.st.dupEvents.Load(),
-		SuppressedEvents: p.st.suppressed.Load(),
-		Ports:            p.st.ports.Load(),
+	st := Stats{
+		Processed:          p.st.processed.Load(),
+		Samples:            p.st.samples.Load(),
+		StaleSamples:       p.st.stale.Load(),
+		LateSamples:        p.st.late.Load(),
+		ImplausibleSamples: p.st.implausible.Load(),
+		DecodeErrors:       p.st.decodeErrors.Load(),
+		SpoofedNode:        p.st.spoofed.Load(),
+		Panics:             p.st.panics.Load(),
+		DeadLetters:        p.st.deadLetters.Load(),
+		DeadLettersKnown:   p.st.deadKnown.Load(),
+		Events:             p.st.events.Load(),
+		DuplicateEvents:    p.st.dupEvents.Load(),
+		KnownEvents:        p.st.known.Load(),
+		Ports:              p.st.ports.Load(),
+		Watermark:          schemas.Millis(p.st.watermark.Load()),
+		PartitionsOwned:    len(p.owned),
+		Partitions:         make([]PartitionStats, len(p.owned)),
+		Incidents:          map[string]map[string]uint64{},
+		OpenIncidents:      map[string]uint64{},
+	}
+	now := time.Now().UnixMilli()
+	for i, part := range p.owned {
+		ps := PartitionStats{Partition: part, Samples: p.st.parts[i].samples.Load(), DataTime: schemas.Millis(p.st.parts[i].dataTime.Load())}
+		if ps.DataTime > 0 {
+			ps.Lag = time.Duration(now-int64(ps.DataTime)) * time.Millisecond
+			if st.Watermark > 0 {
+				ps.WatermarkLag = time.Duration(ps.DataTime-st.Watermark) * time.Millisecond
+			}
+		}
+		st.Partitions[i] = ps
+	}
+	p.st.mu.Lock()
+	for typ, byState := range p.st.incidents {
+		m := make(map[string]uint64, len(byState))
+		for state, n := range byState {
+			m[state] = n
+		}
+		st.Incidents[typ] = m
+	}
+	for typ, ids := range p.st.open {
+		st.OpenIncidents[typ] = uint64(len(ids))
+	}
+	p.st.mu.Unlock()
+	return st
+}
+
+// countEvent notes a published event for Stats.
+func (s *stats) countEvent(ev *schemas.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byState := s.incidents[ev.Type]
+	if byState == nil {
+		byState = map[string]uint64{}
+		s.incidents[ev.Type] = byState
+	}
+	byState[ev.State]++
+	open := s.open[ev.Type]
+	if open == nil {
+		open = map[string]struct{}{}
+		s.open[ev.Type] = open
+	}
+	if ev.State == schemas.StateResolved {
+		delete(open, ev.ID)
+	} else {
+		open[ev.ID] = struct{}{}
 	}
 }
 
@@ -179,6 +324,11 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 	}
 	p.startWall = time.Now()
+	// What a previous run left: events published (read since the warm-up's
+	// start less WarmUp, see published.go) and messages dead-lettered (a
+	// dead letter is stored after the message it copies, so since the
+	// warm-up's start). Zero: the whole history, for StartAll.
+	var eventsFrom, deadFrom time.Time
 	if p.cfg.Start == StartWarmUp {
 		from := p.cfg.StartTime
 		if from.IsZero() {
@@ -186,7 +336,22 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		occ.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		occ.OptStartTime = &from
+		eventsFrom, deadFrom = from.Add(-p.cfg.WarmUp), from
 	}
+	var unreadable int
+	if p.published, unreadable, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if p.deadKnown, err = loadDeadLetters(ctx, p.js, deadFrom); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown))
 	cons, err := p.js.OrderedConsumer(ctx, schemas.StreamCounters, occ)
 	if err != nil {
 		return fmt.Errorf("counters consumer: %w", err)
@@ -224,49 +389,103 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 }
 
-// handle processes one message: decode, detectors, publish, count.
+// handle processes one message: decode, check, detectors, publish, count.
+// A message refused (undecodable, spoofed, implausible time, a panic while
+// applying it) is copied to the dead-letter stream with the reason, and
+// the processor goes on: one poison message must never stop detection for
+// the fleet, nor crash the processor again on every restart while it
+// re-reads the stream.
 func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
-	var seq uint64
-	var stored time.Time
+	var seq, pending uint64
+	var storedMs int64
 	if meta, err := msg.Metadata(); err == nil {
-		seq, stored = meta.Sequence.Stream, meta.Timestamp
-	}
-	batch, err := schemas.DecodeBatch(msg.Data())
-	if err != nil {
-		// A poison message must not stop the fleet's detection: log it
-		// with what is needed to find it, and go on.
-		p.st.decodeErrors.Add(1)
-		p.log.Warn("skipping undecodable counters message", "stream_seq", seq, "subject", msg.Subject(), "err", err)
-		p.st.processed.Add(1)
-		return nil
+		seq, pending, storedMs = meta.Sequence.Stream, meta.NumPending, meta.Timestamp.UnixMilli()
 	}
 	p.pending = p.pending[:0]
-	p.process(ctx, batch)
-	quiet := p.cfg.Start == StartWarmUp && stored.Before(p.startWall.Add(-p.cfg.ResendWindow))
+	reason := p.apply(ctx, msg, storedMs)
+	// Events decided before a panic are published all the same: their
+	// tracker counted them, and a missing revision would leave a gap.
 	for _, ev := range p.pending {
-		if quiet {
-			p.st.suppressed.Add(1)
-			continue
-		}
 		if err := p.publish(ctx, ev); err != nil {
 			return err
 		}
 	}
+	clear(p.pending)
 	p.pending = p.pending[:0]
+	if reason != "" {
+		p.log.Warn("refused counters message", "stream_seq", seq, "subject", msg.Subject(), "reason", reason)
+		if err := p.deadLetter(ctx, msg, seq, reason); err != nil {
+			return err
+		}
+	}
+	if !p.caughtUp && pending == 0 {
+		// Every message stored when the history was read has been read:
+		// none of them can be refused again. After a warm-up, incidents it
+		// did not decide again cannot come back either; a StartAll run may
+		// be reading a stream still being filled (replay), so it keeps
+		// them.
+		p.caughtUp = true
+		p.deadKnown = nil
+		var forgotten, leftOpen int
+		if p.cfg.Start == StartWarmUp {
+			forgotten, leftOpen = p.published.caughtUp()
+		}
+		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
+			"left_open_not_found_again", leftOpen)
+	}
 	p.st.processed.Add(1)
 	return nil
 }
 
-// process runs the detectors over one batch.
-func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch) {
+// apply decodes, checks and processes one message; it returns why the
+// message is refused, "" when it is not. A panic anywhere in there refuses
+// the message instead of killing the processor.
+func (p *Processor) apply(ctx context.Context, msg jetstream.Msg, storedMs int64) (reason string) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.sample = processor.Sample{}
+			p.st.panics.Add(1)
+			reason = fmt.Sprintf("%s: %v", ReasonPanic, r)
+			p.log.Error("panic while applying a counters message", "subject", msg.Subject(), "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	batch, err := schemas.DecodeBatch(msg.Data())
+	if err != nil {
+		p.st.decodeErrors.Add(1)
+		return ReasonDecode + ": " + err.Error()
+	}
+	if err := checkBatchSubject(msg.Subject(), batch); err != nil {
+		p.st.spoofed.Add(1)
+		return err.Error()
+	}
+	part := -1
+	if n := partitionOf(msg.Subject()); n >= 0 && n < len(p.partIndex) {
+		part = p.partIndex[n]
+	}
+	return p.process(ctx, batch, storedMs, part)
+}
+
+// process runs the detectors over one batch stored at storedMs (0:
+// unknown) from the part-th owned partition (-1: unknown). It returns why
+// samples were refused, "" when none was.
+func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, storedMs int64, part int) string {
 	// The counters are added once per batch: an atomic add per sample costs
 	// more than the bookkeeping it does.
 	var samples, stale, late uint64
+	var refused implausible
+	limit := p.aheadLimit(storedMs)
+	newest := schemas.Millis(0)
 	for i := range b.Ports {
 		ps := &b.Ports[i]
 		t := schemas.Millis(ps.TimeMs)
 		if t == 0 {
 			t = schemas.Millis(b.TimeMs)
+		}
+		if t <= 0 || (limit > 0 && t > limit) {
+			// Before anything is touched: an implausible time must not
+			// reach a port's LastTime nor the watermark.
+			refused.add(schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}, t, p.maxTime, storedMs)
+			continue
 		}
 		id := schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}
 		port, known := p.fabric.ports[id]
@@ -289,11 +508,19 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch) {
 		}
 		port.Observe(s)
 		p.intervals.observe(ps.IntervalMs)
-		p.maxTime = max(p.maxTime, t)
+		newest = max(newest, t)
 	}
 	p.sample = processor.Sample{} // keep no reference to the batch
+	p.maxTime = max(p.maxTime, newest)
 	if samples > 0 {
 		p.st.samples.Add(samples)
+		if part >= 0 {
+			ps := &p.st.parts[part]
+			ps.samples.Add(samples)
+			if int64(newest) > ps.dataTime.Load() {
+				ps.dataTime.Store(int64(newest))
+			}
+		}
 	}
 	if stale > 0 {
 		p.st.stale.Add(stale)
@@ -301,7 +528,11 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch) {
 	if late > 0 {
 		p.st.late.Add(late)
 	}
+	if refused.n > 0 {
+		p.st.implausible.Add(uint64(refused.n))
+	}
 	p.advance(ctx)
+	return refused.reason(len(b.Ports))
 }
 
 // advance moves the watermark and runs what hangs on it.
@@ -311,20 +542,25 @@ func (p *Processor) advance(ctx context.Context) {
 		return
 	}
 	p.fabric.wm = wm
-	if wm >= p.nextTick {
-		for _, d := range p.fabDets {
-			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
-		}
-		p.nextTick = wm + p.tick()
-	}
+	p.st.watermark.Store(int64(wm))
+	// The next steps are set before the calls: a detector that panics (and
+	// so refuses the message being applied) is not called again for every
+	// following message, only at the next tick.
 	if wm >= p.nextEvict {
-		if p.nextEvict != 0 {
+		first := p.nextEvict == 0
+		p.nextEvict = wm + schemas.Millis(time.Minute.Milliseconds())
+		if !first {
 			if n := p.fabric.evict(wm - schemas.Millis(p.cfg.PortTTL.Milliseconds())); n > 0 {
 				p.log.Info("forgot silent ports", "ports", n, "watermark", wm)
 				p.st.ports.Store(uint64(len(p.fabric.ports)))
 			}
 		}
-		p.nextEvict = wm + schemas.Millis(time.Minute.Milliseconds())
+	}
+	if wm >= p.nextTick {
+		p.nextTick = wm + p.tick()
+		for _, d := range p.fabDets {
+			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
+		}
 	}
 }
 
@@ -332,6 +568,11 @@ func (p *Processor) advance(ctx context.Context) {
 // message that caused them is processed. Not exported: only the processing
 // goroutine may emit.
 type emitter Processor
+
+// Resume implements processor.Resumer from the events stream's history.
+func (e *emitter) Resume(typ, scope string, subject schemas.Subject, id string, start schemas.Millis) (processor.Resumed, bool) {
+	return (*Processor)(e).published.resume(typ, scope, subject, id, start)
+}
 
 func (e *emitter) Emit(ev *schemas.Event) {
 	p := (*Processor)(e)
@@ -346,6 +587,11 @@ func (e *emitter) Emit(ev *schemas.Event) {
 // event decided is never dropped, and a retry that did reach the stream is
 // dropped there by its Nats-Msg-Id.
 func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
+	p.st.countEvent(ev)
+	if p.published.seen(ev) {
+		p.st.known.Add(1)
+		return nil
+	}
 	data, err := schemas.EncodeEvent(ev)
 	if err != nil {
 		p.log.Error("cannot encode event; dropped", "id", ev.ID, "err", err)

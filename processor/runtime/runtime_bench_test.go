@@ -179,7 +179,7 @@ func BenchmarkPortMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			p.process(ctx, bt)
+			p.process(ctx, bt, 0, -1)
 			p.pending = p.pending[:0]
 		}
 		goruntime.GC()

@@ -91,7 +91,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 	chtest.Eventually(t, 2*time.Minute, 250*time.Millisecond, func() error {
 		for _, table := range []string{"port_samples", "inventory", "events"} {
 			if n, err := chtest.Count(ctx, conn, table, ""); err != nil || n == 0 {
-				return fmt.Errorf("%s: %d rows, %v", table, n, err)
+				return fmt.Errorf("%s: %d rows, %v\nprocessor:\n%s\nsink:\n%s", table, n, err, processor.out.String(), sink.out.String())
 			}
 		}
 		return nil

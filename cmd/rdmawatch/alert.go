@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmawatch/rdmawatch/alert"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func newAlertCmd(g *global) *cobra.Command {
+	var (
+		cfg    alert.Config
+		labels []string
+	)
+	cmd := &cobra.Command{
+		Use:   "alert",
+		Short: "Deliver incidents to Alertmanager and webhooks",
+		Long: `alert follows the events stream with one durable consumer per target and
+delivers every incident state change in order: to Alertmanager's v2 API (open and
+update fire, resolved ends the alert; open incidents are re-sent every
+--resend-interval so Alertmanager keeps them firing) and to webhooks (one JSON
+POST per change, the same JSON as replay --events-out, with an Idempotency-Key
+header). An event is acknowledged only after the target accepted it; one a
+target refuses (4xx) or fails --max-attempts times goes to the dead-letter
+stream with the reason.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Labels = map[string]string{}
+			for _, kv := range labels {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--label %q: want name=value", kv)
+				}
+				cfg.Labels[k] = v
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			nc, js, err := connectJS(cmd, g, "rdmawatch-alert", schemas.StreamEvents)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			b, err := alert.New(js, cfg, g.log)
+			if err != nil {
+				return err
+			}
+			g.log.Info("alert bridge started", "alertmanagers", len(cfg.Alertmanagers), "webhooks", len(cfg.Webhooks), "filter", cfg.FilterSubject)
+			err = b.Run(cmd.Context())
+			g.log.Info("alert bridge stopped")
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Alertmanagers, "alertmanager", splitEnv("RDMAWATCH_ALERTMANAGER"), "Alertmanager base URL, repeatable (env RDMAWATCH_ALERTMANAGER, comma separated)")
+	f.StringSliceVar(&cfg.Webhooks, "webhook", splitEnv("RDMAWATCH_WEBHOOK"), "webhook URL receiving one JSON POST per incident state change, repeatable (env RDMAWATCH_WEBHOOK)")
+	f.StringArrayVar(&labels, "label", nil, "extra label name=value on every Alertmanager alert, repeatable (e.g. fabric=pod-a)")
+	f.StringVar(&cfg.RunbookURL, "runbook-url", "", "runbook URL template for the runbook_url annotation; {type} is the incident type")
+	f.DurationVar(&cfg.ResendInterval, "resend-interval", time.Minute, "how often open incidents are re-sent to Alertmanager (each send holds an alert for 4 intervals)")
+	f.IntVar(&cfg.MaxAttempts, "max-attempts", 12, "deliveries of one event to one target before it goes to the dead-letter stream")
+	f.DurationVar(&cfg.RetryMin, "retry-min", 500*time.Millisecond, "first wait before re-trying a failed delivery; doubles up to --retry-max, with jitter")
+	f.DurationVar(&cfg.RetryMax, "retry-max", time.Minute, "longest wait between delivery attempts")
+	f.StringVar(&cfg.FilterSubject, "subject", "", "deliver only events on this subject filter (NATS wildcards; default every event)")
+	return cmd
+}
+
+func splitEnv(name string) []string {
+	v := envOr(name, "")
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/rdmawatch/rdmawatch/internal/redact"
+)
+
+// Configuration comes from four places, the first that sets a flag wins:
+// the command line, the environment (RDMAWATCH_<FLAG>, upper case, '-' as
+// '_'), the --config file, the flag's default. The file is YAML: the global
+// flags at the top level, each command's flags in a section named after the
+// command (a subcommand's under "parent subcommand", e.g. "events tail"):
+//
+//	nats: nats://nats-1:4222
+//	log-format: json
+//	collector:
+//	  interval: 5s
+//	processor:
+//	  topology: /etc/rdmawatch/topology.json
+//
+// A key that names no flag, or a value a flag refuses, is an error naming
+// the file, line and key: a typo never silently leaves a default in place.
+// The YAML library (go.yaml.in/yaml/v3) keeps each key's line, which is why
+// the file is read with it rather than through a map.
+
+// envPrefix prefixes every flag's environment variable.
+const envPrefix = "RDMAWATCH_"
+
+// envName is the environment variable of a flag.
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// configEntry is one key of the file with where it stood.
+type configEntry struct {
+	section, key, value string
+	line                int
+}
+
+// readConfigFile parses path into entries; section "" is the top level.
+func readConfigFile(path string) ([]configEntry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil // an empty file sets nothing
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s:%d: want a mapping of settings at the top level", path, root.Line)
+	}
+	var out []configEntry
+	var walk func(section string, m *yaml.Node) error
+	walk = func(section string, m *yaml.Node) error {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := m.Content[i], m.Content[i+1]
+			switch v.Kind {
+			case yaml.MappingNode:
+				name := strings.TrimSpace(section + " " + k.Value)
+				if err := walk(name, v); err != nil {
+					return err
+				}
+			case yaml.ScalarNode:
+				out = append(out, configEntry{section: section, key: k.Value, value: v.Value, line: k.Line})
+			case yaml.SequenceNode:
+				var items []string
+				for _, it := range v.Content {
+					if it.Kind != yaml.ScalarNode {
+						return fmt.Errorf("%s:%d: key %q: a list of plain values only", path, it.Line, k.Value)
+					}
+					items = append(items, it.Value)
+				}
+				out = append(out, configEntry{section: section, key: k.Value, value: strings.Join(items, ","), line: k.Line})
+			default:
+				return fmt.Errorf("%s:%d: key %q: unsupported value", path, k.Line, k.Value)
+			}
+		}
+		return nil
+	}
+	if err := walk("", root); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// commandPath is the section name of a command: "" for the root, "collector",
+// "events tail".
+func commandPath(cmd *cobra.Command) string {
+	p := cmd.CommandPath()
+	if i := strings.IndexByte(p, ' '); i >= 0 {
+		return p[i+1:]
+	}
+	return ""
+}
+
+// checkConfig rejects keys that name no flag of their section's command (or
+// no global flag at the top level).
+func checkConfig(root *cobra.Command, path string, entries []configEntry) error {
+	sections := map[string]*cobra.Command{"": root}
+	var visit func(c *cobra.Command)
+	visit = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			sections[commandPath(sub)] = sub
+			visit(sub)
+		}
+	}
+	visit(root)
+	var errs []error
+	for _, e := range entries {
+		c, ok := sections[e.section]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s:%d: section %q is not a command", path, e.line, e.section))
+			continue
+		}
+		flags := c.Flags()
+		if e.section == "" {
+			flags = root.PersistentFlags()
+		}
+		if flags.Lookup(e.key) == nil && (e.section == "" || root.PersistentFlags().Lookup(e.key) == nil) {
+			where := "a global flag"
+			if e.section != "" {
+				where = "a flag of " + e.section
+			}
+			errs = append(errs, fmt.Errorf("%s:%d: unknown key %q: not %s", path, e.line, e.key, where))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// applyConfig sets every flag of cmd the command line left alone, from the
+// environment, then from the file's section of cmd, then its top level.
+func applyConfig(root, cmd *cobra.Command, path string) error {
+	var entries []configEntry
+	if path != "" {
+		var err error
+		if entries, err = readConfigFile(path); err != nil {
+			return err
+		}
+		if err := checkConfig(root, path, entries); err != nil {
+			return err
+		}
+	}
+	section := commandPath(cmd)
+	cmd.InheritedFlags() // merges the global flags into cmd.Flags(), as Execute does
+	var errs []error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || f.Name == "help" || f.Name == "config" {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok && v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("environment %s=%q: %w", envName(f.Name), maskValue(f.Name, v), err))
+			}
+			return
+		}
+		for _, sec := range []string{section, ""} {
+			for _, e := range entries {
+				if e.section == sec && e.key == f.Name {
+					if err := setFlag(f, e.value); err != nil {
+						errs = append(errs, fmt.Errorf("%s:%d: key %q: %w", path, e.line, e.key, err))
+					}
+					return
+				}
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// setFlag sets a flag from a file value; a list flag takes a comma list.
+func setFlag(f *pflag.Flag, v string) error {
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		return sv.Replace(strings.Split(v, ","))
+	}
+	return f.Value.Set(v)
+}
+
+func newConfigCmd(g *global) *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Check a configuration file, or print the effective configuration"}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check FILE",
+		Short: "Check FILE: every key must name a flag and every value must parse",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root := cmd.Root()
+			entries, err := readConfigFile(args[0])
+			if err != nil {
+				return err
+			}
+			if err := checkConfig(root, args[0], entries); err != nil {
+				return err
+			}
+			// Parse every value into the flags of a fresh command tree,
+			// so checking changes nothing.
+			probe := newRoot()
+			var errs []error
+			for _, e := range entries {
+				c, _, err := probe.Find(strings.Fields(e.section))
+				if err != nil {
+					continue
+				}
+				f := c.Flags().Lookup(e.key)
+				if f == nil {
+					f = probe.PersistentFlags().Lookup(e.key)
+				}
+				if err := setFlag(f, e.value); err != nil {
+					errs = append(errs, fmt.Errorf("%s:%d: key %q: %w", args[0], e.line, e.key, err))
+				}
+			}
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d settings, all known\n", args[0], len(entries))
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "print [COMMAND...]",
+		Short: "Print the effective settings (flags, environment, --config) of a command, secrets masked",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			root := cmd.Root()
+			target := root
+			if len(args) > 0 {
+				c, _, err := root.Find(args)
+				if err != nil {
+					return err
+				}
+				target = c
+			}
+			if err := applyConfig(root, target, g.configPath); err != nil {
+				return err
+			}
+			return printConfig(cmd.OutOrStdout(), root, target)
+		},
+	})
+	return cmd
+}
+
+// maskValue hides secrets in what config print shows: values of flags
+// whose name says they are secret, and passwords inside URLs and DSNs.
+func maskValue(name, v string) string {
+	for _, w := range []string{"password", "secret", "token"} {
+		if strings.Contains(name, w) && v != "" {
+			return "****"
+		}
+	}
+	return redact.String(v)
+}
+
+func printConfig(w io.Writer, root, cmd *cobra.Command) error {
+	type kv struct{ k, v string }
+	var rows []kv
+	seen := map[string]bool{}
+	add := func(fs *pflag.FlagSet) {
+		fs.VisitAll(func(f *pflag.Flag) {
+			if seen[f.Name] || f.Name == "help" {
+				return
+			}
+			seen[f.Name] = true
+			rows = append(rows, kv{f.Name, maskValue(f.Name, f.Value.String())})
+		})
+	}
+	add(cmd.Flags())
+	add(root.PersistentFlags())
+	sort.Slice(rows, func(i, j int) bool { return rows[i].k < rows[j].k })
+	for _, r := range rows {
+		if _, err := fmt.Fprintf(w, "%s: %s\n", r.k, r.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
