@@ -51,7 +51,7 @@ stream with the reason.`,
 			}
 			g.log.Info("alert bridge started", "alertmanagers", len(cfg.Alertmanagers), "webhooks", len(cfg.Webhooks), "filter", cfg.FilterSubject)
 			err = b.Run(cmd.Context())
-			g.log.Info("alert bridge stopped")
+			g.log.Info("alert bridge stopped", "reason", stopReason(cmd, err))
 			return err
 		},
 	}

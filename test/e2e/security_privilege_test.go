@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +54,8 @@ func securedNATS(t *testing.T, port int) *natsProc {
 		map[string]string{"rdmawatch-auth.conf": string(auth)})
 }
 
+func natsAs(port int, user, pw string) string { return "RDMAWATCH_NATS=" + natsURLAs(port, user, pw) }
+
 func natsURLAs(port int, user, pw string) string {
 	return fmt.Sprintf("nats://%s:%s@127.0.0.1:%d", user, pw, port)
 }
@@ -87,6 +93,22 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 	processor := startRole(t, "processor", []string{"RDMAWATCH_NATS=" + natsURLAs(natsPort, "rdmawatch-processor", natsProcessorPW)}, "processor")
 	sink := startRole(t, "sink", []string{"RDMAWATCH_NATS=" + natsURLAs(natsPort, "rdmawatch-sink", natsSinkPW), "RDMAWATCH_CLICKHOUSE=" + chSink}, "sink")
 
+	// The alert bridge, reading events with its own user, posting to a webhook.
+	var hooks atomic.Int64
+	var hookBody atomic.Value
+	hookSrv := &http.Server{Addr: "127.0.0.1:14525", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hookBody.Store(string(b))
+		hooks.Add(1)
+	})}
+	ln, err := net.Listen("tcp", hookSrv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = hookSrv.Serve(ln) }()
+	t.Cleanup(func() { hookSrv.Close() })
+	alerter := startRole(t, "alert", []string{natsAs(natsPort, "rdmawatch-alert", natsAlertPW)}, "alert", "--webhook", "http://127.0.0.1:14525/hook")
+
 	conn := chtest.Open(t, chAdmin)
 	chtest.Eventually(t, 2*time.Minute, 250*time.Millisecond, func() error {
 		for _, table := range []string{"port_samples", "inventory", "events"} {
@@ -96,6 +118,15 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 		}
 		return nil
 	})
+	chtest.Eventually(t, time.Minute, 250*time.Millisecond, func() error {
+		if hooks.Load() == 0 {
+			return fmt.Errorf("the alert bridge posted nothing:\n%s", alerter.out.String())
+		}
+		return nil
+	})
+	if b, _ := hookBody.Load().(string); !strings.Contains(b, "link_flap") {
+		t.Errorf("webhook body without the link_flap event: %s", b)
+	}
 	js := adminJS(t, ns.URL, nats.UserInfo("rdmawatch-admin", natsAdminPW))
 	st, err := js.Stream(ctx, schemas.StreamEvents)
 	if err != nil {
@@ -108,7 +139,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 	if out := mustRun(t, reader, "query", "events", "--from", "24h", "--to", "2099-01-01", "--format", "csv"); !strings.Contains(out, "link_flap") {
 		t.Errorf("query events as the reader found no link_flap:\n%s", out)
 	}
-	for _, r := range []*role{collector, processor, sink} {
+	for _, r := range []*role{collector, processor, sink, alerter} {
 		r.stop()
 		if strings.Contains(r.out.String(), "Permissions Violation") {
 			t.Errorf("%s hit a permissions violation with its shipped rights:\n%s", r.name, r.out.String())
