@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -22,7 +20,6 @@ func newCollectorCmd(g *global) *cobra.Command {
 		interval    time.Duration
 		ethtool     bool
 		maxInFlight int
-		partitions  int
 		source      string
 		sf          simFlags
 		spoolDir    string
@@ -48,20 +45,15 @@ func newCollectorCmd(g *global) *cobra.Command {
 				return fmt.Errorf("--interval %s: must be at least 100ms", interval)
 			}
 			ctx := cmd.Context()
-			nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: g.natsURL, Creds: g.natsCreds, Name: "rdmawatch-collector/" + node})
+			nc, js, err := connectJS(cmd, g, "rdmawatch-collector/"+node, schemas.StreamCounters, schemas.StreamInventory)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Partitions: partitions}); err != nil {
-				return err
-			}
 			if fleet != nil {
-				return runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
+				err := runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
+				g.log.Info("collector stopped", "reason", stopReason(cmd, err))
+				return err
 			}
 			src, err := collector.NewHostSource(node, collector.WithEthtool(ethtool), collector.WithHostLogger(g.log))
 			if err != nil {
@@ -77,11 +69,11 @@ func newCollectorCmd(g *global) *cobra.Command {
 			if err := pub.ResendSpool(ctx); err != nil {
 				return err
 			}
-			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", g.natsURL)
+			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", natsURLForLog(g))
 			err = collector.New(src, eng, pub, collector.Config{Interval: interval, Log: g.log}).Run(ctx)
 			st := eng.Stats()
 			d := pub.Dropped()
-			g.log.Info("collector stopped", "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches, "dropped_batches", d.Messages, "dropped_samples", d.Samples)
+			g.log.Info("collector stopped", "reason", stopReason(cmd, err), "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches, "dropped_batches", d.Messages, "dropped_samples", d.Samples)
 			return err
 		},
 	}
@@ -90,7 +82,7 @@ func newCollectorCmd(g *global) *cobra.Command {
 	f.DurationVar(&interval, "interval", 10*time.Second, "scrape interval")
 	f.BoolVar(&ethtool, "ethtool", true, "read each port's netdev ethtool statistics (PFC, PHY/FEC)")
 	f.IntVar(&maxInFlight, "max-in-flight", 64, "unacknowledged batches allowed before the collector waits")
-	f.IntVar(&partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream when this collector creates it")
+	deprecatePartitions(cmd)
 	f.StringVar(&source, "source", "sysfs", "what to read: sysfs (this host) or sim (a simulated fleet, every node publishing as its own collector; see --sim-*)")
 	f.StringVar(&spoolDir, "spool-dir", "", "keep batches NATS has not acknowledged when the collector stops here, and send them at the next start (empty: none, they are counted as lost)")
 	f.Int64Var(&spoolMax, "spool-max-bytes", 256<<20, "bound of --spool-dir; the oldest batches are dropped (and counted) past it")
