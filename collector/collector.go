@@ -21,6 +21,7 @@ type Collector struct {
 	interval time.Duration
 	flushFor time.Duration
 	log      *slog.Logger
+	onScrape func(Scrape)
 
 	inventory     map[string]map[portKey]schemas.PortInventory // node -> ports as last sent
 	inventorySent map[string]time.Time                         // node -> data time of the last inventory
@@ -37,6 +38,19 @@ type Config struct {
 	// what is in flight before it spools (or counts as lost) the rest;
 	// 0 means 10 s.
 	FlushTimeout time.Duration
+	// OnScrape, when set, is called after every reading from the
+	// collector's own goroutine: what self-monitoring exports.
+	OnScrape func(Scrape)
+}
+
+// Scrape is one reading as self-monitoring sees it.
+type Scrape struct {
+	Duration time.Duration // reading the source
+	Err      error         // the source's error, nil when it read
+	Ports    int           // ports in the reading
+	// Totals since the collector started.
+	Batches, Samples uint64
+	Dropped          DropCount
 }
 
 // New returns a collector.
@@ -49,7 +63,7 @@ func New(src Source, engine *Engine, pub *Publisher, cfg Config) *Collector {
 	if flushFor <= 0 {
 		flushFor = 10 * time.Second
 	}
-	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, flushFor: flushFor, log: log, inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
+	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, flushFor: flushFor, log: log, onScrape: cfg.OnScrape, inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
 }
 
 // Run reads until the source ends (io.EOF: returns nil after flushing) or
@@ -69,7 +83,15 @@ func (c *Collector) Run(ctx context.Context) error {
 			case <-tick:
 			}
 		}
+		began := time.Now()
 		r, err := c.src.Next(ctx)
+		if c.onScrape != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			sc := Scrape{Duration: time.Since(began), Err: err, Batches: c.pub.Published(), Samples: c.engine.Stats().Samples, Dropped: c.pub.Dropped()}
+			if r != nil {
+				sc.Ports = len(r.Ports)
+			}
+			c.onScrape(sc)
+		}
 		switch {
 		case errors.Is(err, io.EOF):
 			return c.flush()

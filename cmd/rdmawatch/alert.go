@@ -40,6 +40,10 @@ stream with the reason.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			tel, err := serveTelemetry(cmd, g, "alert")
+			if err != nil {
+				return err
+			}
 			nc, js, err := connectJS(cmd, g, "rdmawatch-alert", schemas.StreamEvents, schemas.StreamDeadLetter)
 			if err != nil {
 				return err
@@ -49,6 +53,8 @@ stream with the reason.`,
 			if err != nil {
 				return err
 			}
+			tel.WatchNATS(nc)
+			tel.RegisterAlert(b.Stats)
 			g.log.Info("alert bridge started", "alertmanagers", len(cfg.Alertmanagers), "webhooks", len(cfg.Webhooks), "filter", cfg.FilterSubject)
 			err = b.Run(cmd.Context())
 			g.log.Info("alert bridge stopped", "reason", stopReason(cmd, err))

@@ -45,13 +45,18 @@ func newCollectorCmd(g *global) *cobra.Command {
 				return fmt.Errorf("--interval %s: must be at least 100ms", interval)
 			}
 			ctx := cmd.Context()
+			tel, err := serveTelemetry(cmd, g, "collector")
+			if err != nil {
+				return err
+			}
 			nc, js, err := connectJS(cmd, g, "rdmawatch-collector/"+node, schemas.StreamCounters, schemas.StreamInventory)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
+			tel.WatchNATS(nc)
 			if fleet != nil {
-				err := runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
+				err := runSimCollector(ctx, g, nc, js, fleet, maxInFlight, tel.RegisterCollector(source))
 				g.log.Info("collector stopped", "reason", stopReason(cmd, err))
 				return err
 			}
@@ -70,7 +75,7 @@ func newCollectorCmd(g *global) *cobra.Command {
 				return err
 			}
 			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", natsURLForLog(g))
-			err = collector.New(src, eng, pub, collector.Config{Interval: interval, Log: g.log}).Run(ctx)
+			err = collector.New(src, eng, pub, collector.Config{Interval: interval, Log: g.log, OnScrape: tel.RegisterCollector(source)}).Run(ctx)
 			st := eng.Stats()
 			d := pub.Dropped()
 			g.log.Info("collector stopped", "reason", stopReason(cmd, err), "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches, "dropped_batches", d.Messages, "dropped_samples", d.Samples)

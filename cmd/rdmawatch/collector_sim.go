@@ -141,7 +141,7 @@ func injectOnDemand(src *sim.Source, spec string) string {
 // published to a real JetStream, every node with its own node name and boot
 // id, paced in accelerated data time, taking faults on demand on
 // simInjectSubject.
-func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream.JetStream, fl *simFleet, maxInFlight int) error {
+func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream.JetStream, fl *simFleet, maxInFlight int, onScrape func(collector.Scrape)) error {
 	fleet, err := sim.NewFleet(fl.cfg)
 	if err != nil {
 		return err
@@ -167,7 +167,7 @@ func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream
 	for _, f := range fl.cfg.Faults {
 		g.log.Info("fault scheduled", "fault", sim.DescribeFault(f, lay.Start))
 	}
-	err = collector.New(src, eng, pub, collector.Config{Log: g.log}).Run(ctx)
+	err = collector.New(src, eng, pub, collector.Config{Log: g.log, OnScrape: onScrape}).Run(ctx)
 	st := eng.Stats()
 	g.log.Info("simulated collectors stopped", "data_time", src.DataTime(), "samples", st.Samples, "published", pub.Published(), "restarts", st.Restarts)
 	return err

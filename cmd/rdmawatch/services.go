@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -69,6 +71,10 @@ duplicate window.`,
 			if err != nil {
 				return err
 			}
+			tel, err := serveTelemetry(cmd, g, "processor")
+			if err != nil {
+				return err
+			}
 			nc, js, err := connectJS(cmd, g, fmt.Sprintf("rdmawatch-processor-%d", instance),
 				schemas.StreamCounters, schemas.StreamEvents, schemas.StreamDeadLetter)
 			if err != nil {
@@ -94,6 +100,14 @@ duplicate window.`,
 			if err != nil {
 				return err
 			}
+			tel.WatchNATS(nc)
+			tel.RegisterProcessor(p.Stats)
+			tel.AddCheck("partitions", func(context.Context) error {
+				if p.Stats().PartitionsOwned == 0 {
+					return errors.New("owns no partition yet")
+				}
+				return nil
+			})
 			g.log.Info("processor started", "instance", instance, "instances", instances, "partitions", partitions, "nats", natsURLForLog(g))
 			err = p.Run(cmd.Context())
 			st := p.Stats()

@@ -113,11 +113,16 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			tel, err := serveTelemetry(cmd, g, "sink")
+			if err != nil {
+				return err
+			}
 			nc, js, err := connectJS(cmd, g, "rdmawatch-sink", schemas.StreamCounters, schemas.StreamEvents, schemas.StreamInventory, schemas.StreamDeadLetter)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
+			tel.WatchNATS(nc)
 			// No migrations here: the sink needs only SELECT and INSERT;
 			// an admin runs `rdmawatch migrate`. A ClickHouse that is not up
 			// yet is waited for; one that answers with an error (password,
@@ -134,10 +139,12 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush}, g.log)
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush, ObserveInsert: tel.SinkInsertObserver()}, g.log)
 			if err != nil {
 				return err
 			}
+			tel.RegisterSink(s.Stats)
+			tel.AddCheck("clickhouse", func(context.Context) error { return s.Ready() })
 			g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
 			err = s.Run(ctx)
 			g.log.Info("sink stopped", "reason", stopReason(cmd, err))
