@@ -101,7 +101,7 @@ duplicate window.`,
 				return err
 			}
 			tel.WatchNATS(nc)
-			tel.RegisterProcessor(p.Stats)
+			tel.RegisterProcessor(p.Stats, partitions)
 			tel.AddCheck("partitions", func(context.Context) error {
 				if p.Stats().PartitionsOwned == 0 {
 					return errors.New("owns no partition yet")
