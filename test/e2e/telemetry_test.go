@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/test/deploy"
 )
 
 func httpGet(url string) (int, string) {
@@ -55,6 +56,10 @@ func TestRolesServeMetricsAndReadiness(t *testing.T) {
 	mustRun(t, env, "migrate")
 	ns.Stop()
 
+	contract, err := deploy.ParseMetricsContract("../../deploy/prometheus/rules.yml")
+	if err != nil || len(contract) == 0 {
+		t.Fatalf("metrics contract: %v (%d metrics)", err, len(contract))
+	}
 	hook := startWebhookSink(t)
 	ports := map[string]int{"collector": freePort(t), "processor": freePort(t), "sink": freePort(t), "alert": freePort(t)}
 	listen := func(role string) string { return fmt.Sprintf("127.0.0.1:%d", ports[role]) }
@@ -96,6 +101,14 @@ func TestRolesServeMetricsAndReadiness(t *testing.T) {
 			}
 		}
 		promtoolCheck(t, role, body)
+		// The names the shipped alert rules read are the names served.
+		for _, m := range contract {
+			if strings.HasPrefix(m.Name, "rdmawatch_"+role+"_") || !strings.Contains(strings.TrimPrefix(m.Name, "rdmawatch_"), "_") || m.Name == "rdmawatch_dead_letters_total" && role != "collector" || strings.HasPrefix(m.Name, "rdmawatch_nats_") {
+				if !strings.Contains(body, "# TYPE "+m.Name+" "+m.Type) {
+					t.Errorf("%s does not serve %s (%s) of the contract in deploy/prometheus/rules.yml:%d", role, m.Name, m.Type, m.Line)
+				}
+			}
+		}
 	}
 	for _, r := range roles {
 		r.stop()
