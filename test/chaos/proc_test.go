@@ -230,7 +230,9 @@ func (r *role) wait(ctx context.Context) error {
 	}
 }
 
-type teeWriter struct{ a, b interface{ Write([]byte) (int, error) } }
+type teeWriter struct {
+	a, b interface{ Write([]byte) (int, error) }
+}
 
 func (w *teeWriter) Write(p []byte) (int, error) {
 	_, _ = w.b.Write(p)
