@@ -106,6 +106,9 @@ type role struct {
 	// killing is set while the test stops or kills the process, so its
 	// exit is not reported as a crash.
 	killing bool
+	// endsByItself: a clean exit (status 0) is expected (a collector at
+	// the end of its data).
+	endsByItself bool
 }
 
 func newRole(t testing.TB, name string, args ...string) *role {
@@ -143,7 +146,7 @@ func (r *role) start() {
 		err := cmd.Wait()
 		r.mu.Lock()
 		r.err = err
-		if !r.killing {
+		if !r.killing && !(r.endsByItself && err == nil) {
 			msg := fmt.Sprintf("%s run %d exited by itself: %v", r.name, r.starts, err)
 			if m := panicLine.FindString(r.log.String()); m != "" {
 				msg += " (" + m + ")"
