@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,6 +152,20 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("rdmawatch migrate: %v\n%s", err, out)
 	}
 
+	// Inventory messages count in a collector's acknowledged total, but the
+	// inventory stream keeps only the last few per node: follow it from the
+	// start to count them all.
+	inv := &inventoryLog{times: map[string]int64{}}
+	invCons, err := js.OrderedConsumer(ctx, schemas.StreamInventory, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	invCC, err := invCons.Consume(inv.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer invCC.Stop()
+
 	proc0 := newRole(t, "processor-0", "processor", "--nats", url, "--instance", "0", "--instances", "2")
 	proc1 := newRole(t, "processor-1", "processor", "--nats", url, "--instance", "1", "--instances", "2")
 	snk := newRole(t, "sink", "sink", "--nats", url, "--clickhouse", dsn, "--flush-interval", "500ms")
@@ -204,10 +219,17 @@ func TestChaos(t *testing.T) {
 	if _, err := ns.run("kill"); err != nil {
 		t.Fatal(err)
 	}
+	// The sink still writes what it had fetched into ClickHouse, but its
+	// acks cannot reach the broker: a kill -9 now is the crash between
+	// INSERT and ack, and those messages come again after the ack wait.
+	at(33500*time.Millisecond, "kill -9 sink while nats-server is down (rows inserted, acks not delivered)")
+	snk.kill9()
 	at(37*time.Second, "restart nats-server on its store")
 	if _, err := ns.run("up"); err != nil {
 		t.Fatal(err)
 	}
+	at(38*time.Second, "restart sink")
+	snk.start()
 
 	at(44*time.Second, "stop ClickHouse")
 	if _, err := ch.run("down"); err != nil {
@@ -262,7 +284,7 @@ func TestChaos(t *testing.T) {
 	}
 	defer conn.Close()
 
-	published := checkSamples(ctx, t, js, conn, colB)
+	published := checkSamples(ctx, t, js, conn, colB, inv)
 	checkDuplicates(ctx, t, conn)
 	checkRollups(ctx, t, conn, "port_minute_v", "minute", "toStartOfMinute(ts)")
 	checkRollups(ctx, t, conn, "port_hour_v", "hour", "toStartOfHour(ts)")
@@ -402,7 +424,7 @@ var (
 // checkSamples: every port sample in a batch the counters stream holds
 // (what NATS acknowledged to the collectors) is a row of port_samples FINAL,
 // and nothing else is.
-func checkSamples(ctx context.Context, t *testing.T, js jetstream.JetStream, conn driver.Conn, colB *role) int {
+func checkSamples(ctx context.Context, t *testing.T, js jetstream.JetStream, conn driver.Conn, colB *role, inv *inventoryLog) int {
 	t.Helper()
 	msgs, err := readStream(ctx, js, schemas.StreamCounters)
 	if err != nil {
@@ -443,16 +465,18 @@ func checkSamples(ctx context.Context, t *testing.T, js jetstream.JetStream, con
 	if undecodable > 0 {
 		t.Errorf("%d messages of the counters stream do not decode", undecodable)
 	}
-	// The stream must hold every batch the phase B collector was told was
-	// acknowledged (its own count, from its log), through the nats-server
-	// kill -9.
+	// The streams must hold every message the phase B collector was told
+	// was acknowledged (its own count of batches and inventories, from its
+	// log), through the nats-server kill -9.
 	if m := publishedRE.FindStringSubmatch(colB.log.String()); m != nil {
 		acked, _ := strconv.Atoi(m[1])
-		if fromB < acked {
-			t.Errorf("NATS lost acknowledged batches: the counters stream holds %d batches of the phase B collector, which was acknowledged %d", fromB, acked)
+		invB := inv.since(startB)
+		if fromB+invB < acked {
+			t.Errorf("NATS lost acknowledged messages: the streams hold %d batches and %d inventories of the phase B collector, which was acknowledged %d messages",
+				fromB, invB, acked)
 		}
-		t.Logf("counters stream: %d batches (%d of phase B, whose collector was acknowledged %d), %d distinct port samples",
-			len(msgs), fromB, acked, len(want))
+		t.Logf("counters stream: %d batches (%d of phase B, plus %d inventories; its collector was acknowledged %d messages), %d distinct port samples",
+			len(msgs), fromB, invB, acked, len(want))
 	} else {
 		t.Errorf("collector (phase B) logged no 'simulated collectors stopped ... published=N' line")
 	}
@@ -516,7 +540,7 @@ func checkDuplicates(ctx context.Context, t *testing.T, conn driver.Conn) {
 		if final != distinct {
 			t.Errorf("%s FINAL: %d rows for %d keys (%s): %d duplicates survive FINAL", c.table, final, distinct, c.key, final-distinct)
 		}
-		t.Logf("%s: %d rows FINAL, %d before FINAL (%d redelivered copies collapsed)", c.table, final, raw, raw-final)
+		t.Logf("%s: %d rows FINAL, %d before FINAL (copies not merged yet: %d)", c.table, final, raw, raw-final)
 	}
 }
 
@@ -739,4 +763,34 @@ func checkNoDeadLetters(ctx context.Context, t *testing.T, js jetstream.JetStrea
 		}
 		t.Errorf("%d dead letters in a run without poison%s", n, first)
 	}
+}
+
+// inventoryLog records every inventory message seen on the stream, by its
+// Nats-Msg-Id, with its data time.
+type inventoryLog struct {
+	mu    sync.Mutex
+	times map[string]int64
+}
+
+func (l *inventoryLog) add(m jetstream.Msg) {
+	t := int64(-1)
+	if inv, err := schemas.DecodeInventory(m.Data()); err == nil {
+		t = inv.TimeMs
+	}
+	l.mu.Lock()
+	l.times[m.Headers().Get(nats.MsgIdHdr)] = t
+	l.mu.Unlock()
+}
+
+// since counts the inventories of data time from on.
+func (l *inventoryLog) since(from int64) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, t := range l.times {
+		if t >= from {
+			n++
+		}
+	}
+	return n
 }
