@@ -50,6 +50,20 @@ var simFaults = []string{
 // events decided from the last 9 minutes of stream were published again.
 const oldResendWindow = 9 * time.Minute
 
+// processorOutage is how long both processors stay down (wall time):
+// RDMAWATCH_CHAOS_PROCESSOR_OUTAGE, default 28 s.
+func processorOutage(t *testing.T) time.Duration {
+	v := os.Getenv("RDMAWATCH_CHAOS_PROCESSOR_OUTAGE")
+	if v == "" {
+		return 28 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 5*time.Second {
+		t.Fatalf("RDMAWATCH_CHAOS_PROCESSOR_OUTAGE=%q: want a duration of at least 5s", v)
+	}
+	return d
+}
+
 func repoRoot() string {
 	wd, _ := os.Getwd()
 	return filepath.Join(wd, "..", "..")
@@ -129,7 +143,7 @@ func TestChaos(t *testing.T) {
 	dsn := strings.TrimSuffix(chDSN, "/default") + "/chaos"
 	t.Logf("nats %s (store %s), clickhouse %s: up in %s", url, ns.dir, dsn, time.Since(begin).Round(time.Millisecond))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute+processorOutage(t))
 	defer cancel()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
 	if err != nil {
@@ -185,76 +199,81 @@ func TestChaos(t *testing.T) {
 	colB.endsByItself = true
 	roles := []*role{proc0, proc1, snk, colA, colB}
 
-	t0 := time.Now()
-	at := func(d time.Duration, what string) {
-		if w := time.Until(t0.Add(d)); w > 0 {
-			time.Sleep(w)
-		}
-		t.Logf("+%5.1fs %s", time.Since(t0).Seconds(), what)
+	// The schedule, in wall time from the start of the roles. The
+	// processors stay down for processorOutage (at 30x, 28 s are 14 minutes
+	// of data time); RDMAWATCH_CHAOS_PROCESSOR_OUTAGE=10m30s makes it longer
+	// than the old resend window in wall time too (run with -timeout 30m).
+	outage := processorOutage(t)
+	var outageFrom, outageTo time.Time
+	steps := []struct {
+		at   time.Duration
+		what string
+		do   func()
+	}{
+		{10 * time.Second, "kill -9 collector (phase A, real time)", colA.kill9},
+		{12 * time.Second, "start collector (phase B: 40 min of data at 30x, faults injected)", colB.start},
+		{20 * time.Second, "kill -9 sink", snk.kill9},
+		{23 * time.Second, "restart sink", snk.start},
+		{28 * time.Second, "kill -9 both processors (outage starts)", func() {
+			proc0.kill9()
+			proc1.kill9()
+			var err error
+			if outageFrom, err = lastDataTime(ctx, js); err != nil {
+				t.Fatalf("data time at the processor kill: %v", err)
+			}
+		}},
+		{32 * time.Second, "kill -9 nats-server", func() {
+			if _, err := ns.run("kill"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		// The sink still writes what it had fetched into ClickHouse, but
+		// its acks cannot reach the broker: a kill -9 now is the crash
+		// between INSERT and ack, and those messages come again after the
+		// ack wait.
+		{33500 * time.Millisecond, "kill -9 sink while nats-server is down (rows inserted, acks not delivered)", snk.kill9},
+		{37 * time.Second, "restart nats-server on its store", func() {
+			if _, err := ns.run("up"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{38 * time.Second, "restart sink", snk.start},
+		{44 * time.Second, "stop ClickHouse", func() {
+			if _, err := ch.run("down"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{28*time.Second + outage, "restart both processors (outage ends)", func() {
+			var err error
+			if outageTo, err = lastDataTime(ctx, js); err != nil {
+				t.Fatalf("data time at the processor restart: %v", err)
+			}
+			proc0.start()
+			proc1.start()
+			t.Logf("processor outage: %s wall, data time %s to %s (%s of data time; the old resend window was %s)",
+				outage, outageFrom.Format(time.RFC3339), outageTo.Format(time.RFC3339), outageTo.Sub(outageFrom), oldResendWindow)
+		}},
+		{66 * time.Second, "restart ClickHouse", func() {
+			if _, err := ch.run("up"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{70 * time.Second, "kill -9 sink", snk.kill9},
+		{72 * time.Second, "restart sink", snk.start},
 	}
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].at < steps[j].at })
+	t0 := time.Now()
 	proc0.start()
 	proc1.start()
 	snk.start()
 	colA.start()
-
-	at(10*time.Second, "kill -9 collector (phase A, real time)")
-	colA.kill9()
-	at(12*time.Second, "start collector (phase B: 40 min of data at 30x, faults injected)")
-	colB.start()
-
-	at(20*time.Second, "kill -9 sink")
-	snk.kill9()
-	at(23*time.Second, "restart sink")
-	snk.start()
-
-	at(28*time.Second, "kill -9 both processors (outage starts)")
-	proc0.kill9()
-	proc1.kill9()
-	outageFrom, err := lastDataTime(ctx, js)
-	if err != nil {
-		t.Fatalf("data time at the processor kill: %v", err)
+	for _, s := range steps {
+		if w := time.Until(t0.Add(s.at)); w > 0 {
+			time.Sleep(w)
+		}
+		t.Logf("+%5.1fs %s", time.Since(t0).Seconds(), s.what)
+		s.do()
 	}
-
-	at(32*time.Second, "kill -9 nats-server")
-	if _, err := ns.run("kill"); err != nil {
-		t.Fatal(err)
-	}
-	// The sink still writes what it had fetched into ClickHouse, but its
-	// acks cannot reach the broker: a kill -9 now is the crash between
-	// INSERT and ack, and those messages come again after the ack wait.
-	at(33500*time.Millisecond, "kill -9 sink while nats-server is down (rows inserted, acks not delivered)")
-	snk.kill9()
-	at(37*time.Second, "restart nats-server on its store")
-	if _, err := ns.run("up"); err != nil {
-		t.Fatal(err)
-	}
-	at(38*time.Second, "restart sink")
-	snk.start()
-
-	at(44*time.Second, "stop ClickHouse")
-	if _, err := ch.run("down"); err != nil {
-		t.Fatal(err)
-	}
-
-	at(56*time.Second, "restart both processors (outage ends)")
-	outageTo, err := lastDataTime(ctx, js)
-	if err != nil {
-		t.Fatalf("data time at the processor restart: %v", err)
-	}
-	proc0.start()
-	proc1.start()
-	t.Logf("processor outage: data time %s to %s (%s of data time; the old resend window was %s)",
-		outageFrom.Format(time.RFC3339), outageTo.Format(time.RFC3339), outageTo.Sub(outageFrom), oldResendWindow)
-
-	at(66*time.Second, "restart ClickHouse")
-	if _, err := ch.run("up"); err != nil {
-		t.Fatal(err)
-	}
-
-	at(70*time.Second, "kill -9 sink")
-	snk.kill9()
-	at(72*time.Second, "restart sink")
-	snk.start()
 
 	// The collector ends by itself at the end of its data.
 	waitCtx, cancelWait := context.WithTimeout(ctx, 4*time.Minute)
@@ -599,16 +618,22 @@ func checkRollups(ctx context.Context, t *testing.T, conn driver.Conn, view, buc
 		return
 	}
 	var diffs []string
+	total := make([]int64, len(cols))
 	for k, want := range raw {
 		got, ok := rolled[k]
 		if !ok {
 			diffs = append(diffs, k+": missing from "+view)
 			continue
 		}
+		var d []string
 		for i := range cols {
 			if got[i] != want[i] {
-				diffs = append(diffs, fmt.Sprintf("%s: %s %d, raw %d (%+d)", k, cols[i].view, got[i], want[i], got[i]-want[i]))
+				d = append(d, fmt.Sprintf("%s %d vs raw %d", cols[i].view, got[i], want[i]))
+				total[i] += got[i] - want[i]
 			}
+		}
+		if len(d) > 0 {
+			diffs = append(diffs, k+": "+strings.Join(d, ", "))
 		}
 	}
 	for k := range rolled {
@@ -618,8 +643,14 @@ func checkRollups(ctx context.Context, t *testing.T, conn driver.Conn, view, buc
 	}
 	sort.Strings(diffs)
 	if len(diffs) > 0 {
-		t.Errorf("%s differs from port_samples FINAL in %d places (of %d buckets); first: %s",
-			view, len(diffs), len(raw), strings.Join(diffs[:min(6, len(diffs))], "; "))
+		var sum []string
+		for i, c := range cols {
+			if total[i] != 0 {
+				sum = append(sum, fmt.Sprintf("%s %+d", c.view, total[i]))
+			}
+		}
+		t.Errorf("%s differs from port_samples FINAL in %d of %d port-%ss (in all: %s); first: %s",
+			view, len(diffs), len(raw), bucket, strings.Join(sum, ", "), strings.Join(diffs[:min(3, len(diffs))], "; "))
 	} else {
 		t.Logf("%s equals port_samples FINAL over %d port-%ss", view, len(raw), bucket)
 	}
