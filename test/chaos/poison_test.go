@@ -243,6 +243,11 @@ func runPoison(ctx context.Context, t *testing.T, dsn string, port int, p poison
 		return nil
 	})
 
+	if died() != nil {
+		// One role died: give the other a moment to show whether the same
+		// message kills it too.
+		time.Sleep(2 * time.Second)
+	}
 	logs := func() string {
 		var b strings.Builder
 		for _, r := range roles {
