@@ -32,7 +32,7 @@ test-unit:
 
 # Kill -9 of every role and of NATS, ClickHouse down, a long processor
 # outage: real processes on a standalone nats-server (deploy/nats/server.sh)
-# and a private ClickHouse on ports 14600-14699 (about 5 min on 2 cores).
+# and a private ClickHouse on ports 14600-14699 (about 3 min on 2 cores).
 test-chaos: build
 	RDMAWATCH_BIN="$(CURDIR)/$(BIN)" RDMAWATCH_REQUIRE_CLICKHOUSE=1 \
 	  $(GO) test -count=1 -tags chaos -run '^TestChaos' -timeout 15m -v ./test/chaos/
