@@ -282,6 +282,20 @@ func TestChaos(t *testing.T) {
 		}},
 		{70 * time.Second, "kill -9 sink", snk.kill9},
 		{72 * time.Second, "restart sink", snk.start},
+		// A second crash between INSERT and ack, in case the first found
+		// the sink with nothing fetched.
+		{78 * time.Second, "kill -9 nats-server", func() {
+			if _, err := ns.run("kill"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{79500 * time.Millisecond, "kill -9 sink while nats-server is down", snk.kill9},
+		{82 * time.Second, "restart nats-server on its store", func() {
+			if _, err := ns.run("up"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{83 * time.Second, "restart sink", snk.start},
 	}
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].at < steps[j].at })
 	t0 := time.Now()
