@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test test-unit bench lint fmt clickhouse stop clean
+.PHONY: all build run test test-unit test-chaos fuzz bench lint fmt clickhouse stop clean
 
 all: build
 
@@ -29,6 +29,18 @@ test: build
 # Without services: what runs anywhere in seconds.
 test-unit:
 	$(GO) test -count=1 -short $(PKGS)
+
+# Kill -9 of every role and of NATS, ClickHouse down, a long processor
+# outage: real processes on a standalone nats-server (deploy/nats/server.sh)
+# and a private ClickHouse on ports 14600-14699 (about 3 min on 2 cores).
+test-chaos: build
+	RDMAWATCH_BIN="$(CURDIR)/$(BIN)" RDMAWATCH_REQUIRE_CLICKHOUSE=1 \
+	  $(GO) test -count=1 -tags chaos -run '^TestChaos' -timeout 15m -v ./test/chaos/
+
+# Every Fuzz* target of the module for FUZZTIME each (default 10s); fails on a crash.
+FUZZTIME ?= 10s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) test/chaos/fuzz.sh
 
 bench: build
 	@dsn=$$($(CH) up | tail -n 1) && \
