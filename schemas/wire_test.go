@@ -200,7 +200,7 @@ func TestEventRoundTrip(t *testing.T) {
 	}
 }
 
-// TestEventJSONContract checks the JSON form against DESIGN.md's field list
+// TestEventJSONContract checks the JSON form against docs/formats.md's field list
 // and the shared example.
 func TestEventJSONContract(t *testing.T) {
 	ev := sampleEvent()

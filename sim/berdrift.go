@@ -8,7 +8,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// Critical levels of DESIGN.md's ber_drift labels.
+// Critical levels of docs/formats.md's ber_drift labels.
 const (
 	CriticalPreFECBER = 1e-6  // Ethernet: rx_corrected_bits_phy / rx_bits_phy
 	CriticalSymbolBER = 1e-12 // InfiniBand: symbol_error / received bits

@@ -28,7 +28,7 @@ type counterSet struct {
 }
 
 // Counter files of a RoCE port as an mlx5 driver shows them (see the
-// examples in /work/shared/examples/trace.jsonl).
+// examples in test/fixtures/examples/trace.jsonl).
 var ethernetNames = [3][]string{
 	{"symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
 		"port_rcv_data", "port_xmit_data", "port_rcv_packets", "port_xmit_packets", "port_xmit_wait"},
@@ -42,7 +42,7 @@ var ethernetNames = [3][]string{
 
 // Counter files of an InfiniBand port: the full PortCounters set and the
 // q-counters without the RoCE congestion ones (see the mlx5 capture in
-// /work/shared/fixtures/mlx-sysfs-capture.txt). No netdev, so no ethtool.
+// test/fixtures/mlx-sysfs-capture.txt). No netdev, so no ethtool.
 var infinibandNames = [3][]string{
 	{"symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors", "port_rcv_remote_physical_errors",
 		"port_rcv_switch_relay_errors", "port_xmit_discards", "port_xmit_constraint_errors",

@@ -1,7 +1,7 @@
 // Package sim simulates an RDMA fabric (RoCE and InfiniBand hosts on a
 // two-tier fat tree) and writes what rdmawatch reads: traces (trace format
 // v1), the topology (topology format v1) and the ground truth of the faults
-// it injected (labels format v1), as DESIGN.md defines them.
+// it injected (labels format v1), as docs/formats.md defines them.
 //
 // Counters follow the hardware: PortCounters error counters saturate at
 // 16/8/4 bits, hw_counters wrap at 32 bits, port_*_data counts 4-byte words,

@@ -128,7 +128,7 @@ func newLayout(c *Config) *Layout {
 	return l
 }
 
-// TopologyFile is topology format v1 (DESIGN.md); its switch and link
+// TopologyFile is topology format v1 (docs/formats.md); its switch and link
 // types are the schemas package's, the one definition of the format.
 type TopologyFile struct {
 	Fabric   string                   `json:"fabric"`
@@ -176,7 +176,7 @@ func (l *Layout) topology() *TopologyFile {
 }
 
 // WriteTopology writes the config's topology: one switch list, one link a
-// line, as in DESIGN.md.
+// line, as in docs/formats.md.
 func WriteTopology(cfg Config, w io.Writer) error {
 	t, err := Topology(cfg)
 	if err != nil {

@@ -71,7 +71,7 @@ func (t *Tick) Overlap(from, to time.Time) float64 {
 // Within reports whether instant x falls in the window (Prev, Now].
 func (t *Tick) Within(x time.Time) bool { return x.After(t.Prev) && !x.After(t.Now) }
 
-// Label is one line of labels format v1 (DESIGN.md).
+// Label is one line of labels format v1 (docs/formats.md).
 type Label struct {
 	Type       string          `json:"type"`
 	Start      schemas.Millis  `json:"start"`

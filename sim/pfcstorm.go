@@ -161,7 +161,7 @@ func (e *pfcStorm) Apply(t *Tick) {
 			return
 		}
 		// A pausing NIC re-sends a pause frame every few µs to keep the
-		// link stopped; 7 µs a frame, as in DESIGN.md's example trace.
+		// link stopped; 7 µs a frame, as in docs/formats.md's example trace.
 		pausedMicros := on * originPauseFraction * 1e6
 		p.Add(schemas.SourceEthtool, "tx_prio3_pause_duration", uint64(pausedMicros))
 		p.Add(schemas.SourceEthtool, "tx_prio3_pause", uint64(pausedMicros/7))

@@ -155,7 +155,7 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
-// traceLine is a parsed trace line, read strictly as DESIGN.md describes it.
+// traceLine is a parsed trace line, read strictly as docs/formats.md describes it.
 type traceLine struct {
 	Kind       string            `json:"kind"`
 	TS         string            `json:"ts"`
@@ -232,7 +232,7 @@ func parseTrace(t *testing.T, trace []byte) []traceLine {
 	return out
 }
 
-// The label's field order is the one of DESIGN.md's examples (the trace
+// The label's field order is the one of docs/formats.md's examples (the trace
 // lines' is pinned in schemas/trace).
 func TestLabelFieldOrder(t *testing.T) {
 	l := Label{Type: schemas.TypeLinkFlap, Start: 1773446406000, Subject: schemas.Subject{Node: "a", Device: "mlx5_0", Port: 1}}

@@ -24,7 +24,7 @@ func newEvalCmd(g *global) *cobra.Command {
 		Use:   "eval --trace T --topology P --labels L",
 		Short: "Replay a labelled trace and score the events: precision, recall, latency, lead, affected-F1",
 		Long: `eval runs replay over the trace (or reads --events from an earlier run) and
-compares the incidents with the labels by DESIGN.md's rule: same type and subject,
+compares the incidents with the labels by docs/formats.md's rule: same type and subject,
 and the incident overlaps [label.start - 2 intervals, label.end + 120 s]. An
 incident that matches no label, or only an already matched one (a fragment),
 counts against precision.`,

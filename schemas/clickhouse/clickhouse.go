@@ -1,7 +1,7 @@
 // Package clickhouse opens ClickHouse connections for rdmawatch and migrates
 // its tables. The DDL lives in migrations/*.sql, embedded into the binary, and
 // is kept to what both Debian's 18.16 and current releases accept (see the
-// "ClickHouse versions" section of DESIGN.md); features of newer servers go
+// "ClickHouse versions" section of docs/formats.md); features of newer servers go
 // into migration variants gated on the server's version.
 package clickhouse
 

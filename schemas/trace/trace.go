@@ -1,4 +1,4 @@
-// Package trace is the one owner of the trace format v1 (DESIGN.md): JSON
+// Package trace is the one owner of the trace format v1 (docs/formats.md): JSON
 // Lines, one port reading ("sample") or one collector restart a line, read
 // as gzip when the stream is gzip. The reader (replay, eval, the tests) and
 // the writer (the simulator) sit side by side so they cannot drift apart.

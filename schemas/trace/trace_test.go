@@ -96,7 +96,7 @@ var records = []Record{
 		Ethtool: []Counter{{"tx_prio3_pause ", 1}, {"\x01ctl", 0}}},
 }
 
-// TestFieldOrder pins the bytes of DESIGN.md's examples.
+// TestFieldOrder pins the bytes of docs/formats.md's examples.
 func TestFieldOrder(t *testing.T) {
 	want := `{"kind":"sample","ts":"2026-03-14T00:00:00.012Z","node":"host-a","device":"mlx5_0","port":1,"netdev":"ens1f0np0","link_layer":"Ethernet","state":"ACTIVE","rate":"200 Gb/sec (4X HDR)","counters":{"symbol_error":2,"port_xmit_data":4611686018427387904},"hw_counters":{"lifespan":10},"ethtool":{"rx_bits_phy":5}}`
 	if got := string(records[0].AppendJSON(nil)); got != want {

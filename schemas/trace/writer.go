@@ -38,7 +38,7 @@ type Record struct {
 }
 
 // AppendJSON appends the record in trace format v1 (without the newline),
-// with the fields in the order of DESIGN.md's examples.
+// with the fields in the order of docs/formats.md's examples.
 func (s *Record) AppendJSON(b []byte) []byte {
 	b = append(b, `{"kind":`...)
 	b = appendString(b, s.Kind)
