@@ -331,4 +331,3 @@ func TestReplayWithFarFutureLine(t *testing.T) {
 		t.Errorf("with a 9999-12-31 line:\n%v\nwithout:\n%v", got, want)
 	}
 }
-
