@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/runtime"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -89,7 +90,19 @@ duplicate window.`,
 				return fmt.Errorf("%w: stream %s: subject_transform: %d partitions cannot feed --instances %d (instances %d.. would own none); run `rdmawatch streams apply --partitions N` with N >= %d",
 					natsutil.ErrStreamIncompatible, schemas.StreamCounters, partitions, instances, partitions, instances)
 			}
+			dets, err := processor.NewDetectors()
+			if err != nil {
+				return err
+			}
+			settings, err := detectorSettings(g.configPath)
+			if err != nil {
+				return err
+			}
+			if err := settings.Apply(dets); err != nil {
+				return err
+			}
 			p, err := runtime.New(js, runtime.Config{
+				Detectors:       dets,
 				Partitions:      partitions,
 				Instances:       instances,
 				Instance:        instance,
