@@ -427,12 +427,20 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 		// them.
 		p.caughtUp = true
 		p.deadKnown = nil
-		var forgotten, leftOpen int
+		var (
+			forgotten, leftOpen int
+			resolve             []*schemas.Event
+		)
 		if p.cfg.Start == StartWarmUp {
-			forgotten, leftOpen = p.published.caughtUp()
+			forgotten, leftOpen, resolve = p.published.caughtUp(p.reads, p.fabric.Watermark())
 		}
 		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
-			"left_open_not_found_again", leftOpen)
+			"left_open_not_found_again", leftOpen, "resolved_not_found_again", len(resolve))
+		for _, ev := range resolve {
+			if err := p.publish(ctx, ev); err != nil {
+				return err
+			}
+		}
 	}
 	p.st.processed.Add(1)
 	return nil
@@ -637,4 +645,19 @@ func waitCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// reads reports whether this processor reads the subject's port (port
+// scope) or any port of its node (node scope): whether it owns the incident.
+func (p *Processor) reads(s schemas.Subject) bool {
+	if s.Device != "" {
+		_, ok := p.fabric.ports[schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port}]
+		return ok
+	}
+	for id := range p.fabric.ports {
+		if id.Node == s.Node {
+			return true
+		}
+	}
+	return false
 }
