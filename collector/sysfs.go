@@ -2,7 +2,6 @@ package collector
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -155,20 +154,6 @@ func parsePortState(s string) string {
 		}
 	}
 	return s
-}
-
-// ParseRateGbps reads the speed out of the sysfs rate text, e.g. 200 from
-// "200 Gb/sec (4X HDR)" or 2.5 from "2.5 Gb/sec (1X SDR)".
-func ParseRateGbps(rate string) (float64, error) {
-	fields := strings.Fields(rate)
-	if len(fields) < 2 || fields[1] != "Gb/sec" {
-		return 0, fmt.Errorf("rate %q is not \"<n> Gb/sec ...\"", rate)
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v > 1e6 {
-		return 0, fmt.Errorf("rate %q: %q is not a speed in Gb/s", rate, fields[0])
-	}
-	return v, nil
 }
 
 // sortSysfsPorts orders port names numerically ("2" before "10"); names that

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,39 +45,6 @@ func TestSysfsParsePortState(t *testing.T) {
 	}
 }
 
-func TestSysfsParseRateGbps(t *testing.T) {
-	tests := []struct {
-		in   string
-		want float64
-		ok   bool
-	}{
-		{"200 Gb/sec (4X HDR)", 200, true},
-		{"40 Gb/sec (4X QDR)", 40, true},
-		{"25 Gb/sec (1X EDR)", 25, true},
-		{"2.5 Gb/sec (1X SDR)", 2.5, true},
-		{"400 Gb/sec (4X NDR)\n", 400, true},
-		{"100 Gb/sec", 100, true},
-		{"", 0, false},
-		{"Invalid argument", 0, false},
-		{"fast Gb/sec", 0, false},
-		{"10 Mb/sec", 0, false},
-		{"-1 Gb/sec", 0, false},
-		{"NaN Gb/sec", 0, false},
-		{"Inf Gb/sec", 0, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseRateGbps(tc.in)
-			if (err == nil) != tc.ok || got != tc.want {
-				t.Errorf("ParseRateGbps(%q) = %v, %v; want %v, ok=%v", tc.in, got, err, tc.want, tc.ok)
-			}
-			if err != nil && !strings.Contains(err.Error(), strconv.Quote(tc.in)) {
-				t.Errorf("error %q does not quote the rate text", err)
-			}
-		})
-	}
-}
-
 func TestSysfsSortPorts(t *testing.T) {
 	ports := []string{"10", "2", "x", "1", "b"}
 	sortSysfsPorts(ports)
@@ -102,24 +68,6 @@ func FuzzSysfsParsePortState(f *testing.F) {
 		// A name without a numeric prefix is returned as it is.
 		if !strings.Contains(s, ":") && got != strings.TrimSpace(s) {
 			t.Fatalf("parsePortState(%q) = %q, want the trimmed input", s, got)
-		}
-	})
-}
-
-func FuzzSysfsParseRateGbps(f *testing.F) {
-	for _, s := range []string{"200 Gb/sec (4X HDR)", "2.5 Gb/sec (1X SDR)", "", "1e308 Gb/sec", "0x10 Gb/sec"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		v, err := ParseRateGbps(s)
-		if err != nil {
-			if v != 0 {
-				t.Fatalf("ParseRateGbps(%q) = %v with error %v", s, v, err)
-			}
-			return
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e6 {
-			t.Fatalf("ParseRateGbps(%q) = %v", s, v)
 		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -306,7 +305,7 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 	if st != nil && st.rateText == s.Rate {
 		rate = st.rateGbps
 	} else {
-		rate = berParseRateGbps(s.Rate)
+		rate = rateGbps(s.Rate)
 	}
 	switch {
 	case rate > 0:
@@ -321,7 +320,7 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 // symbol_error; it reports whether the link retrained in this reading.
 func (d *BERDrift) readIBExtras(st *berPort, s *Sample) (retrain bool) {
 	if st.rateText != s.Rate {
-		st.rateText, st.rateGbps = s.Rate, berParseRateGbps(s.Rate)
+		st.rateText, st.rateGbps = s.Rate, rateGbps(s.Rate)
 	}
 	if c, ok := s.CounterByID(idLinkErrorRecovery); ok && berUsable(c) {
 		st.recoveries += c.Delta
@@ -331,35 +330,6 @@ func (d *BERDrift) readIBExtras(st *berPort, s *Sample) (retrain bool) {
 		st.symbolRaw = c.Value
 	}
 	return retrain
-}
-
-// parseRateGbps reads the sysfs rate text ("200 Gb/sec (4X HDR)", "2.5
-// Gb/sec (1X SDR)"); 0 when it is not one. The processor does not import
-// the collector, so this is its own small parser.
-func berParseRateGbps(rate string) float64 {
-	rate = strings.TrimSpace(rate)
-	sp := strings.IndexByte(rate, ' ')
-	if sp <= 0 || !strings.HasPrefix(rate[sp+1:], "Gb/sec") {
-		return 0
-	}
-	v, frac, seenDot := 0.0, 0.1, false
-	for _, ch := range rate[:sp] {
-		switch {
-		case ch >= '0' && ch <= '9' && !seenDot:
-			v = v*10 + float64(ch-'0')
-		case ch >= '0' && ch <= '9':
-			v += frac * float64(ch-'0')
-			frac /= 10
-		case ch == '.' && !seenDot:
-			seenDot = true
-		default:
-			return 0
-		}
-	}
-	if v > 1e6 {
-		return 0
-	}
-	return v
 }
 
 // berFit is the result of one evaluation.

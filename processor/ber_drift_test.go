@@ -419,17 +419,6 @@ func TestBERDriftBlindWhileOpen(t *testing.T) {
 	}
 }
 
-func TestBERParseRate(t *testing.T) {
-	for in, want := range map[string]float64{
-		"200 Gb/sec (4X HDR)": 200, "2.5 Gb/sec (1X SDR)": 2.5, "400 Gb/sec (4X NDR)\n": 400,
-		"": 0, "fast": 0, "10 Mb/sec": 0, "1e3 Gb/sec": 0,
-	} {
-		if got := berParseRateGbps(in); math.Abs(got-want) > 1e-9 {
-			t.Errorf("%q: %v, want %v", in, got, want)
-		}
-	}
-}
-
 func TestBERDriftPortMemory(t *testing.T) {
 	det := NewBERDrift()
 	hn := newHarness(t, det)

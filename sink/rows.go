@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -233,7 +231,8 @@ func slotOf(column string) int {
 // them (processor/ber_drift.go, processor/pfc_storm.go), so a figure in an
 // event's evidence can be found again in the table.
 func (r *SampleRow) derive() Derived {
-	d := Derived{RateGbps: ParseRateGbps(r.Rate)}
+	rate, _ := schemas.ParseRateGbps(r.Rate) // 0: not a rate text
+	d := Derived{RateGbps: rate}
 	if r.IntervalMs <= 0 {
 		return d
 	}
@@ -268,21 +267,6 @@ func maxOf(a [prioCount]uint64) uint64 {
 		m = max(m, v)
 	}
 	return m
-}
-
-// ParseRateGbps reads the sysfs rate text ("200 Gb/sec (4X HDR)", "2.5
-// Gb/sec (1X SDR)"); 0 when it is not one.
-func ParseRateGbps(rate string) float64 {
-	rate = strings.TrimSpace(rate)
-	sp := strings.IndexByte(rate, ' ')
-	if sp <= 0 || !strings.HasPrefix(rate[sp+1:], "Gb/sec") {
-		return 0
-	}
-	v, err := strconv.ParseFloat(rate[:sp], 64)
-	if err != nil || v <= 0 || v > 1e6 || math.IsNaN(v) {
-		return 0
-	}
-	return v
 }
 
 func gauges(m map[string]uint64) ([]string, []uint64) {

@@ -276,26 +276,6 @@ func BenchmarkNewEventRow(b *testing.B) {
 	}
 }
 
-func TestParseRateGbps(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want float64
-	}{
-		{"200 Gb/sec (4X HDR)", 200},
-		{"2.5 Gb/sec (1X SDR)", 2.5},
-		{" 400 Gb/sec (4X NDR) ", 400},
-		{"", 0},
-		{"Unknown", 0},
-		{"100 Mb/sec", 0},
-		{"-5 Gb/sec", 0},
-		{"NaN Gb/sec", 0},
-	} {
-		if got := sink.ParseRateGbps(tc.in); got != tc.want {
-			t.Errorf("ParseRateGbps(%q) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestDerived(t *testing.T) {
 	port := func(layer, rate string, intervalMs int64, counters ...schemas.CounterDelta) *schemas.CounterBatch {
 		return &schemas.CounterBatch{Node: "n", Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, LinkLayer: layer,
