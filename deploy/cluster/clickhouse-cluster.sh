@@ -68,6 +68,10 @@ install_zookeeper() {
 
 start_zookeeper() {
 	alive zookeeper && return 0
+	if (exec 3<>"/dev/tcp/127.0.0.1/$zk_port") 2>/dev/null; then
+		echo "something already listens on 127.0.0.1:$zk_port but $dir/zookeeper.pid names no running ZooKeeper" >&2
+		exit 1
+	fi
 	mkdir -p "$dir/zookeeper/data" "$dir/zookeeper/conf"
 	cat >"$dir/zookeeper/conf/zoo.cfg" <<EOF
 tickTime=500
@@ -186,6 +190,10 @@ XML
 start_replica() {
 	local n=$1 d=$dir/ch-$1
 	alive "ch-$n" && return 0
+	if (exec 3<>"/dev/tcp/127.0.0.1/$(tcp_port "$n")") 2>/dev/null; then
+		echo "something already listens on 127.0.0.1:$(tcp_port "$n") but $dir/ch-$n.pid names no running replica" >&2
+		exit 1
+	fi
 	config_replica "$n"
 	(cd "$d" && exec setsid clickhouse-server --config-file="$d/config.xml" >>"$d/log/stdout.log" 2>&1 </dev/null) &
 	echo $! >"$dir/ch-$n.pid"

@@ -70,6 +70,12 @@ start() {
 	if alive "$n"; then
 		return 0
 	fi
+	# Another server on our ports would answer the health check in our
+	# place.
+	if (exec 3<>"/dev/tcp/127.0.0.1/$(client_port "$n")") 2>/dev/null; then
+		echo "something already listens on 127.0.0.1:$(client_port "$n") but $(pidfile "$n") names no running node" >&2
+		exit 1
+	fi
 	config "$n"
 	nohup "$bin" -c "$dir/nats-$n.conf" >>"$dir/nats-$n.log" 2>&1 &
 	echo $! >"$(pidfile "$n")"

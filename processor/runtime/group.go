@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -183,15 +184,12 @@ func assign(members []string, member string, partitions int) []int {
 // ends (then it leaves the group cleanly and returns nil) or the processor
 // fails.
 func (e *Elastic) Run(ctx context.Context) error {
-	kv, err := e.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      MembersBucket,
-		Description: "rdmawatch processor group members (heartbeats)",
-		TTL:         e.ttl,
-		History:     1,
-		Replicas:    e.replicas(ctx),
-	})
+	kv, err := e.bucket(ctx)
 	if err != nil {
-		return fmt.Errorf("processor group bucket %s: %w", MembersBucket, err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
 	key := e.group + "." + e.name
 	beat := e.ttl / 4
@@ -224,15 +222,24 @@ func (e *Elastic) Run(ctx context.Context) error {
 	tick := time.NewTicker(beat)
 	defer tick.Stop()
 	for {
-		if _, err := kv.Put(ctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err == nil {
+		// Every request has a deadline: a reply lost while a NATS node
+		// dies must not stall the heartbeat (the request would wait
+		// forever on ctx alone).
+		rctx, cancel := context.WithTimeout(ctx, max(e.ttl/2, 2*time.Second))
+		if _, err := kv.Put(rctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err == nil {
 			lastBeat = time.Now()
 		} else if ctx.Err() == nil {
 			e.log.Warn("processor group heartbeat", "err", err)
 		}
-		members, err := e.listMembers(ctx, kv)
+		cancel()
+		rctx, cancel = context.WithTimeout(ctx, max(e.ttl/2, 2*time.Second))
+		members, err := e.listMembers(rctx, kv)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case errors.Is(err, nats.ErrConnectionClosed):
+			return fmt.Errorf("processor group %s: %w", e.group, err)
 		case err != nil:
 			e.log.Warn("processor group membership", "err", err)
 		case time.Since(lastBeat) > e.ttl:
@@ -279,8 +286,49 @@ func (e *Elastic) Run(ctx context.Context) error {
 			if err == nil {
 				err = errors.New("processor stopped")
 			}
-			return err
+			if errors.Is(err, ErrInvalidConfig) {
+				return err
+			}
+			// A stream unreachable for a while (a cluster node dying
+			// under a request): start again on the next beat, with a
+			// warm-up, rather than leave the partitions to no one
+			// until the member's TTL runs out.
+			e.log.Warn("processor stopped; restarting it", "err", err, "partitions", owned)
+			stop()
+			owned = nil
 		}
+	}
+}
+
+// bucket opens the members bucket, creating it when missing. Members
+// starting together race to create it; each attempt has its own timeout so
+// that a request lost in a cluster election is retried.
+func (e *Elastic) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	backoff := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		kv, err := e.js.KeyValue(actx, MembersBucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = e.js.CreateOrUpdateKeyValue(actx, jetstream.KeyValueConfig{
+				Bucket:      MembersBucket,
+				Description: "rdmawatch processor group members (heartbeats)",
+				TTL:         e.ttl,
+				History:     1,
+				Replicas:    e.replicas(actx),
+			})
+		}
+		cancel()
+		if err == nil {
+			return kv, nil
+		}
+		if attempt == 10 {
+			return nil, fmt.Errorf("processor group bucket %s: %w", MembersBucket, err)
+		}
+		e.log.Warn("processor group bucket; retrying", "bucket", MembersBucket, "attempt", attempt, "err", err)
+		if !waitCtx(ctx, backoff) {
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
