@@ -81,7 +81,8 @@ type Config struct {
 	// members share the partitions (group.go). Member is this member's
 	// unique name in it (default: host, pid and a random tail); MemberTTL
 	// is how long a member that stopped heartbeating keeps its partitions
-	// (default DefaultMemberTTL).
+	// (default DefaultMemberTTL); it becomes the members bucket's TTL when
+	// this member creates the bucket, the first creator's TTL stays.
 	Group     string
 	Member    string
 	MemberTTL time.Duration
