@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test tools test-unit test-chaos fuzz bench bench-e2e lint fmt clickhouse stop clean
+.PHONY: all build run test tools test-unit test-chaos test-cluster fuzz bench bench-e2e lint fmt clickhouse stop clean
 
 all: build
 
@@ -32,6 +32,13 @@ test: build tools
 
 tools:
 	@deploy/tools.sh
+
+# Real clusters started by deploy/cluster (a 3-node NATS cluster on
+# 127.0.0.1:14950-14952, ZooKeeper on 15000 and two ClickHouse 18.16 replicas
+# on 15010/15020), nodes killed with SIGKILL mid-stream and restarted. The
+# first run installs Debian's zookeeper (root). About 1.5 minutes.
+test-cluster: build
+	RDMAWATCH_CLUSTER_TEST=1 RDMAWATCH_BIN="$(CURDIR)/$(BIN)" $(GO) test -count=1 -timeout 8m -v ./test/cluster/
 
 # Without services: what runs anywhere in seconds.
 test-unit:

@@ -76,6 +76,16 @@ type Config struct {
 	// Name goes into the consumer's metadata, for people reading server
 	// state.
 	Name string
+
+	// Group, for NewElastic only, names the processor group whose live
+	// members share the partitions (group.go). Member is this member's
+	// unique name in it (default: host, pid and a random tail); MemberTTL
+	// is how long a member that stopped heartbeating keeps its partitions
+	// (default DefaultMemberTTL); it becomes the members bucket's TTL when
+	// this member creates the bucket, the first creator's TTL stays.
+	Group     string
+	Member    string
+	MemberTTL time.Duration
 }
 
 // withDefaults fills the zero fields.

@@ -111,18 +111,20 @@ func readStream(ctx context.Context, js jetstream.JetStream, stream, filter stri
 		occ.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		occ.OptStartTime = &from
 	}
-	str, err := js.Stream(ctx, stream)
+	rctx, cancel := requestContext(ctx)
+	defer cancel()
+	str, err := js.Stream(rctx, stream)
 	if err != nil {
 		return fmt.Errorf("stream %s (created by the admin step, rdmawatch streams apply): %w", stream, err)
 	}
 	// Stop at what was there at the start: on a busy stream the pending
 	// count of a message need never reach 0.
 	last := str.CachedInfo().State.LastSeq
-	cons, err := js.OrderedConsumer(ctx, stream, occ)
+	cons, err := js.OrderedConsumer(rctx, stream, occ)
 	if err != nil {
 		return err
 	}
-	info, err := cons.Info(ctx)
+	info, err := cons.Info(rctx)
 	if err != nil {
 		return err
 	}

@@ -298,7 +298,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("processor: Run called twice")
 	}
-	stream, err := p.js.Stream(ctx, schemas.StreamCounters)
+	rctx, cancel := requestContext(ctx)
+	stream, err := p.js.Stream(rctx, schemas.StreamCounters)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("counters stream: %w", err)
 	}
@@ -353,7 +355,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		return err
 	}
 	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown))
-	cons, err := p.js.OrderedConsumer(ctx, schemas.StreamCounters, occ)
+	rctx, cancel = requestContext(ctx)
+	cons, err := p.js.OrderedConsumer(rctx, schemas.StreamCounters, occ)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("counters consumer: %w", err)
 	}
@@ -633,6 +637,15 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// RequestTimeout bounds each JetStream control request (stream info,
+// consumer creation) a processor makes: a reply lost while a cluster node
+// dies must fail the request, not hang it for as long as ctx lives.
+const RequestTimeout = 10 * time.Second
+
+func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, RequestTimeout)
 }
 
 // waitCtx waits d of wall time for an I/O retry; false if ctx ended first.

@@ -211,7 +211,14 @@ func (rw *clusterRewriter) alter(stmt string) ([]string, error) {
 		}
 	}
 	if len(mirrored) > 0 {
-		out = append(out, "ALTER TABLE "+rw.q(name)+rw.onCluster()+m[2]+strings.TrimLeft(strings.Join(mirrored, ","), " \t\n"))
+		// 18.16 refuses ALTER ... ON CLUSTER of a non-replicated table (the
+		// Distributed one) when the shard has internal_replication, so the
+		// Distributed table is recreated over the altered local table
+		// instead. Dropping it drops rows it still holds to forward: run
+		// such migrations with the sinks stopped (docs/deploying.md).
+		out = append(out, "DROP TABLE IF EXISTS "+rw.q(name)+rw.onCluster(),
+			"CREATE TABLE "+rw.q(name)+rw.onCluster()+" AS "+rw.q(name+LocalSuffix)+"\n"+
+				"ENGINE = Distributed('"+rw.c.Name+"', '"+rw.db+"', '"+name+LocalSuffix+"', "+ShardingKeys[name]+")")
 	}
 	return out, nil
 }

@@ -148,7 +148,8 @@ func TestClusterRewriteCases(t *testing.T) {
 			in:   "ALTER TABLE events MODIFY TTL detected_at_ts + INTERVAL 1 DAY, ADD COLUMN x Array(UInt8) DEFAULT [1, 2] CODEC(ZSTD(1)), DROP COLUMN y",
 			want: []string{
 				"ALTER TABLE rdmawatch.events_local ON CLUSTER rdmawatch_test MODIFY TTL detected_at_ts + INTERVAL 1 DAY, ADD COLUMN x Array(UInt8) DEFAULT [1, 2] CODEC(ZSTD(1)), DROP COLUMN y",
-				"ALTER TABLE rdmawatch.events ON CLUSTER rdmawatch_test ADD COLUMN x Array(UInt8) DEFAULT [1, 2], DROP COLUMN y",
+				"DROP TABLE IF EXISTS rdmawatch.events ON CLUSTER rdmawatch_test",
+				"CREATE TABLE rdmawatch.events ON CLUSTER rdmawatch_test AS rdmawatch.events_local\nENGINE = Distributed('rdmawatch_test', 'rdmawatch', 'events_local', cityHash64(id))",
 			},
 		},
 		{

@@ -50,57 +50,10 @@ ALTER TABLE rdmawatch.port_samples_local ON CLUSTER rdmawatch_test
     MODIFY COLUMN rate String CODEC(ZSTD(1)),
     MODIFY COLUMN boot_id String CODEC(ZSTD(1));
 
-ALTER TABLE rdmawatch.port_samples ON CLUSTER rdmawatch_test
-    MODIFY COLUMN interval_ms Int64,
-    MODIFY COLUMN batch_time_ms Int64,
-    MODIFY COLUMN seq UInt64,
-    MODIFY COLUMN xmit_bytes UInt64,
-    MODIFY COLUMN rcv_bytes UInt64,
-    MODIFY COLUMN xmit_packets UInt64,
-    MODIFY COLUMN rcv_packets UInt64,
-    MODIFY COLUMN symbol_error UInt64,
-    MODIFY COLUMN link_error_recovery UInt64,
-    MODIFY COLUMN link_downed UInt64,
-    MODIFY COLUMN port_rcv_errors UInt64,
-    MODIFY COLUMN port_xmit_discards UInt64,
-    MODIFY COLUMN port_xmit_wait UInt64,
-    MODIFY COLUMN local_link_integrity_errors UInt64,
-    MODIFY COLUMN excessive_buffer_overrun_errors UInt64,
-    MODIFY COLUMN np_ecn_marked_roce_packets UInt64,
-    MODIFY COLUMN np_cnp_sent UInt64,
-    MODIFY COLUMN rp_cnp_handled UInt64,
-    MODIFY COLUMN rp_cnp_ignored UInt64,
-    MODIFY COLUMN out_of_buffer UInt64,
-    MODIFY COLUMN out_of_sequence UInt64,
-    MODIFY COLUMN packet_seq_err UInt64,
-    MODIFY COLUMN local_ack_timeout_err UInt64,
-    MODIFY COLUMN rx_bits_phy UInt64,
-    MODIFY COLUMN rx_corrected_bits_phy UInt64,
-    MODIFY COLUMN rx_pcs_symbol_err_phy UInt64,
-    MODIFY COLUMN link_down_events_phy UInt64,
-    MODIFY COLUMN tx_pause_storm_warning_events UInt64,
-    MODIFY COLUMN tx_pause_storm_error_events UInt64,
-    MODIFY COLUMN rx_pause UInt64,
-    MODIFY COLUMN tx_pause UInt64,
-    MODIFY COLUMN rx_pause_duration_us UInt64,
-    MODIFY COLUMN tx_pause_duration_us UInt64,
-    MODIFY COLUMN rate_gbps Float64 DEFAULT 0,
-    MODIFY COLUMN rcv_gbps Float64 DEFAULT 0,
-    MODIFY COLUMN xmit_gbps Float64 DEFAULT 0,
-    MODIFY COLUMN utilisation Float64 DEFAULT 0,
-    MODIFY COLUMN tx_pause_fraction Float64 DEFAULT 0,
-    MODIFY COLUMN rx_pause_fraction Float64 DEFAULT 0,
-    MODIFY COLUMN pre_fec_ber Float64 DEFAULT 0,
-    MODIFY COLUMN post_fec_ber Float64 DEFAULT 0,
-    MODIFY COLUMN symbol_ber Float64 DEFAULT 0,
-    MODIFY COLUMN counter_name Array(String),
-    MODIFY COLUMN counter_delta Array(UInt64),
-    MODIFY COLUMN counter_value Array(UInt64),
-    MODIFY COLUMN gauge_name Array(String),
-    MODIFY COLUMN gauge_value Array(UInt64),
-    MODIFY COLUMN netdev String,
-    MODIFY COLUMN rate String,
-    MODIFY COLUMN boot_id String;
+DROP TABLE IF EXISTS rdmawatch.port_samples ON CLUSTER rdmawatch_test;
+
+CREATE TABLE rdmawatch.port_samples ON CLUSTER rdmawatch_test AS rdmawatch.port_samples_local
+ENGINE = Distributed('rdmawatch_test', 'rdmawatch', 'port_samples_local', cityHash64(node));
 
 ALTER TABLE rdmawatch.port_samples_local ON CLUSTER rdmawatch_test MODIFY TTL ts + INTERVAL 14 DAY;
 

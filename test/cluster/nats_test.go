@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// natsCluster starts the 3-node cluster in a temporary state directory
+// and stops it when the test ends.
+func natsCluster(t *testing.T) (env []string, urls string) {
+	t.Helper()
+	env = []string{"RDMAWATCH_CLUSTER_DIR=" + t.TempDir()}
+	urls = script(t, env, "nats-cluster.sh", "up")
+	t.Cleanup(func() { script(t, env, "nats-cluster.sh", "down") })
+	return env, urls
+}
+
+// counterBatch is node's batch seq, one port, data time seq seconds.
+func counterBatch(node string, seq int) *schemas.CounterBatch {
+	tm := int64(1_780_000_000_000) + int64(seq)*1000
+	return &schemas.CounterBatch{Node: node, BootID: "boot-1", Seq: uint64(seq), TimeMs: tm,
+		Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet", State: "ACTIVE", TimeMs: tm, IntervalMs: 1000,
+			Counters: []schemas.CounterDelta{{Name: "port_rcv_data", Source: schemas.SourceCounters, Value: uint64(seq) * 100, Delta: 100}}}}}
+}
+
+// TestNATSClusterNodeKilled publishes counter batches through the
+// collector's publisher to R3 streams, kills -9 the counters stream's
+// leader mid-stream and restarts it: every batch is stored exactly once.
+func TestNATSClusterNodeKilled(t *testing.T) {
+	requireCluster(t)
+	env, urls := natsCluster(t)
+	nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: urls, Name: "cluster-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, schemas.StreamCounters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("counters stream not R3: replicas %d cluster %+v", info.Config.Replicas, info.Cluster)
+	}
+	leader := info.Cluster.Leader
+
+	const nodes, perNode = 50, 60
+	total := nodes * perNode
+	pub := collector.NewPublisher(js, 256, slog.New(slog.NewTextHandler(testLog{t}, nil)))
+	var killedAt, restartedAt time.Duration
+	start := time.Now()
+	for seq := 0; seq < perNode; seq++ {
+		switch seq {
+		case perNode / 3:
+			// Kill the stream leader mid-stream: the other two elect a
+			// new one while batches are in flight.
+			n := strings.TrimPrefix(leader, "n")
+			script(t, env, "nats-cluster.sh", "kill", n)
+			killedAt = time.Since(start)
+			t.Logf("killed -9 %s (counters leader) after %d batches", leader, seq*nodes)
+		case 2 * perNode / 3:
+			script(t, env, "nats-cluster.sh", "start", strings.TrimPrefix(leader, "n"))
+			restartedAt = time.Since(start)
+			t.Logf("restarted %s after %d batches", leader, seq*nodes)
+		}
+		for n := 0; n < nodes; n++ {
+			if err := pub.PublishBatch(ctx, counterBatch(fmt.Sprintf("node-%03d", n), seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pub.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("published %d batches in %v (kill at %v, restart at %v)", total, time.Since(start), killedAt, restartedAt)
+
+	// The restarted node catches up: every replica current.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		info, err = stream.Info(ctx)
+		if err == nil && info.Cluster != nil && len(info.Cluster.Replicas) == 2 &&
+			info.Cluster.Replicas[0].Current && info.Cluster.Replicas[1].Current {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas not current after 60 s: %+v (%v)", info, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	lost, dups := countBatches(t, ctx, js, nodes, perNode)
+	t.Logf("stream holds %d messages; %d batches lost, %d duplicated", info.State.Msgs, lost, dups)
+	if info.State.Msgs != uint64(total) || lost != 0 || dups != 0 {
+		t.Errorf("stream holds %d of %d; lost %d, duplicated %d", info.State.Msgs, total, lost, dups)
+	}
+}
+
+// countBatches reads the whole counters stream and counts the batches
+// missing and those stored more than once, by (node, seq).
+func countBatches(t *testing.T, ctx context.Context, js jetstream.JetStream, nodes, perNode int) (lost, dups int) {
+	t.Helper()
+	c, err := js.OrderedConsumer(ctx, schemas.StreamCounters, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for len(seen) < nodes*perNode {
+		msgs, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for m := range msgs.Messages() {
+			got++
+			b, err := schemas.DecodeBatch(m.Data())
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[b.MsgID()]++
+		}
+		if got == 0 {
+			break
+		}
+	}
+	for n := 0; n < nodes; n++ {
+		for s := 0; s < perNode; s++ {
+			switch k := seen[counterBatch(fmt.Sprintf("node-%03d", n), s).MsgID()]; {
+			case k == 0:
+				lost++
+			case k > 1:
+				dups += k - 1
+			}
+		}
+	}
+	return lost, dups
+}
+
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
