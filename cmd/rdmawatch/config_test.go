@@ -112,7 +112,7 @@ func TestConfigDetectorSettings(t *testing.T) {
 		t.Fatalf("settings %v, %v", s, err)
 	}
 	for body, want := range map[string]string{
-		"processor:\n  detectors:\n    link_flap:\n      stable_aftr: 2m\n": `:4: processor.detectors: unknown detector setting: link_flap.stable_aftr`,
+		"processor:\n  detectors:\n    link_flap:\n      stable_aftr: 2m\n":  `:4: processor.detectors: unknown detector setting: link_flap.stable_aftr`,
 		"processor:\n  detectors:\n    link_flop:\n      stable_after: 2m\n": `:4: processor.detectors: unknown detector: detector "link_flop"`,
 		"processor:\n  detectors:\n    link_flap:\n      stable_after: x\n":  `:4: processor.detectors: link_flap.stable_after: "x"`,
 	} {

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
-	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/runtime"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -52,6 +51,8 @@ func newProcessorCmd(g *global) *cobra.Command {
 		topologyPath        string
 		instance, instances int
 		lateness, warmup    time.Duration
+		group, member       string
+		memberTTL           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "processor",
@@ -90,26 +91,31 @@ duplicate window.`,
 				return fmt.Errorf("%w: stream %s: subject_transform: %d partitions cannot feed --instances %d (instances %d.. would own none); run `rdmawatch streams apply --partitions N` with N >= %d",
 					natsutil.ErrStreamIncompatible, schemas.StreamCounters, partitions, instances, partitions, instances)
 			}
-			dets, err := processor.NewDetectors()
-			if err != nil {
-				return err
-			}
 			settings, err := detectorSettings(g.configPath)
 			if err != nil {
 				return err
 			}
-			if err := settings.Apply(dets); err != nil {
-				return err
+			cfg := runtime.Config{
+				ConfigureDetectors: settings.Apply,
+				Partitions:         partitions,
+				Topology:           topo,
+				AllowedLateness:    lateness,
+				WarmUp:             warmup,
 			}
-			p, err := runtime.New(js, runtime.Config{
-				Detectors:       dets,
-				Partitions:      partitions,
-				Instances:       instances,
-				Instance:        instance,
-				Topology:        topo,
-				AllowedLateness: lateness,
-				WarmUp:          warmup,
-			}, g.log)
+			var p interface {
+				Run(context.Context) error
+				Stats() runtime.Stats
+			}
+			if group != "" {
+				if cmd.Flags().Changed("instance") || cmd.Flags().Changed("instances") {
+					return errors.New("--group shares the partitions among its live members: drop --instance and --instances")
+				}
+				cfg.Group, cfg.Member, cfg.MemberTTL = group, member, memberTTL
+				p, err = runtime.NewElastic(js, cfg, g.log)
+			} else {
+				cfg.Instances, cfg.Instance = instances, instance
+				p, err = runtime.New(js, cfg, g.log)
+			}
 			if err != nil {
 				return err
 			}
@@ -121,7 +127,7 @@ duplicate window.`,
 				}
 				return nil
 			})
-			g.log.Info("processor started", "instance", instance, "instances", instances, "partitions", partitions, "nats", natsURLForLog(g))
+			g.log.Info("processor started", "instance", instance, "instances", instances, "group", group, "partitions", partitions, "nats", natsURLForLog(g))
 			err = p.Run(cmd.Context())
 			st := p.Stats()
 			g.log.Info("processor stopped", "reason", stopReason(cmd, err), "processed", st.Processed, "events", st.Events)
@@ -132,6 +138,9 @@ duplicate window.`,
 	f.StringVar(&topologyPath, "topology", envOr("RDMAWATCH_TOPOLOGY", ""), "fabric topology file, format v1 (env RDMAWATCH_TOPOLOGY)")
 	f.IntVar(&instance, "instance", 0, "this instance's index, from 0")
 	f.IntVar(&instances, "instances", 1, "number of processor instances sharing the partitions")
+	f.StringVar(&group, "group", "", "share the partitions with the live members of this processor group instead of --instance/--instances: a member that dies is taken over within --member-ttl plus a warm-up")
+	f.StringVar(&member, "member", "", "this processor's name in --group (default: host, pid and a random tail)")
+	f.DurationVar(&memberTTL, "member-ttl", runtime.DefaultMemberTTL, "how long a silent group member keeps its partitions")
 	deprecatePartitions(cmd)
 	f.DurationVar(&lateness, "allowed-lateness", 0, "how late (data time) a sample may arrive behind the newest one; 0 adapts to the observed collection interval")
 	f.DurationVar(&warmup, "warmup", 2*time.Hour, "how much of the stream to re-read at start to rebuild windows")

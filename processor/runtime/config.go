@@ -70,6 +70,10 @@ type Config struct {
 	PortTTL time.Duration
 	// DetectorNames selects registered detectors; empty: all of them.
 	DetectorNames []string
+	// ConfigureDetectors, when set, is applied to the detectors built from
+	// the registry before the first sample (settings from a config file);
+	// a processor group applies it at every rebalance.
+	ConfigureDetectors func([]processor.Detector) error
 	// Detectors, if set, is used instead of the registry (tests, custom
 	// settings); each processor needs its own instances.
 	Detectors []processor.Detector

@@ -176,6 +176,11 @@ func New(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Processor, erro
 		if dets, err = processor.NewDetectors(cfg.DetectorNames...); err != nil {
 			return nil, err
 		}
+		if cfg.ConfigureDetectors != nil {
+			if err := cfg.ConfigureDetectors(dets); err != nil {
+				return nil, err
+			}
+		}
 	}
 	p := &Processor{js: js, cfg: cfg, owned: cfg.owned()}
 	p.partIndex = make([]int, cfg.Partitions)

@@ -149,3 +149,35 @@ func startWebhookSink(t *testing.T) string {
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// TestProcessorGroupTakeover runs two `processor --group` processes: they
+// split the counters stream's partitions; after kill -9 of one, the other
+// owns them all within the member TTL and a warm-up (read from /metrics).
+func TestProcessorGroupTakeover(t *testing.T) {
+	const natsPort = 14561
+	ns := startNATS(t, natsPort, "jetstream { store_dir: %STORE% }\n", nil)
+	env := []string{"RDMAWATCH_NATS=" + ns.URL}
+	mustRun(t, env, "streams", "apply")
+	ports := []int{freePort(t), freePort(t)}
+	var roles []*role
+	for i, p := range ports {
+		roles = append(roles, startRole(t, fmt.Sprintf("processor-%d", i), env, "processor", "--group", "e2e", "--member", fmt.Sprintf("m%d", i),
+			"--member-ttl", "3s", "--listen", fmt.Sprintf("127.0.0.1:%d", p)))
+	}
+	owned := func(i int) float64 {
+		_, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[i]))
+		v, _ := metricValue(body, "rdmawatch_processor_partitions_owned")
+		return v
+	}
+	waitUntil(t, 60*time.Second, "two members splitting 16 partitions", func() bool {
+		a, b := owned(0), owned(1)
+		return a > 0 && b > 0 && a+b == 16
+	})
+	if err := roles[1].cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	waitUntil(t, 30*time.Second, "the survivor owning every partition", func() bool { return owned(0) == 16 })
+	t.Logf("partitions taken over %s after kill -9", time.Since(began).Round(100*time.Millisecond))
+	roles[0].stop()
+}
