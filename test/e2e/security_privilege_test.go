@@ -90,7 +90,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 	collector := startRole(t, "collector", []string{"RDMAWATCH_NATS=" + natsURLAs(natsPort, "rdmawatch-sim", natsCollectorPW)},
 		"collector", "--source", "sim", "--sim-nodes", "2", "--sim-interval", "10s", "--speed", "120",
 		"--inject", "link_flap@+2m:gpu-001/mlx5_0/1")
-	processor := startRole(t, "processor", []string{"RDMAWATCH_NATS=" + natsURLAs(natsPort, "rdmawatch-processor", natsProcessorPW)}, "processor")
+	processor := startRole(t, "processor", []string{"RDMAWATCH_NATS=" + natsURLAs(natsPort, "rdmawatch-processor", natsProcessorPW)}, "processor", "--group", "least-privilege")
 	sink := startRole(t, "sink", []string{"RDMAWATCH_NATS=" + natsURLAs(natsPort, "rdmawatch-sink", natsSinkPW), "RDMAWATCH_CLICKHOUSE=" + chSink}, "sink")
 
 	// The alert bridge, reading events with its own user, posting to a webhook.
