@@ -70,6 +70,8 @@ type Publisher struct {
 	// outageSince is when the oldest unacknowledged publish was sent, once
 	// a WARN said the broker is not acknowledging; zero otherwise.
 	outageSince time.Time
+	// lastBackoff is when the last wait before a re-send ended.
+	lastBackoff time.Time
 	// lastAck is when the last ack arrived: a publish that waited through
 	// an outage which has just ended does not start another.
 	lastAck time.Time
@@ -362,8 +364,15 @@ func (p *Publisher) waitOldest(ctx context.Context) error {
 			return nil
 		case err := <-f.fut.Err():
 			p.log.Debug("publish not acknowledged, re-sending", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", err)
-			if err := sleepCtx(ctx, min(time.Duration(f.attempts)*100*time.Millisecond, 5*time.Second)); err != nil {
-				return err
+			// One wait per burst: when the stream's leader dies, every
+			// publish in flight fails at once, and waiting before each
+			// re-send stalled the collector for half a minute.
+			wait := min(time.Duration(f.attempts)*100*time.Millisecond, 5*time.Second)
+			if now := p.now(); now.Sub(p.lastBackoff) > wait {
+				if err := sleepCtx(ctx, wait); err != nil {
+					return err
+				}
+				p.lastBackoff = p.now()
 			}
 			sent := f.sent
 			if err := p.start(ctx, f); err != nil {
