@@ -43,9 +43,13 @@ type judged struct {
 	// minRate is the least excess count per second that can be an
 	// incident, whatever the ratio (a few events on an idle port are not).
 	minRate float64
+	// secFloor is the floor of the secondary figure (per transmitted
+	// packet with perPacket: NAKs answer what a port sends; else per
+	// second).
 	// secondaryRun is how many excess samples in a row a secondary-only
 	// port needs, and quietFor how long no port may have shown primary
 	// excess, before the secondary port becomes a subject itself.
+	secFloor     float64
 	secondaryRun int
 	quietFor     time.Duration
 	// warm is how many samples build the baseline before it counts.
@@ -88,6 +92,7 @@ const judgedMax = 10
 // that shows any of the counters (healthy quiet ports keep nothing).
 type judgedPort struct {
 	base      float64 // the port's usual figure (EWMA of clipped samples)
+	secBase   float64 // the same for the secondary counters
 	baseN     int
 	run       int            // excess samples in a row
 	secRun    int            // secondary excess samples in a row
@@ -176,6 +181,8 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 			return
 		}
 		st = PortLocal[judgedPort](port, j.typ)
+		// Every sample before this one was quiet: a baseline of zero.
+		st.baseN = int(min(port.Samples, uint64(j.warm)))
 	}
 	prim, sec, ok := j.read(s, nil)
 	if !ok {
@@ -207,7 +214,17 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 	primExcess := st.baseN >= j.warm && figure > limit && excessRate >= j.minRate
 
 	secRate := sec / secs
-	secExcess := len(j.secondary) > 0 && secRate >= j.minRate
+	secFigure := secRate
+	if j.perPacket {
+		xp, _ := s.CounterByID(idPortXmitPackets)
+		secFigure = sec / math.Max(float64(xp.Delta), 1)
+	}
+	secRef := 0.0
+	if st.baseN >= j.warm {
+		secRef = st.secBase
+	}
+	secLimit := j.factor*secRef + j.secFloor
+	secExcess := len(j.secondary) > 0 && st.baseN >= j.warm && secRate >= j.minRate && secFigure > secLimit
 
 	if primExcess || secExcess || t.IsOpen(subject) || st.run > 0 {
 		// Keep the per-counter figures of a port worth telling about.
@@ -257,6 +274,7 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 		alpha = math.Min(1, secs/span)
 	}
 	st.base += alpha * (math.Min(figure, limit) - st.base)
+	st.secBase += alpha * (math.Min(secFigure, secLimit) - st.secBase)
 	st.baseN = min(n, 1<<30)
 	t.Clear(s.Time, subject, "the counters are back to the port's usual level", map[string]any{"figure_now": sig(figure)}, em)
 }
@@ -390,4 +408,7 @@ func human(v float64) string {
 func trimf(v float64) string { return strconv.FormatFloat(sig(v), 'f', -1, 64) }
 
 // idPortRcvPackets is the denominator of the per-packet figures.
-var idPortRcvPackets = schemas.MustCounterID(schemas.SourceCounters, "port_rcv_packets")
+var (
+	idPortRcvPackets  = schemas.MustCounterID(schemas.SourceCounters, "port_rcv_packets")
+	idPortXmitPackets = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_packets")
+)

@@ -19,7 +19,7 @@ func hw(name string, value, delta uint64, flags schemas.Flag) schemas.CounterDel
 // traffic is a 5 s sample's received packets and the named hw counters'
 // deltas (values are the deltas: the detectors read deltas only).
 func traffic(pkts uint64, kv ...any) []schemas.CounterDelta {
-	cs := []schemas.CounterDelta{ctr("port_rcv_packets", pkts, pkts, 0)}
+	cs := []schemas.CounterDelta{ctr("port_rcv_packets", pkts, pkts, 0), ctr("port_xmit_packets", pkts, pkts, 0)}
 	for i := 0; i+1 < len(kv); i += 2 {
 		name, d := kv[i].(string), uint64(kv[i+1].(int))
 		if strings.HasPrefix(name, "rx_") {

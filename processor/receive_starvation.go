@@ -37,6 +37,7 @@ func NewReceiveStarvation() *ReceiveStarvation {
 		factor:       8,
 		floor:        20, // dropped packets per second
 		minRate:      20,
+		secFloor:     5, // RNR retries exhausted per second
 		secondaryRun: 6,
 		quietFor:     2 * time.Minute,
 		warm:         12,

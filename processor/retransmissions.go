@@ -37,6 +37,7 @@ func NewRetransmissions() *Retransmissions {
 		factor:       8,
 		floor:        2e-4, // out of sequence per received packet
 		minRate:      5,    // excess out-of-sequence packets per second
+		secFloor:     2e-5, // NAKs per transmitted packet
 		secondaryRun: 4,
 		quietFor:     2 * time.Minute,
 		warm:         12,

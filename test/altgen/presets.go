@@ -63,6 +63,23 @@ func Preset(name string, seed uint64, interval time.Duration) (Config, error) {
 			{Kind: RPIgnoring, At: m(65, 70), Dur: m(5, 8), Port: -1},
 			{Kind: CNPLoss, At: m(80, 85), Dur: m(5, 8)},
 		}
+	case "retrans":
+		cfg.Duration = m(45, 60)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 3, 4+r.IntN(3), r.IntN(2)
+		cfg.Faults = []Fault{
+			{Kind: RetransBER, At: m(5, 8), Ramp: m(15, 25)},
+			{Kind: Retransmissions, At: m(8, 12), Dur: m(3, 8)},
+			{Kind: Retransmissions, At: m(38, 42), Dur: m(3, 6)},
+		}
+	case "starve":
+		cfg.Duration = m(40, 50)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 3, 4+r.IntN(3), r.IntN(2)
+		cfg.Faults = []Fault{
+			{Kind: ReceiveStarvation, At: m(6, 9), Dur: m(3, 6)},
+			{Kind: StarvationStorm, At: m(15, 18), Dur: m(3, 5)},
+			{Kind: CompletionErrors, At: m(24, 27), Dur: m(3, 6)},
+			{Kind: ReceiveStarvation, At: m(33, 36), Dur: m(2, 4)},
+		}
 	default:
 		return cfg, fmt.Errorf("unknown preset %q", name)
 	}
