@@ -197,8 +197,9 @@ func (g *gen) stepApp(p *port, t, pkts, c, ber float64) {
 			g.add(q, "local_ack_timeout_err", poisson(r, lost*0.01/n))
 		}
 	}
-	// Incast blips: a few seconds of receive-buffer drops on a busy leaf.
-	if g.cfg.Noise && g.leafOn[p.leaf] && c > 0.2 && r.Float64() < 1.0/1200 {
+	// Incast blips: a few seconds of receive-buffer drops on a busy leaf
+	// (at most one a minute per port: longer drops are starvation).
+	if g.cfg.Noise && g.leafOn[p.leaf] && c > 0.2 && t > a.blipTo+60 && r.Float64() < 1.0/1200 {
 		a.blipTo = t + 3 + r.Float64()*12
 		a.blipRate = 200 + r.Float64()*3000
 	}
