@@ -125,6 +125,7 @@ type port struct {
 	drift             *Fault
 	driftFrom         float64 // ln BER at the onset
 	app               appState
+	satSeen           map[string]bool // saturating counters that reached their max
 }
 
 type node struct {
@@ -1054,8 +1055,9 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 			}
 			v := p.prev[i] + (p.acc[i]-p.prev[i])*frac
 			v = math.Floor(v)
-			if d.max > 0 && v > d.max {
+			if d.max > 0 && v >= d.max {
 				v = d.max
+				g.noteSaturated(p, d.name, rt)
 			}
 			var u uint64
 			if d.wrap {
@@ -1091,6 +1093,20 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 	b.WriteByte('}')
 	*seq++
 	g.lines = append(g.lines, line{key: rt, node: ni, seq: *seq, text: []byte(b.String())})
+}
+
+// noteSaturated labels a counter_saturated the first time a saturating
+// counter of p reads its maximum (a drift past critical that runs on pins
+// symbol_error), unless it was pinned from the first line (labelled then).
+func (g *gen) noteSaturated(p *port, name string, rt float64) {
+	if p.satSeen[name] || name == p.satFromStart {
+		return
+	}
+	if p.satSeen == nil {
+		p.satSeen = map[string]bool{}
+	}
+	p.satSeen[name] = true
+	g.labels = append(g.labels, Label{Type: "counter_saturated", Start: ts(g.cfg.Start, rt), Subject: g.subject(p)})
 }
 
 func (g *gen) finishLabels() {
