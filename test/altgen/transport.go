@@ -133,9 +133,8 @@ func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) b
 		p.app.lossFromBER = true
 		crit := at + ff.Ramp.Seconds()
 		g.labels = append(g.labels, Label{Type: "ber_drift", Start: ts(g.cfg.Start, at), Subject: g.subject(p), CriticalAt: ts(g.cfg.Start, crit)})
-		// Post-FEC loss starts as the BER passes critical; the label
-		// starts when it costs enough to show (a minute later).
-		l := label(Retransmissions, crit+60, dur+1)
+		// Post-FEC loss starts as the BER passes critical.
+		l := label(Retransmissions, crit, dur+1)
 		l.Cause = &LabelCause{Type: "ber_drift", Subject: g.subject(p)}
 	case ReceiveStarvation, StarvationStorm:
 		p.app.starvePeers = g.peersOf(p, 2+r.IntN(4))
