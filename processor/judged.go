@@ -58,6 +58,11 @@ type judged struct {
 	baseSpan time.Duration
 	policy   Policy
 
+	// veto, if set, keeps a pending incident from holding on this sample
+	// (receive_starvation: drops that begin with the port's own pause
+	// storm are that storm's, not an incident of their own).
+	veto func(s *Sample) bool
+
 	// describe writes the summary, evidence additions, severity and checks.
 	describe func(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (summary, severity string, checks []schemas.Check)
 
@@ -196,6 +201,12 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 			return // no denominator: not judged
 		}
 		st.packetsPS = float64(pk.Delta) / secs
+		if prim > float64(pk.Delta) && pk.Delta > 0 {
+			// More out-of-sequence packets than packets received: the two
+			// counters do not count the same thing on this port (or one
+			// of them is off), and the share means nothing.
+			return
+		}
 		figure = prim / math.Max(float64(pk.Delta), 1)
 	}
 	ref := st.base
@@ -235,6 +246,11 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 	}
 	st.figure, st.primRate = figure, primRate
 
+	if primExcess && j.veto != nil && !t.IsOpen(subject) && j.veto(s) {
+		st.run = 0
+		t.Clear(s.Time, subject, "", nil, em)
+		return
+	}
 	if primExcess {
 		j.lastPrimary = max(j.lastPrimary, s.Time)
 		if st.run == 0 {

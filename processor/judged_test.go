@@ -162,6 +162,46 @@ func TestJudgedDetectors(t *testing.T) {
 			},
 		},
 		{
+			name: "receive_starvation: drops that begin with the port's own pause storm are the storm's",
+			det:  func() Detector { return NewReceiveStarvation() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1200, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					if sec >= 600 && sec < 900 {
+						return append(traffic(1_000, "out_of_buffer", 10_000), eth("tx_prio3_pause_duration", 4_500_000, 4_500_000, 0))
+					}
+					return traffic(1_000_000)
+				})
+			},
+		},
+		{
+			name: "receive_starvation: a starvation before the storm stays open through it",
+			det:  func() Detector { return NewReceiveStarvation() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1200, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					switch {
+					case sec >= 600 && sec < 700:
+						return traffic(1_000_000, "out_of_buffer", 10_000)
+					case sec >= 700 && sec < 900:
+						return append(traffic(1_000, "out_of_buffer", 10_000), eth("tx_prio3_pause_duration", 4_500_000, 4_500_000, 0))
+					}
+					return traffic(1_000_000)
+				})
+			},
+			want: []string{"open", "resolved"},
+		},
+		{
+			name: "retransmissions: more out-of-sequence than received packets is not judged",
+			det:  func() Detector { return NewRetransmissions() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1200, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					if sec >= 600 {
+						return traffic(50, "out_of_sequence", 250)
+					}
+					return traffic(1_000_000, "out_of_sequence", 1)
+				})
+			},
+		},
+		{
 			name: "completion_errors: flushes alone are no incident",
 			det:  func() Detector { return NewCompletionErrors() },
 			run: func(h *harness) {

@@ -51,7 +51,31 @@ func NewReceiveStarvation() *ReceiveStarvation {
 		},
 	}}
 	d.describe = describeStarvation
+	d.veto = pausesItsLink
 	return d
+}
+
+// StormPauseFraction is the share of an interval a port must pause its
+// link (tx pause duration, any priority) for its buffer drops to count as
+// part of its own PFC storm.
+const StormPauseFraction = 0.5
+
+// pausesItsLink reports whether the port paused its link for most of the
+// sample's interval. Drops that begin together with such a pause storm are
+// the storm's (pfc_storm holds the incident, the drops are its evidence); a
+// starvation seen before the storm is an incident of its own, and the
+// storm's cause.
+func pausesItsLink(s *Sample) bool {
+	if s.IntervalMs <= 0 {
+		return false
+	}
+	var us float64
+	for _, id := range idTxPauseDuration {
+		if c, ok := s.CounterByID(id); ok && c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) == 0 {
+			us += float64(c.Delta)
+		}
+	}
+	return us/(float64(s.IntervalMs)*1000) >= StormPauseFraction
 }
 
 func describeStarvation(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (string, string, []schemas.Check) {

@@ -36,7 +36,7 @@ func NewRetransmissions() *Retransmissions {
 		perPacket:    true,
 		factor:       8,
 		floor:        2e-4, // out of sequence per received packet
-		minRate:      5,    // excess out-of-sequence packets per second
+		minRate:      20,   // excess out-of-sequence packets per second
 		secFloor:     2e-5, // NAKs per transmitted packet
 		secondaryRun: 4,
 		quietFor:     2 * time.Minute,

@@ -142,7 +142,9 @@ func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) b
 		g.at(end, "starve", p, nil, 0)
 		label(ReceiveStarvation, at, end)
 		if f.Kind == StarvationStorm {
-			from := at + 30 + r.Float64()*60
+			// The receive queue backs up into the NIC's buffer a
+			// minute or two later: then the port pauses its link.
+			from := at + 60 + r.Float64()*90
 			st := g.planStorm(p, from, end, false)
 			st.cause = &LabelCause{Type: ReceiveStarvation, Subject: g.subject(p)}
 		}
