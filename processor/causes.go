@@ -10,8 +10,8 @@ import (
 )
 
 // Cause linking: an incident names the incident that, by the counters,
-// explains it (DESIGN.md, events: `cause`), and its summary says so in words.
-// The links (DESIGN.md's typical causes):
+// explains it (docs/formats.md, events: `cause`), and its summary says so in words.
+// The links (docs/formats.md, typical causes):
 //
 //   - a pfc_storm whose origin port is a receive_starvation subject: the
 //     receiver does not drain its queue, so its NIC pauses the fabric;

@@ -1,6 +1,6 @@
 package schemas
 
-// Event types of the transport and application layers (DESIGN.md, types by
+// Event types of the transport and application layers (docs/formats.md, types by
 // layer).
 const (
 	TypeRetransmissions   = "retransmissions"
@@ -9,7 +9,7 @@ const (
 )
 
 // Cause names the incident that, by the counters, explains an event's
-// incident: its id, type and subject (DESIGN.md, events: `cause`).
+// incident: its id, type and subject (docs/formats.md, events: `cause`).
 type Cause struct {
 	ID      string  `json:"id" msgpack:"id"`
 	Type    string  `json:"type" msgpack:"type"`
@@ -17,7 +17,7 @@ type Cause struct {
 }
 
 // LabelCause is the root-cause incident a label says should explain it:
-// its type and subject (DESIGN.md, labels: `cause`).
+// its type and subject (docs/formats.md, labels: `cause`).
 type LabelCause struct {
 	Type    string  `json:"type"`
 	Subject Subject `json:"subject"`

@@ -7,7 +7,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// CauseScore is DESIGN.md's cause accuracy: of the matched labels that name
+// CauseScore is the cause accuracy of docs/formats.md: of the matched labels that name
 // a cause, the share whose incident's cause names an incident of that type
 // on that node.
 type CauseScore struct {
