@@ -2,7 +2,7 @@
 // opinion on what a fleet's counters look like, written without looking at
 // the simulator's model (collector/sim) so the detectors can be judged on data
 // they were not tuned on. It writes trace format v1, topology format v1 and
-// labels format v1 (DESIGN.md).
+// labels format v1 (docs/formats.md).
 //
 // The model, in short:
 //   - time runs in 1 s steps; every counter is a float accumulator, and a
