@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test test-unit bench lint fmt clickhouse stop clean
+.PHONY: all build run test tools test-unit test-chaos fuzz bench bench-e2e lint fmt clickhouse stop clean
 
 all: build
 
@@ -20,19 +20,46 @@ run: build
 	@dsn=$$($(CH) up | tail -n 1) && dsn="$${dsn%/*}/rdmawatch" && echo "ClickHouse: $$dsn" && \
 	  RDMAWATCH_CLICKHOUSE="$$dsn" $(BIN) run
 
-# Unit, integration (real embedded NATS, real ClickHouse) and end-to-end tests.
-test: build
+# Unit, integration (real embedded NATS, real ClickHouse, Alertmanager,
+# promtool) and end-to-end tests. deploy/tools.sh installs the tools when
+# missing (Debian, as root); the REQUIRE variables turn a missing one into a
+# failure instead of a skip.
+test: build tools
 	@dsn=$$($(CH) up | tail -n 1) && echo "ClickHouse: $$dsn" && \
 	  RDMAWATCH_CLICKHOUSE="$$dsn" RDMAWATCH_REQUIRE_CLICKHOUSE=1 RDMAWATCH_BIN="$(CURDIR)/$(BIN)" \
-	  $(GO) test -count=1 -timeout 12m $(PKGS)
+	  RDMAWATCH_REQUIRE_ALERTMANAGER=1 RDMAWATCH_REQUIRE_PROMTOOL=1 \
+	  $(GO) test -count=1 -timeout 14m $(PKGS)
+
+tools:
+	@deploy/tools.sh
 
 # Without services: what runs anywhere in seconds.
 test-unit:
 	$(GO) test -count=1 -short $(PKGS)
 
+# Kill -9 of every role and of NATS, ClickHouse down, a long processor
+# outage: real processes on a standalone nats-server (deploy/nats/server.sh)
+# and a private ClickHouse on ports 14600-14699 (about 3 min on 2 cores).
+test-chaos: build
+	RDMAWATCH_BIN="$(CURDIR)/$(BIN)" RDMAWATCH_REQUIRE_CLICKHOUSE=1 \
+	  $(GO) test -count=1 -tags chaos -run '^TestChaos' -timeout 15m -v ./test/chaos/
+
+# Every Fuzz* target of the module for FUZZTIME each (default 10s); fails on a crash.
+FUZZTIME ?= 10s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) test/chaos/fuzz.sh
+
 bench: build
 	@dsn=$$($(CH) up | tail -n 1) && \
 	  RDMAWATCH_CLICKHOUSE="$$dsn" $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 10m $(PKGS)
+
+# The end-to-end benchmark (BENCHMARKS.md figure 5), its own program out of
+# the product binary: PORTS ports at a 1 s interval for DURATION.
+PORTS    ?= 10000
+DURATION ?= 1m
+bench-e2e:
+	@dsn=$$($(CH) up | tail -n 1) && \
+	  $(GO) run ./test/bench/cmd/bench-e2e --ports $(PORTS) --interval 1s --duration $(DURATION) --clickhouse "$$dsn" --log-level warn
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -181,7 +181,7 @@ func TestBridgeDeadLettersAndLearnsOpenIncidents(t *testing.T) {
 	defer cancel()
 	put := func(data []byte, id string) {
 		t.Helper()
-		msg := nats.NewMsg(schemas.EventsSubject(schemas.TypePFCStorm, schemas.ScopePort))
+		msg := nats.NewMsg(schemas.EventSubject(event(schemas.StateOpen, 0)))
 		msg.Data = data
 		msg.Header.Set(nats.MsgIdHdr, id)
 		if _, err := srv.JS.PublishMsg(ctx, msg); err != nil {

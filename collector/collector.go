@@ -19,7 +19,9 @@ type Collector struct {
 	engine   *Engine
 	pub      *Publisher
 	interval time.Duration
+	flushFor time.Duration
 	log      *slog.Logger
+	onScrape func(Scrape)
 
 	inventory     map[string]map[portKey]schemas.PortInventory // node -> ports as last sent
 	inventorySent map[string]time.Time                         // node -> data time of the last inventory
@@ -32,6 +34,23 @@ type Config struct {
 	// (a trace).
 	Interval time.Duration
 	Log      *slog.Logger
+	// FlushTimeout is how long a stopping collector waits for the acks of
+	// what is in flight before it spools (or counts as lost) the rest;
+	// 0 means 10 s.
+	FlushTimeout time.Duration
+	// OnScrape, when set, is called after every reading from the
+	// collector's own goroutine: what self-monitoring exports.
+	OnScrape func(Scrape)
+}
+
+// Scrape is one reading as self-monitoring sees it.
+type Scrape struct {
+	Duration time.Duration // reading the source
+	Err      error         // the source's error, nil when it read
+	Ports    int           // ports in the reading
+	// Totals since the collector started.
+	Batches, Samples uint64
+	Dropped          DropCount
 }
 
 // New returns a collector.
@@ -40,7 +59,11 @@ func New(src Source, engine *Engine, pub *Publisher, cfg Config) *Collector {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, log: log, inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
+	flushFor := cfg.FlushTimeout
+	if flushFor <= 0 {
+		flushFor = 10 * time.Second
+	}
+	return &Collector{src: src, engine: engine, pub: pub, interval: cfg.Interval, flushFor: flushFor, log: log, onScrape: cfg.OnScrape, inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
 }
 
 // Run reads until the source ends (io.EOF: returns nil after flushing) or
@@ -60,7 +83,15 @@ func (c *Collector) Run(ctx context.Context) error {
 			case <-tick:
 			}
 		}
+		began := time.Now()
 		r, err := c.src.Next(ctx)
+		if c.onScrape != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			sc := Scrape{Duration: time.Since(began), Err: err, Batches: c.pub.Published(), Samples: c.engine.Stats().Samples, Dropped: c.pub.Dropped()}
+			if r != nil {
+				sc.Ports = len(r.Ports)
+			}
+			c.onScrape(sc)
+		}
 		switch {
 		case errors.Is(err, io.EOF):
 			return c.flush()
@@ -82,6 +113,11 @@ func (c *Collector) Run(ctx context.Context) error {
 			c.noDevices = false
 		}
 		if err := c.publish(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				// Stopped while waiting for NATS: what is in flight is
+				// spooled or counted, never dropped silently.
+				return c.flush()
+			}
 			return err
 		}
 	}
@@ -89,12 +125,19 @@ func (c *Collector) Run(ctx context.Context) error {
 
 func (c *Collector) flush() error {
 	// The caller's ctx may be done; give in-flight acks a moment of their own.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), c.flushFor)
 	defer cancel()
 	return c.pub.Flush(ctx)
 }
 
 func (c *Collector) publish(ctx context.Context, r *Reading) error {
+	if len(r.Ports) > maxBatchPorts {
+		// No host has this many RDMA ports: a broken or hostile source.
+		// The first ports go on; the rest are refused, loudly, before the
+		// inventory too is built from them.
+		c.log.Error("reading has more ports than one node may publish; the rest are refused", "node", r.Node, "ports", len(r.Ports), "max", maxBatchPorts, "refused", len(r.Ports)-maxBatchPorts)
+		r.Ports = r.Ports[:maxBatchPorts]
+	}
 	if inv := c.inventoryChange(r); inv != nil {
 		if err := c.pub.PublishInventory(ctx, inv); err != nil {
 			return err
@@ -104,8 +147,32 @@ func (c *Collector) publish(ctx context.Context, r *Reading) error {
 	if b == nil {
 		return nil
 	}
-	if err := c.pub.PublishBatch(ctx, b); err != nil {
-		return fmt.Errorf("publish %s: %w", b.MsgID(), err)
+	data, fits, err := c.pub.encodeBatch(b)
+	if err != nil {
+		return err
+	}
+	if fits {
+		if err := c.pub.send(ctx, schemas.CountersSubject(b.Node), b.MsgID(), data, len(b.Ports)); err != nil {
+			return fmt.Errorf("publish %s: %w", b.MsgID(), err)
+		}
+		return nil
+	}
+	parts := c.engine.Split(b, func(part *schemas.CounterBatch) bool {
+		_, ok, _ := c.pub.encodeBatch(part)
+		return ok
+	})
+	c.log.Info("batch larger than one message, sent in parts", "node", b.Node, "ports", len(b.Ports), "bytes", len(data), "parts", len(parts))
+	for _, part := range parts {
+		err := c.pub.PublishBatch(ctx, part)
+		if errors.Is(err, ErrMessageTooLarge) {
+			c.pub.dropped.Messages++
+			c.pub.dropped.Samples += uint64(len(part.Ports))
+			c.log.Error("port sample larger than one message, dropped", "node", part.Node, "device", part.Ports[0].Device, "port", part.Ports[0].Port, "err", err)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", part.MsgID(), err)
+		}
 	}
 	return nil
 }

@@ -20,6 +20,13 @@ import (
 //   - a single counter reading 0 out of the blue is a read glitch until the
 //     next reading says otherwise (rdmamap returns 0 for a file it cannot
 //     read): the old value stays the baseline, so no reset and no huge delta;
+//   - every counter of a port reading 0 at once is a port that could not be
+//     read, not a clear: each keeps its baseline (held) for as long as the
+//     port reads all zero, and the next real reading counts from there (a
+//     real clear shows as values below the baseline, a reset then);
+//   - a counter missing from a reading is unknown: its baseline is kept, and
+//     a port reading without any counter is no sample at all (its interval
+//     goes on from the last real one);
 //   - a sample not newer than the port's last one (redelivery, out of order)
 //     is dropped;
 //   - port_xmit_data and port_rcv_data count 4-byte words and become bytes;
@@ -36,6 +43,7 @@ type Engine struct {
 type EngineStats struct {
 	Samples    uint64 // port samples accepted
 	Duplicates uint64 // port samples dropped as not newer than the last
+	Empty      uint64 // port readings without a counter, dropped
 	Glitches   uint64 // counters held back as read glitches
 	Resets     uint64 // counters that reset
 	Wraps      uint64 // counters that wrapped
@@ -118,6 +126,13 @@ func (e *Engine) Apply(r *Reading) *schemas.CounterBatch {
 			e.stats.Duplicates++
 			continue
 		}
+		if !hasCounters(pr) {
+			// Nothing was readable: an unknown, not a sample. The port's
+			// baseline and last time stay, so the next reading's delta and
+			// interval both span the gap.
+			e.stats.Empty++
+			continue
+		}
 		if ps == nil {
 			ps = &portState{counters: make(map[counterKey]*counterState)}
 			n.ports[key] = ps
@@ -143,6 +158,22 @@ func (e *Engine) Apply(r *Reading) *schemas.CounterBatch {
 		}
 	}
 	return b
+}
+
+// hasCounters says the reading carries at least one counter (gauges such as
+// lifespan alone say nothing about traffic or errors).
+func hasCounters(pr *PortReading) bool {
+	for _, src := range [...]struct {
+		src schemas.Source
+		m   map[string]uint64
+	}{{schemas.SourceCounters, pr.Counters}, {schemas.SourceHWCounters, pr.HWCounters}, {schemas.SourceEthtool, pr.Ethtool}} {
+		for name := range src.m {
+			if schemas.KindOf(src.src, name) != schemas.Gauge {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type rawCounter struct {
@@ -193,13 +224,56 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 		return raws[i].key.name < raws[j].key.name
 	})
 
-	portReset := !baseline && looksLikePortReset(ps, raws)
+	portZero := !baseline && looksUnreadable(ps, raws)
+	portReset := !baseline && !portZero && looksLikePortReset(ps, raws)
 	s.Counters = make([]schemas.CounterDelta, 0, len(raws))
 	intervalSec := uint64(s.IntervalMs+999) / 1000
 	for _, rc := range raws {
+		if portZero {
+			if cd, ok := e.heldUnreadable(ps, rc); ok {
+				s.Counters = append(s.Counters, cd)
+			}
+			continue
+		}
 		s.Counters = append(s.Counters, e.counterDelta(ps, rc, portReset, intervalSec))
 	}
 	return s
+}
+
+// looksUnreadable tells a port whose files could not be read (a reader that
+// reports such a file as 0, as rdmamap does) from a counter clear: every
+// counter reads exactly 0 at once, though some had a value. A clear on an
+// ACTIVE port is followed by traffic, so a port that reads all zero is not
+// believed until its counters move; what it counted in between is kept by
+// the baseline, never lost, and never published again as a new delta.
+func looksUnreadable(ps *portState, raws []rawCounter) bool {
+	nonzeroBefore := 0
+	for _, rc := range raws {
+		if rc.value != 0 {
+			return false
+		}
+		if cs := ps.counters[rc.key]; cs != nil && cs.value != 0 {
+			nonzeroBefore++
+		}
+	}
+	return nonzeroBefore >= 2
+}
+
+// heldUnreadable is counterDelta for a port that reads all zero: a counter
+// with a baseline keeps it (held, delta 0); one without a baseline is left
+// out, since a 0 from an unreadable port is no baseline to count from.
+func (e *Engine) heldUnreadable(ps *portState, rc rawCounter) (schemas.CounterDelta, bool) {
+	cs := ps.counters[rc.key]
+	if cs == nil {
+		return schemas.CounterDelta{}, false
+	}
+	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
+	if cs.value != 0 {
+		cs.held = true
+		cd.Flags |= schemas.FlagHeld
+		e.stats.Glitches++
+	}
+	return cd, true
 }
 
 // looksLikePortReset tells a driver reload or a counter clear, which drops
@@ -286,4 +360,41 @@ func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, inte
 	}
 	cd.Delta = delta
 	return cd
+}
+
+// Split cuts b, the batch Apply just returned, into batches that each pass
+// fits (halving the ports until they do), so a reading too large for one
+// message is sent as several instead of failing. The first keeps b's Seq,
+// the others take the node's next ones, so each has its own Nats-Msg-Id and
+// a re-sent part is still dropped as a duplicate. A single port that does
+// not fit is returned alone; the publisher refuses it.
+func (e *Engine) Split(b *schemas.CounterBatch, fits func(*schemas.CounterBatch) bool) []*schemas.CounterBatch {
+	if len(b.Ports) <= 1 || fits(b) {
+		return []*schemas.CounterBatch{b}
+	}
+	var parts [][]schemas.PortSample
+	var cut func(ports []schemas.PortSample)
+	cut = func(ports []schemas.PortSample) {
+		part := *b
+		part.Ports = ports
+		if len(ports) <= 1 || fits(&part) {
+			parts = append(parts, ports)
+			return
+		}
+		cut(ports[:len(ports)/2])
+		cut(ports[len(ports)/2:])
+	}
+	cut(b.Ports)
+	n := e.node(b.Node)
+	out := make([]*schemas.CounterBatch, len(parts))
+	for i, ports := range parts {
+		part := *b
+		part.Ports = ports
+		if i > 0 {
+			n.seq++
+			part.Seq = n.seq
+		}
+		out[i] = &part
+	}
+	return out
 }

@@ -212,3 +212,79 @@ func TestEngineBatchIdentity(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestEngineUnreadablePort is issue 8.10: a port whose files could not be
+// read for a scrape (all counters 0, or none at all) must not turn its
+// lifetime totals into deltas at the next good reading.
+func TestEngineUnreadablePort(t *testing.T) {
+	const (
+		first = schemas.FlagFirst
+		reset = schemas.FlagReset
+		held  = schemas.FlagHeld
+	)
+	lifetime := map[string]uint64{"symbol_error": 118, "link_downed": 102, "port_xmit_data": 5000, "port_rcv_data": 4000}
+	zero := map[string]uint64{"symbol_error": 0, "link_downed": 0, "port_xmit_data": 0, "port_rcv_data": 0}
+	grown := map[string]uint64{"symbol_error": 120, "link_downed": 102, "port_xmit_data": 6000, "port_rcv_data": 4500}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"all zero for one scrape", []step{
+			{at: 0, c: lifetime, want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 10, c: zero, want: map[string]wantDelta{"symbol_error": {0, held}, "link_downed": {0, held}, "port_xmit_data": {0, held}}},
+			{at: 20, c: grown, want: map[string]wantDelta{"symbol_error": {2, 0}, "link_downed": {0, 0}, "port_xmit_data": {4000, 0}, "port_rcv_data": {2000, 0}}},
+		}},
+		{"all zero for three scrapes", []step{
+			{at: 0, c: lifetime, want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 10, c: zero, want: map[string]wantDelta{"symbol_error": {0, held}}},
+			{at: 20, c: zero, want: map[string]wantDelta{"symbol_error": {0, held}, "link_downed": {0, held}}},
+			{at: 30, c: zero, want: map[string]wantDelta{"link_downed": {0, held}}},
+			{at: 40, c: grown, want: map[string]wantDelta{"symbol_error": {2, 0}, "link_downed": {0, 0}}},
+		}},
+		{"all zero, then a real clear shows as a reset and loses nothing", []step{
+			{at: 0, c: lifetime, want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 10, c: zero, want: map[string]wantDelta{"symbol_error": {0, held}}},
+			{at: 20, c: map[string]uint64{"symbol_error": 1, "link_downed": 0, "port_xmit_data": 300, "port_rcv_data": 200},
+				want: map[string]wantDelta{"symbol_error": {1, reset}, "link_downed": {0, reset}, "port_xmit_data": {1200, reset}}},
+			{at: 30, c: map[string]uint64{"symbol_error": 3, "link_downed": 0, "port_xmit_data": 400, "port_rcv_data": 300},
+				want: map[string]wantDelta{"symbol_error": {2, 0}, "port_xmit_data": {400, 0}}},
+		}},
+		{"no counter readable is no sample, the interval spans the gap", []step{
+			{at: 0, c: lifetime, want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 10, c: map[string]uint64{}, hw: map[string]uint64{"lifespan": 10}},
+			{at: 20, c: grown, want: map[string]wantDelta{"symbol_error": {2, 0}, "port_xmit_data": {4000, 0}}},
+		}},
+		{"some counters missing keep their baseline", []step{
+			{at: 0, c: lifetime, want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 10, c: map[string]uint64{"port_xmit_data": 5500}, want: map[string]wantDelta{"port_xmit_data": {2000, 0}}, absent: []string{"symbol_error", "link_downed"}},
+			{at: 20, c: grown, want: map[string]wantDelta{"symbol_error": {2, 0}, "link_downed": {0, 0}, "port_xmit_data": {2000, 0}}},
+		}},
+		{"a counter new in an all-zero reading is no baseline", []step{
+			{at: 0, c: map[string]uint64{"symbol_error": 118, "port_xmit_data": 5000}, want: map[string]wantDelta{"symbol_error": {0, first}}},
+			{at: 10, c: zero, want: map[string]wantDelta{"symbol_error": {0, held}}, absent: []string{"link_downed", "port_rcv_data"}},
+			{at: 20, c: grown, want: map[string]wantDelta{"symbol_error": {2, 0}, "link_downed": {0, first}, "port_rcv_data": {0, first}}},
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { run(t, tc.steps) })
+	}
+}
+
+func TestEngineIntervalSpansAnEmptyReading(t *testing.T) {
+	e := NewEngine(nil)
+	read := func(at int, c map[string]uint64) *schemas.CounterBatch {
+		ts := t0.Add(time.Duration(at) * time.Second)
+		return e.Apply(&Reading{Node: "n1", Time: ts, Ports: []PortReading{{Device: "mlx5_0", Port: 1, Time: ts, Counters: c}}})
+	}
+	read(0, map[string]uint64{"symbol_error": 1})
+	if b := read(10, map[string]uint64{}); b != nil {
+		t.Fatalf("a reading without counters gave a batch: %+v", b.Ports)
+	}
+	b := read(20, map[string]uint64{"symbol_error": 4})
+	if b == nil || b.Ports[0].IntervalMs != 20000 || b.Ports[0].Counters[0].Delta != 3 {
+		t.Fatalf("after the gap: %+v, want interval 20000 ms and delta 3", b)
+	}
+	if st := e.Stats(); st.Empty != 1 || st.Samples != 2 {
+		t.Errorf("stats %+v, want 1 empty, 2 samples", st)
+	}
+}

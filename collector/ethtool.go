@@ -2,87 +2,48 @@ package collector
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/safchain/ethtool"
 )
 
 // ErrEthtoolClosed is returned by EthtoolReader.Stats after Close.
 var ErrEthtoolClosed = errors.New("ethtool reader closed")
+
+// ErrEthtoolUnsupported is returned by NewEthtoolReader on systems other
+// than Linux, which have no ethtool ioctl.
+var ErrEthtoolUnsupported = errors.New("ethtool statistics need Linux")
 
 // netdevNameMax is IFNAMSIZ minus the terminating NUL. safchain/ethtool
 // copies the name into a fixed IFNAMSIZ buffer and silently cuts a longer
 // one, which could read the statistics of another interface.
 const netdevNameMax = 15
 
-// EthtoolReader reads `ethtool -S` statistics. It keeps one ethtool socket
-// open across scrapes instead of opening one per netdev and scrape.
-// It is safe for concurrent use.
-type EthtoolReader struct {
-	// mu keeps Close from closing the socket under a running ioctl: the fd
-	// number could be reused by another file in between.
-	mu sync.RWMutex
-	et *ethtool.Ethtool
-}
-
-// NewEthtoolReader opens the ethtool socket.
-func NewEthtoolReader() (*EthtoolReader, error) {
-	et, err := ethtool.NewEthtool()
-	if err != nil {
-		return nil, fmt.Errorf("open ethtool socket: %w", err)
-	}
-	return &EthtoolReader{et: et}, nil
-}
-
-// Stats returns the statistics of netdev with names trimmed
-// (schemas.TrimStatName). A missing netdev (ENODEV) or a driver without
-// statistics (EOPNOTSUPP) is an error naming the netdev; the errno stays
-// reachable with errors.Is.
-func (r *EthtoolReader) Stats(netdev string) (map[string]uint64, error) {
-	if !validNetdevName(netdev) {
-		return nil, fmt.Errorf("ethtool stats of netdev %q: not a valid interface name", netdev)
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.et == nil {
-		return nil, fmt.Errorf("ethtool stats of netdev %s: %w", netdev, ErrEthtoolClosed)
-	}
-	raw, err := r.et.Stats(netdev)
-	if err != nil {
-		return nil, fmt.Errorf("ethtool stats of netdev %s: %w", netdev, err)
-	}
-	return trimEthtoolStatNames(raw), nil
-}
-
-// Close releases the socket. Closing twice is harmless.
-func (r *EthtoolReader) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.et != nil {
-		r.et.Close()
-		r.et = nil
-	}
-	return nil
-}
-
 // trimEthtoolStatNames trims every name. Older mlx5 kernels wrote
 // "tx_pause_storm_warning_events " with a trailing space. Should a driver
-// ever list both spellings, the one already trimmed wins, whatever the map
-// order.
+// ever list several spellings of one name, the one already trimmed wins,
+// else the smallest spelling: the same map always gives the same result,
+// whatever the map order.
 func trimEthtoolStatNames(raw map[string]uint64) map[string]uint64 {
 	out := make(map[string]uint64, len(raw))
+	from := make(map[string]string) // trimmed name -> the spelling taken, when it differs
 	for name, v := range raw {
 		t := schemas.TrimStatName(name)
 		if t == "" {
 			continue
 		}
-		if _, dup := out[t]; dup && name != t {
-			continue
+		if _, dup := out[t]; dup {
+			src, untrimmed := from[t]
+			if !untrimmed || (name != t && name > src) {
+				continue
+			}
 		}
 		out[t] = v
+		if name != t {
+			from[t] = name
+		} else {
+			delete(from, t)
+		}
 	}
 	return out
 }

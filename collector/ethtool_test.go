@@ -3,11 +3,14 @@ package collector
 import (
 	"bufio"
 	"errors"
+	"maps"
 	"net"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 // ethtoolTestNetdev returns the interface of the default route, else the
@@ -166,4 +169,50 @@ func TestEthtoolValidNetdevName(t *testing.T) {
 			t.Errorf("validNetdevName(%q) = %v, want %v", name, got, want)
 		}
 	}
+}
+
+// FuzzEthtoolTrimStatNames: names come from the driver (issue 8.14). The
+// result must be trimmed, cover every non-blank name, prefer the trimmed
+// spelling, and not depend on the map's order.
+func FuzzEthtoolTrimStatNames(f *testing.F) {
+	for _, s := range []string{
+		"rx_pause_ctrl_phy",
+		"tx_pause_storm_warning_events \x00tx_pause_storm_warning_events",
+		"a \x00 a\x00a\t",
+		" \x00\x00\t\n",
+		"rx_prio3_pause\x00tx_prio3_pause\x00rx_corrected_bits_phy \x00\u00a0x\u00a0",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		raw := map[string]uint64{}
+		for i, name := range strings.Split(s, "\x00") {
+			raw[name] = uint64(i + 1)
+		}
+		got := trimEthtoolStatNames(raw)
+		for range 4 {
+			if again := trimEthtoolStatNames(raw); !maps.Equal(again, got) {
+				t.Fatalf("trimEthtoolStatNames(%q) differs between runs: %v vs %v", s, got, again)
+			}
+		}
+		want := map[string]bool{}
+		for name, v := range raw {
+			tr := schemas.TrimStatName(name)
+			if tr == "" {
+				continue
+			}
+			want[tr] = true
+			if name == tr && got[tr] != v {
+				t.Fatalf("%q: the trimmed spelling %q (%d) lost to %d", s, name, v, got[tr])
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d names out, want %d", s, len(got), len(want))
+		}
+		for name := range got {
+			if !want[name] || name != schemas.TrimStatName(name) || name == "" {
+				t.Fatalf("%q: output name %q not a trimmed input name", s, name)
+			}
+		}
+	})
 }

@@ -18,6 +18,7 @@ type HostOption func(*hostConfig) error
 
 type hostConfig struct {
 	ethtool bool
+	root    string
 	now     func() time.Time
 	logger  *slog.Logger
 }
@@ -27,6 +28,18 @@ type hostConfig struct {
 func WithEthtool(enabled bool) HostOption {
 	return func(c *hostConfig) error {
 		c.ethtool = enabled
+		return nil
+	}
+}
+
+// WithSysfsRoot reads the sysfs mounted at dir instead of /sys (a container
+// that mounts the host's at /host/sys, like node_exporter's --path.sysfs).
+func WithSysfsRoot(dir string) HostOption {
+	return func(c *hostConfig) error {
+		if dir == "" {
+			return fmt.Errorf("%w: empty sysfs root", ErrInvalidHostOption)
+		}
+		c.root = dir
 		return nil
 	}
 }
@@ -82,7 +95,7 @@ func NewHostSource(node string, opts ...HostOption) (*HostSource, error) {
 	if node == "" {
 		return nil, fmt.Errorf("%w: empty node name", ErrInvalidHostOption)
 	}
-	cfg := hostConfig{ethtool: true, now: time.Now, logger: slog.Default()}
+	cfg := hostConfig{ethtool: true, root: sysfsDefaultRoot, now: time.Now, logger: slog.Default()}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -92,7 +105,7 @@ func NewHostSource(node string, opts ...HostOption) (*HostSource, error) {
 		node:   node,
 		now:    cfg.now,
 		logger: cfg.logger,
-		sysfs:  NewSysfsReader(cfg.logger, cfg.now),
+		sysfs:  newSysfsReader(cfg.root, cfg.logger, cfg.now),
 		ethErr: make(map[string]string),
 	}
 	if cfg.ethtool {

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,81 +13,262 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// Publisher sends batches to JetStream asynchronously with a bounded number
-// in flight. Every message carries a Nats-Msg-Id (node/boot/seq for batches),
-// so a publish retried after a lost ack is dropped by the stream's duplicate
-// window instead of being counted twice.
+// maxBatchPorts bounds the ports of one counters message, and of one node's
+// reading; maxMessageBytes the encoded size of one message, below the
+// broker's max_payload when that is smaller. The decoders enforce the same
+// limits: one owner, schemas.
+const (
+	maxBatchPorts   = schemas.MaxBatchPorts
+	maxMessageBytes = schemas.MaxMessageBytes
+)
+
+// msgHeaderReserve is room left in max_payload for the headers (Nats-Msg-Id).
+const msgHeaderReserve = 512
+
+// ErrMessageTooLarge is returned for a message that does not fit one NATS
+// message even alone (a single port's sample larger than the limit).
+var ErrMessageTooLarge = errors.New("message larger than the limit")
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// MaxInFlight bounds unacknowledged messages (the JetStream client's
+	// own WithPublishAsyncMaxPending); 0 means 256.
+	MaxInFlight int
+	Log         *slog.Logger
+	// AckWarnAfter is how long the oldest publish may wait for its ack
+	// before the broker counts as unavailable and a WARN says how much is
+	// waiting; 0 means 5 s.
+	AckWarnAfter time.Duration
+	// SpoolDir, when set, keeps what could not be sent: on Flush or Close
+	// whose context ends before every ack, the unacknowledged messages are
+	// written there (fsynced), and ResendSpool sends them at the next start.
+	SpoolDir string
+	// SpoolMaxBytes bounds the spool; the oldest messages are dropped (and
+	// counted) to make room. 0 means 256 MiB.
+	SpoolMaxBytes int64
+}
+
+// Publisher sends messages to JetStream asynchronously with a bounded
+// number in flight. Every message carries a Nats-Msg-Id (node/boot/seq for
+// batches), so a publish retried after a lost ack is dropped by the
+// stream's duplicate window instead of being counted twice.
+//
+// When acks stop (the broker is away) it logs a WARN naming how many
+// batches and samples wait, and an INFO with the outage's length when they
+// flow again. What it could not send before it stops goes to the spool when
+// there is one; what it must drop is counted (Dropped) and logged with its
+// samples.
 type Publisher struct {
-	js          jetstream.JetStream
-	maxInFlight int
-	log         *slog.Logger
-	inflight    []*inflight
-	published   uint64
+	js           jetstream.JetStream
+	maxInFlight  int
+	ackWarnAfter time.Duration
+	log          *slog.Logger
+	spool        *spool // nil without SpoolDir
+	inflight     []*inflight
+	published    uint64
+	dropped      DropCount
+	// outageSince is when the oldest unacknowledged publish was sent, once
+	// a WARN said the broker is not acknowledging; zero otherwise.
+	outageSince time.Time
+	// lastAck is when the last ack arrived: a publish that waited through
+	// an outage which has just ended does not start another.
+	lastAck time.Time
+	now     func() time.Time
+}
+
+// DropCount counts messages the publisher gave up, with the port samples
+// they carried.
+type DropCount struct {
+	Messages uint64
+	Samples  uint64
 }
 
 type inflight struct {
 	msg      *nats.Msg
 	fut      jetstream.PubAckFuture
 	attempts int
+	samples  int
+	sent     time.Time
+	spooled  string // the spool file it came from, removed once acknowledged
 }
 
-// NewPublisher returns a publisher; maxInFlight bounds unacknowledged messages.
+// NewPublisher returns a publisher without a spool; maxInFlight bounds
+// unacknowledged messages.
 func NewPublisher(js jetstream.JetStream, maxInFlight int, log *slog.Logger) *Publisher {
-	if maxInFlight < 1 {
-		maxInFlight = 256
+	p, err := NewPublisherConfig(js, PublisherConfig{MaxInFlight: maxInFlight, Log: log})
+	if err != nil {
+		// Only the spool or the client's options can fail, and neither is
+		// set here beyond a valid bound.
+		panic(err)
 	}
-	if log == nil {
-		log = slog.Default()
+	return p
+}
+
+// NewPublisherConfig returns a publisher. It creates the spool directory
+// when one is configured.
+func NewPublisherConfig(js jetstream.JetStream, cfg PublisherConfig) (*Publisher, error) {
+	if cfg.MaxInFlight < 1 {
+		cfg.MaxInFlight = 256
 	}
-	return &Publisher{js: js, maxInFlight: maxInFlight, log: log}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.AckWarnAfter <= 0 {
+		cfg.AckWarnAfter = 5 * time.Second
+	}
+	p := &Publisher{js: js, maxInFlight: cfg.MaxInFlight, ackWarnAfter: cfg.AckWarnAfter, log: cfg.Log, now: time.Now}
+	if nc := js.Conn(); nc != nil {
+		// The client's own bound on outstanding async publishes; a JetStream
+		// context of our own so the caller's keeps its options.
+		own, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight))
+		if err != nil {
+			return nil, fmt.Errorf("publisher: %w", err)
+		}
+		p.js = own
+	}
+	if cfg.SpoolDir != "" {
+		sp, err := openSpool(cfg.SpoolDir, cfg.SpoolMaxBytes)
+		if err != nil {
+			return nil, err
+		}
+		p.spool = sp
+	}
+	return p, nil
 }
 
 // Published counts messages acknowledged by the stream.
 func (p *Publisher) Published() uint64 { return p.published }
 
-// PublishBatch encodes and sends a counter batch.
-func (p *Publisher) PublishBatch(ctx context.Context, b *schemas.CounterBatch) error {
+// Dropped counts messages given up (spool full, no spool at shutdown, too
+// large), with their samples.
+func (p *Publisher) Dropped() DropCount { return p.dropped }
+
+// messageLimit is the most data bytes one message may carry now: the
+// smaller of maxMessageBytes and the connected server's max_payload, less
+// room for the headers.
+func (p *Publisher) messageLimit() int {
+	limit := maxMessageBytes
+	if nc := p.js.Conn(); nc != nil {
+		if mp := int(nc.MaxPayload()); mp > 0 && mp < limit {
+			limit = mp
+		}
+	}
+	return limit - msgHeaderReserve
+}
+
+// encodeBatch encodes b and says whether it fits one message.
+func (p *Publisher) encodeBatch(b *schemas.CounterBatch) ([]byte, bool, error) {
 	data, err := schemas.EncodeBatch(b)
 	if err != nil {
-		return fmt.Errorf("encode batch %s: %w", b.MsgID(), err)
+		return nil, false, fmt.Errorf("encode batch %s: %w", b.MsgID(), err)
 	}
-	return p.send(ctx, schemas.CountersSubject(b.Node), b.MsgID(), data)
+	return data, len(b.Ports) <= maxBatchPorts && len(data) <= p.messageLimit(), nil
 }
 
-// PublishInventory encodes and sends an inventory record.
-func (p *Publisher) PublishInventory(ctx context.Context, inv *schemas.Inventory) error {
-	data, err := schemas.EncodeInventory(inv)
+// PublishBatch encodes and sends a counter batch. A batch with more than
+// maxBatchPorts ports or larger than one message is refused with
+// ErrMessageTooLarge: the collector splits it first (Engine.Split).
+func (p *Publisher) PublishBatch(ctx context.Context, b *schemas.CounterBatch) error {
+	data, fits, err := p.encodeBatch(b)
 	if err != nil {
-		return fmt.Errorf("encode inventory of %s: %w", inv.Node, err)
+		return err
 	}
-	id := fmt.Sprintf("inv/%s/%s/%d", inv.Node, inv.BootID, inv.TimeMs)
-	return p.send(ctx, schemas.InventorySubject(inv.Node), id, data)
+	if !fits {
+		return fmt.Errorf("batch %s: %d ports, %d bytes (limits %d ports, %d bytes): %w", b.MsgID(), len(b.Ports), len(data), maxBatchPorts, p.messageLimit(), ErrMessageTooLarge)
+	}
+	return p.send(ctx, schemas.CountersSubject(b.Node), b.MsgID(), data, len(b.Ports))
 }
 
-func (p *Publisher) send(ctx context.Context, subject, msgID string, data []byte) error {
-	for len(p.inflight) >= p.maxInFlight {
-		if err := p.waitOldest(ctx); err != nil {
+// PublishInventory encodes and sends an inventory record. One too large
+// for a message goes out in parts by port (ids .../1, .../2, ...); the
+// sink stores inventory rows per port, so parts add up to the whole.
+func (p *Publisher) PublishInventory(ctx context.Context, inv *schemas.Inventory) error {
+	id := fmt.Sprintf("inv/%s/%s/%d", inv.Node, inv.BootID, inv.TimeMs)
+	parts, err := p.inventoryParts(inv)
+	if err != nil {
+		return err
+	}
+	for i, data := range parts {
+		partID := id
+		if len(parts) > 1 {
+			partID = fmt.Sprintf("%s/%d", id, i+1)
+		}
+		if err := p.send(ctx, schemas.InventorySubject(inv.Node), partID, data, 0); err != nil {
 			return err
 		}
 	}
-	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-	msg.Header.Set(jetstream.MsgIDHeader, msgID)
-	f := &inflight{msg: msg}
-	if err := p.start(ctx, f); err != nil {
-		return err
-	}
-	p.inflight = append(p.inflight, f)
 	return nil
 }
 
+// inventoryParts encodes inv, halving its ports until each part fits.
+func (p *Publisher) inventoryParts(inv *schemas.Inventory) ([][]byte, error) {
+	data, err := schemas.EncodeInventory(inv)
+	if err != nil {
+		return nil, fmt.Errorf("encode inventory of %s: %w", inv.Node, err)
+	}
+	if len(data) <= p.messageLimit() && len(inv.Ports) <= maxBatchPorts {
+		return [][]byte{data}, nil
+	}
+	if len(inv.Ports) <= 1 {
+		return nil, fmt.Errorf("inventory of %s: %d bytes (limit %d): %w", inv.Node, len(data), p.messageLimit(), ErrMessageTooLarge)
+	}
+	half := len(inv.Ports) / 2
+	a, b := *inv, *inv
+	a.Ports, b.Ports = inv.Ports[:half], inv.Ports[half:]
+	pa, err := p.inventoryParts(&a)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := p.inventoryParts(&b)
+	if err != nil {
+		return nil, err
+	}
+	return append(pa, pb...), nil
+}
+
+func (p *Publisher) send(ctx context.Context, subject, msgID string, data []byte, samples int) error {
+	msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	msg.Header.Set(jetstream.MsgIDHeader, msgID)
+	return p.sendMsg(ctx, &inflight{msg: msg, samples: samples})
+}
+
+func (p *Publisher) sendMsg(ctx context.Context, f *inflight) error {
+	p.reap()
+	// The client bounds what is outstanding (it stalls, then refuses);
+	// this list only has to hold what the client holds, plus the acked
+	// messages behind an older unacked one.
+	for len(p.inflight) >= 2*p.maxInFlight {
+		if err := p.waitOldest(ctx); err != nil {
+			// Kept unstarted, so Flush can still spool or count it.
+			p.inflight = append(p.inflight, f)
+			return err
+		}
+	}
+	err := p.start(ctx, f)
+	if err != nil {
+		f.fut = nil
+	}
+	p.inflight = append(p.inflight, f)
+	return err
+}
+
+// start hands f to the client. While the client's in-flight bound is full
+// it waits for the oldest ack instead.
 func (p *Publisher) start(ctx context.Context, f *inflight) error {
 	backoff := 100 * time.Millisecond
 	for {
 		f.attempts++
+		f.sent = p.now()
 		fut, err := p.js.PublishMsgAsync(f.msg)
 		if err == nil {
 			f.fut = fut
 			return nil
+		}
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) && len(p.inflight) > 0 && p.inflight[0] != f {
+			if err := p.waitOldest(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		p.log.Warn("publish failed, retrying", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", err)
 		if err := sleepCtx(ctx, backoff); err != nil {
@@ -96,33 +278,185 @@ func (p *Publisher) start(ctx context.Context, f *inflight) error {
 	}
 }
 
-// waitOldest waits for the oldest message's ack and re-sends it (same
-// Nats-Msg-Id) when the stream did not take it; it gives up only when ctx ends.
-func (p *Publisher) waitOldest(ctx context.Context) error {
-	f := p.inflight[0]
-	select {
-	case <-f.fut.Ok():
-		p.inflight = p.inflight[1:]
-		p.published++
-		return nil
-	case err := <-f.fut.Err():
-		p.log.Warn("publish not acknowledged, re-sending", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", err)
-		if err := sleepCtx(ctx, min(time.Duration(f.attempts)*100*time.Millisecond, 5*time.Second)); err != nil {
-			return err
-		}
-		return p.start(ctx, f)
-	case <-ctx.Done():
-		return ctx.Err()
+// reap takes the acknowledged messages off the front of the list without
+// waiting, and says when the oldest has waited too long.
+func (p *Publisher) reap() {
+	for len(p.inflight) > 0 && isAcked(p.inflight[0]) {
+		p.acked(p.inflight[0])
+	}
+	if len(p.inflight) > 0 {
+		p.checkOutage(p.inflight[0])
 	}
 }
 
-// Flush waits until every message sent so far is acknowledged.
+func isAcked(f *inflight) bool {
+	if f.fut == nil {
+		return false
+	}
+	select {
+	case <-f.fut.Ok():
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *Publisher) acked(f *inflight) {
+	p.inflight = p.inflight[1:]
+	p.published++
+	p.lastAck = p.now()
+	if f.spooled != "" {
+		p.spool.remove(f.spooled)
+	}
+	if !p.outageSince.IsZero() {
+		batches, samples := p.waiting()
+		p.log.Info("NATS acknowledges publishes again", "outage", p.now().Sub(p.outageSince).Round(time.Millisecond), "waiting_batches", batches, "waiting_samples", samples)
+		p.outageSince = time.Time{}
+	}
+}
+
+// checkOutage logs the WARN once when the oldest publish has waited longer
+// than ackWarnAfter.
+func (p *Publisher) checkOutage(oldest *inflight) {
+	since := p.waitingSince(oldest)
+	if !p.outageSince.IsZero() || p.now().Sub(since) < p.ackWarnAfter {
+		return
+	}
+	p.outageSince = since
+	batches, samples := p.waiting()
+	p.log.Warn("NATS does not acknowledge publishes; the collector waits and keeps what it read", "since", since.UTC().Format(time.RFC3339Nano), "waiting_batches", batches, "waiting_samples", samples, "spool", p.spool != nil)
+}
+
+// waitingSince is since when the oldest publish has gone unanswered: its
+// send, or the last ack if that came later.
+func (p *Publisher) waitingSince(oldest *inflight) time.Time {
+	if p.lastAck.After(oldest.sent) {
+		return p.lastAck
+	}
+	return oldest.sent
+}
+
+// waiting counts the unacknowledged messages and their samples.
+func (p *Publisher) waiting() (messages, samples int) {
+	for _, f := range p.inflight {
+		samples += f.samples
+	}
+	return len(p.inflight), samples
+}
+
+// waitOldest waits for the oldest message's ack and re-sends it (same
+// Nats-Msg-Id) when the stream did not take it; it gives up only when ctx
+// ends. While it waits longer than ackWarnAfter, the outage is logged.
+func (p *Publisher) waitOldest(ctx context.Context) error {
+	f := p.inflight[0]
+	if f.fut == nil {
+		// Never handed to the client (its context ended first).
+		return p.start(ctx, f)
+	}
+	warn := time.NewTimer(max(p.ackWarnAfter-p.now().Sub(p.waitingSince(f)), 0))
+	defer warn.Stop()
+	for {
+		select {
+		case <-f.fut.Ok():
+			p.acked(f)
+			return nil
+		case err := <-f.fut.Err():
+			p.log.Debug("publish not acknowledged, re-sending", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", err)
+			if err := sleepCtx(ctx, min(time.Duration(f.attempts)*100*time.Millisecond, 5*time.Second)); err != nil {
+				return err
+			}
+			sent := f.sent
+			if err := p.start(ctx, f); err != nil {
+				return err
+			}
+			// The outage is measured from the first attempt.
+			f.sent = sent
+			return nil
+		case <-warn.C:
+			p.checkOutage(f)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Flush waits until every message sent so far is acknowledged. When ctx
+// ends first, the unacknowledged messages go to the spool if there is one
+// (Flush then returns nil: nothing is lost), else they are counted as
+// dropped and logged, and Flush returns the error.
 func (p *Publisher) Flush(ctx context.Context) error {
 	for len(p.inflight) > 0 {
 		if err := p.waitOldest(ctx); err != nil {
-			return fmt.Errorf("flush %d unacknowledged messages: %w", len(p.inflight), err)
+			return p.keepUnsent(err)
 		}
 	}
+	return nil
+}
+
+// keepUnsent spools (or drops and counts) what is still in flight after
+// err stopped the wait for it.
+func (p *Publisher) keepUnsent(cause error) error {
+	batches, samples := p.waiting()
+	if p.spool == nil {
+		p.dropped.Messages += uint64(batches)
+		p.dropped.Samples += uint64(samples)
+		p.log.Error("collector stopping with unacknowledged messages and no spool: they are lost", "messages", batches, "samples", samples, "err", cause)
+		p.inflight = nil
+		return fmt.Errorf("flush %d unacknowledged messages (%d samples): %w", batches, samples, cause)
+	}
+	var failed error
+	for _, f := range p.inflight {
+		if f.spooled != "" {
+			continue // still in the spool from the last run
+		}
+		if err := p.spool.write(f.msg, f.samples); err != nil {
+			p.dropped.Messages++
+			p.dropped.Samples += uint64(f.samples)
+			failed = errors.Join(failed, err)
+		}
+	}
+	if d := p.spool.takeDropped(); d.Messages > 0 {
+		p.dropped.Messages += d.Messages
+		p.dropped.Samples += d.Samples
+		p.log.Error("spool full: oldest messages dropped", "dir", p.spool.dir, "messages", d.Messages, "samples", d.Samples, "max_bytes", p.spool.maxBytes)
+	}
+	p.inflight = nil
+	if failed != nil {
+		p.log.Error("spooling unacknowledged messages failed: they are lost", "dir", p.spool.dir, "err", failed)
+		return fmt.Errorf("spool %d unacknowledged messages: %w", batches, failed)
+	}
+	p.log.Warn("collector stopping before NATS acknowledged everything: unacknowledged messages spooled, sent at the next start", "dir", p.spool.dir, "messages", batches, "samples", samples)
+	return nil
+}
+
+// ResendSpool sends what an earlier run spooled, oldest first, before
+// anything new; each file is removed once its message is acknowledged.
+// Call it once after NewPublisherConfig; without a spool it does nothing.
+func (p *Publisher) ResendSpool(ctx context.Context) error {
+	if p.spool == nil {
+		return nil
+	}
+	entries, err := p.spool.list()
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	var samples int
+	for _, e := range entries {
+		msg, n, err := p.spool.read(e.name)
+		if err != nil {
+			// A torn or foreign file: keep it for a human, say so.
+			p.log.Error("spool file unreadable, left in place", "file", e.name, "err", err)
+			continue
+		}
+		samples += n
+		if err := p.sendMsg(ctx, &inflight{msg: msg, samples: n, spooled: e.name}); err != nil {
+			return err
+		}
+	}
+	p.log.Info("resending spooled messages", "dir", p.spool.dir, "messages", len(entries), "samples", samples)
 	return nil
 }
 

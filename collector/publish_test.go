@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func startJS(t *testing.T) jetstream.JetStream {
@@ -40,8 +41,8 @@ func TestPublisherDeduplicatesRetries(t *testing.T) {
 	ctx := context.Background()
 	pub := NewPublisher(js, 2, nil)
 	for seq := uint64(1); seq <= 10; seq++ {
-		b := &schemas.CounterBatch{Node: "gpu-001.pod", BootID: "b1", Seq: seq, TimeMs: int64(seq) * 1000,
-			Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, TimeMs: int64(seq) * 1000}}}
+		b := &schemas.CounterBatch{Node: "gpu-001.pod", BootID: "b1", Seq: seq, TimeMs: 1773446400000 + int64(seq)*1000,
+			Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, TimeMs: 1773446400000 + int64(seq)*1000}}}
 		if err := pub.PublishBatch(ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestPublisherDeduplicatesRetries(t *testing.T) {
 
 func TestCollectorReplaysTraceIntoStream(t *testing.T) {
 	js := startJS(t)
-	tr, err := OpenTrace("../test/scenarios/flap-and-saturation/trace.jsonl")
+	tr, err := trace.Open("../test/scenarios/flap-and-saturation/trace.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -212,15 +212,19 @@ func sysfsBenchInner(b *testing.B) {
 }
 
 // FuzzSysfsParseCounter holds the kept-open reader's parser to rdmamap's
-// readCounter semantics (trim newlines, ParseUint base 10, error ignored).
+// readCounter semantics (trim newlines, ParseUint base 10), except that text
+// ParseUint refuses is unknown (ok false), not 0.
 func FuzzSysfsParseCounter(f *testing.F) {
 	for _, s := range []string{"0\n", "12345\n", "N/A (no PMA)\n", "", "\n\n7\n", "18446744073709551615", "18446744073709551616\n", "99999999999999999999999", " 1\n", "+1", "1_0", "20000000000000000000A"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		want, _ := strconv.ParseUint(strings.Trim(string(b), "\n"), 10, 64)
-		if got := parseSysfsCounter(b); got != want {
-			t.Fatalf("parseSysfsCounter(%q) = %d, rdmamap reads %d", b, got, want)
+		want, err := strconv.ParseUint(strings.Trim(string(b), "\n"), 10, 64)
+		if err != nil {
+			want = 0
+		}
+		if got, ok := parseSysfsCounter(b); got != want || ok != (err == nil) {
+			t.Fatalf("parseSysfsCounter(%q) = %d, %v; ParseUint says %d, %v", b, got, ok, want, err)
 		}
 	})
 }

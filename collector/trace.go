@@ -1,183 +1,11 @@
 package collector
 
 import (
-	"bufio"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"strings"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
-
-// ErrTrace wraps every malformed-trace error; the message names the line.
-var ErrTrace = errors.New("malformed trace")
-
-// Trace line kinds (trace format v1).
-const (
-	KindSample           = "sample"
-	KindCollectorRestart = "collector_restart"
-)
-
-// TraceLine is one line of a trace, format v1 (DESIGN.md).
-type TraceLine struct {
-	Kind       string            `json:"kind"`
-	TS         string            `json:"ts"`
-	Node       string            `json:"node"`
-	Device     string            `json:"device,omitempty"`
-	Port       int               `json:"port,omitempty"`
-	Netdev     string            `json:"netdev,omitempty"`
-	LinkLayer  string            `json:"link_layer,omitempty"`
-	State      string            `json:"state,omitempty"`
-	Rate       string            `json:"rate,omitempty"`
-	Counters   map[string]uint64 `json:"counters,omitempty"`
-	HWCounters map[string]uint64 `json:"hw_counters,omitempty"`
-	Ethtool    map[string]uint64 `json:"ethtool,omitempty"`
-
-	time time.Time
-}
-
-// Time is the parsed ts.
-func (l *TraceLine) Time() time.Time { return l.time }
-
-// ParseTraceLine parses and validates one line. The error says what is wrong,
-// not where: the reader adds the line number.
-func ParseTraceLine(data []byte) (*TraceLine, error) {
-	var l TraceLine
-	// Unmarshal checks the line holds exactly one JSON value, and skips the
-	// Decoder's own buffering: this is replay's hottest loop.
-	if err := json.Unmarshal(data, &l); err != nil {
-		if strings.Contains(err.Error(), "after top-level value") {
-			return nil, errors.New("more than one JSON value on the line")
-		}
-		return nil, fmt.Errorf("not a JSON object of trace format v1: %v", err)
-	}
-	if l.TS == "" {
-		return nil, errors.New(`missing "ts"`)
-	}
-	t, err := schemas.ParseTime(l.TS)
-	if err != nil {
-		return nil, fmt.Errorf(`"ts": %v`, err)
-	}
-	l.time = t
-	if l.Node == "" {
-		return nil, errors.New(`missing "node"`)
-	}
-	switch l.Kind {
-	case KindCollectorRestart:
-	case KindSample:
-		if l.Device == "" {
-			return nil, errors.New(`sample without "device"`)
-		}
-		if l.Port < 1 {
-			return nil, fmt.Errorf(`sample "port" %d: ports count from 1`, l.Port)
-		}
-		if l.Counters == nil && l.HWCounters == nil && l.Ethtool == nil {
-			return nil, errors.New(`sample without "counters", "hw_counters" or "ethtool"`)
-		}
-		if l.Ethtool != nil {
-			l.Ethtool = trimEthtoolStatNames(l.Ethtool)
-		}
-	case "":
-		return nil, errors.New(`missing "kind"`)
-	default:
-		return nil, fmt.Errorf(`unknown "kind" %q (want %q or %q)`, l.Kind, KindSample, KindCollectorRestart)
-	}
-	return &l, nil
-}
-
-// TraceReader reads trace lines with line numbers.
-type TraceReader struct {
-	sc     *bufio.Scanner
-	closer io.Closer
-	name   string
-	line   int
-}
-
-// OpenTrace opens a trace file; a .gz file (or any gzip stream) is read as gzip.
-func OpenTrace(path string) (*TraceReader, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("open trace: %w", err)
-	}
-	tr, err := NewTraceReader(f, path)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	tr.closer = multiCloser{tr.closer, f}
-	return tr, nil
-}
-
-type multiCloser []io.Closer
-
-func (m multiCloser) Close() error {
-	var errs []error
-	for _, c := range m {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// NewTraceReader reads a trace from r; name is used in error messages.
-func NewTraceReader(r io.Reader, name string) (*TraceReader, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	var closer io.Closer
-	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("%s: gzip: %w", name, err)
-		}
-		closer = zr
-		r = zr
-	} else {
-		r = br
-	}
-	sc := bufio.NewScanner(r)
-	// A sample with a full ethtool set is a few KiB; allow generous lines.
-	sc.Buffer(make([]byte, 0, 1<<16), 4<<20)
-	return &TraceReader{sc: sc, closer: closer, name: name}, nil
-}
-
-// Next returns the next line, io.EOF at the end, or an error wrapping
-// ErrTrace that names the file and line.
-func (t *TraceReader) Next() (*TraceLine, error) {
-	for t.sc.Scan() {
-		t.line++
-		data := bytes.TrimSpace(t.sc.Bytes())
-		if len(data) == 0 {
-			continue
-		}
-		l, err := ParseTraceLine(data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s line %d: %v", ErrTrace, t.name, t.line, err)
-		}
-		return l, nil
-	}
-	if err := t.sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s after line %d: %v", ErrTrace, t.name, t.line, err)
-	}
-	return nil, io.EOF
-}
-
-// Line is the number of the last line read.
-func (t *TraceReader) Line() int { return t.line }
-
-// Close closes the underlying file.
-func (t *TraceReader) Close() error {
-	if t.closer == nil {
-		return nil
-	}
-	return t.closer.Close()
-}
 
 // TraceSource replays a trace as readings, grouping each node's consecutive
 // port lines into one scrape: a node's reading is complete when one of its
@@ -185,7 +13,7 @@ func (t *TraceReader) Close() error {
 // time moves past it, or the trace ends.
 // It implements Source.
 type TraceSource struct {
-	r       *TraceReader
+	r       *trace.Reader
 	pending map[string]*Reading
 	order   []string // nodes with a pending reading, oldest first
 	ready   []*Reading
@@ -194,7 +22,7 @@ type TraceSource struct {
 }
 
 // NewTraceSource replays r.
-func NewTraceSource(r *TraceReader) *TraceSource {
+func NewTraceSource(r *trace.Reader) *TraceSource {
 	return &TraceSource{r: r, pending: make(map[string]*Reading)}
 }
 
@@ -247,11 +75,11 @@ func (s *TraceSource) flush(node string) {
 // it starts the node's next reading.
 const scrapeSpread = time.Second
 
-func (s *TraceSource) add(l *TraceLine) {
+func (s *TraceSource) add(l *trace.Line) {
 	for len(s.order) > 0 && s.pending[s.order[0]].Time.Add(scrapeSpread).Before(l.Time()) {
 		s.flush(s.order[0])
 	}
-	if l.Kind == KindCollectorRestart {
+	if l.Kind == trace.KindCollectorRestart {
 		s.flush(l.Node)
 		s.ready = append(s.ready, &Reading{Node: l.Node, Time: l.Time(), Restart: true})
 		return
@@ -271,6 +99,11 @@ func (s *TraceSource) add(l *TraceLine) {
 		s.pending[l.Node] = r
 		s.order = append(s.order, l.Node)
 	}
+	ethtool := l.Ethtool
+	if ethtool != nil {
+		// As read from a host: names trimmed.
+		ethtool = trimEthtoolStatNames(ethtool)
+	}
 	// A restart marker just emitted for this node must apply before these
 	// ports; it was queued first, so order is kept.
 	r.Ports = append(r.Ports, PortReading{
@@ -283,7 +116,7 @@ func (s *TraceSource) add(l *TraceLine) {
 		Time:       l.Time(),
 		Counters:   l.Counters,
 		HWCounters: l.HWCounters,
-		Ethtool:    l.Ethtool,
+		Ethtool:    ethtool,
 	})
 	if l.Time().After(r.Time) {
 		r.Time = l.Time()

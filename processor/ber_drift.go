@@ -99,7 +99,7 @@ func NewBERDrift() *BERDrift {
 	}
 }
 
-// Critical levels of DESIGN.md's ber_drift labels.
+// Critical levels of docs/formats.md's ber_drift labels.
 const (
 	CriticalPreFECBER = 1e-6
 	CriticalSymbolBER = 1e-12

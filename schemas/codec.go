@@ -6,17 +6,23 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // The counter batch is msgpack, written and read by hand: a batch is the
 // hot path of every collector, processor and sink, and reflection-based
-// decoding cost more than every detector together (BENCHMARKS.md).
+// decoding cost more than every detector together (BENCHMARKS.md). The type
+// codes are the msgpack library's (msgpcode); only the framing is ours.
 //
 //	batch = array(6)  [version, node, boot_id, seq, time_ms, ports]
 //	port  = array(11) [device, port, netdev, link_layer, state, rate,
 //	                   time_ms, interval_ms, counters (bin), extra, gauges]
 //	extra = nil | array of array(5) [name, source, delta, value, flags]
 //	gauges = nil | map name -> value
+//
+// A reader skips fields past the ones it knows in a batch, a port or an
+// extra counter: the format grows by appending fields.
 //
 // counters is the compact form of the counters counterDict knows:
 //
@@ -32,39 +38,59 @@ import (
 
 var errShort = errors.New("truncated")
 
+// Smallest wire sizes, in bytes, of the things a count announces. A decoder
+// checks count x size against the bytes left before it allocates, so a
+// message can only make it allocate in proportion to its own size.
+const (
+	// minPortBytes: array header, 6 one-byte strings or integers, two
+	// one-byte times, a 2-byte bin header with its 2-byte minimal counters
+	// (no bitmap, no flags), nil extra and nil gauges.
+	minPortBytes = 15
+	// minExtraBytes: array header, a one-byte name and four one-byte
+	// integers.
+	minExtraBytes = 6
+	// minGaugeBytes: a one-byte name and a one-byte value.
+	minGaugeBytes = 2
+)
+
+// maxSkipDepth bounds the nesting of values a reader skips: the formats
+// nest three deep, and a hostile message of nested arrays must not recurse
+// without end.
+const maxSkipDepth = 16
+
 // ---- writing ----
 
 func appendArrayLen(b []byte, n int) []byte {
 	switch {
-	case n < 16:
-		return append(b, 0x90|byte(n))
+	case n <= int(msgpcode.FixedArrayMask):
+		return append(b, msgpcode.FixedArrayLow|byte(n))
 	case n <= math.MaxUint16:
-		return append(b, 0xdc, byte(n>>8), byte(n))
+		return binary.BigEndian.AppendUint16(append(b, msgpcode.Array16), uint16(n))
 	}
-	return append(b, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	return binary.BigEndian.AppendUint32(append(b, msgpcode.Array32), uint32(n))
 }
 
 func appendMapLen(b []byte, n int) []byte {
 	switch {
-	case n < 16:
-		return append(b, 0x80|byte(n))
+	case n <= int(msgpcode.FixedMapMask):
+		return append(b, msgpcode.FixedMapLow|byte(n))
 	case n <= math.MaxUint16:
-		return append(b, 0xde, byte(n>>8), byte(n))
+		return binary.BigEndian.AppendUint16(append(b, msgpcode.Map16), uint16(n))
 	}
-	return append(b, 0xdf, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	return binary.BigEndian.AppendUint32(append(b, msgpcode.Map32), uint32(n))
 }
 
 func appendString(b []byte, s string) []byte {
 	n := len(s)
 	switch {
-	case n < 32:
-		b = append(b, 0xa0|byte(n))
+	case n <= int(msgpcode.FixedStrMask):
+		b = append(b, msgpcode.FixedStrLow|byte(n))
 	case n <= math.MaxUint8:
-		b = append(b, 0xd9, byte(n))
+		b = append(b, msgpcode.Str8, byte(n))
 	case n <= math.MaxUint16:
-		b = append(b, 0xda, byte(n>>8), byte(n))
+		b = binary.BigEndian.AppendUint16(append(b, msgpcode.Str16), uint16(n))
 	default:
-		b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		b = binary.BigEndian.AppendUint32(append(b, msgpcode.Str32), uint32(n))
 	}
 	return append(b, s...)
 }
@@ -73,40 +99,43 @@ func appendBin(b []byte, p []byte) []byte {
 	n := len(p)
 	switch {
 	case n <= math.MaxUint8:
-		b = append(b, 0xc4, byte(n))
+		b = append(b, msgpcode.Bin8, byte(n))
 	case n <= math.MaxUint16:
-		b = append(b, 0xc5, byte(n>>8), byte(n))
+		b = binary.BigEndian.AppendUint16(append(b, msgpcode.Bin16), uint16(n))
 	default:
-		b = append(b, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		b = binary.BigEndian.AppendUint32(append(b, msgpcode.Bin32), uint32(n))
 	}
 	return append(b, p...)
 }
 
 func appendUint(b []byte, v uint64) []byte {
 	switch {
-	case v < 128:
+	case v <= uint64(msgpcode.PosFixedNumHigh):
 		return append(b, byte(v))
 	case v <= math.MaxUint8:
-		return append(b, 0xcc, byte(v))
+		return append(b, msgpcode.Uint8, byte(v))
 	case v <= math.MaxUint16:
-		return append(b, 0xcd, byte(v>>8), byte(v))
+		return binary.BigEndian.AppendUint16(append(b, msgpcode.Uint16), uint16(v))
 	case v <= math.MaxUint32:
-		return append(b, 0xce, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+		return binary.BigEndian.AppendUint32(append(b, msgpcode.Uint32), uint32(v))
 	}
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), v)
+	return binary.BigEndian.AppendUint64(append(b, msgpcode.Uint64), v)
 }
 
 func appendInt(b []byte, v int64) []byte {
 	if v >= 0 {
 		return appendUint(b, uint64(v))
 	}
-	if v >= -32 {
+	if v >= int64(int8(msgpcode.NegFixedNumLow)) { // negative fixint, -32..-1
 		return append(b, byte(v))
 	}
-	return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
+	return binary.BigEndian.AppendUint64(append(b, msgpcode.Int64), uint64(v))
 }
 
 func appendBatch(b []byte, bt *CounterBatch) ([]byte, error) {
+	if len(bt.Ports) > MaxBatchPorts {
+		return nil, fmt.Errorf("%w: %d ports, more than MaxBatchPorts (%d)", ErrTooLarge, len(bt.Ports), MaxBatchPorts)
+	}
 	b = appendArrayLen(b, 6)
 	b = appendUint(b, uint64(bt.Version))
 	b = appendString(b, bt.Node)
@@ -120,6 +149,9 @@ func appendBatch(b []byte, bt *CounterBatch) ([]byte, error) {
 		if b, scratch, err = appendPort(b, scratch, &bt.Ports[i]); err != nil {
 			return nil, err
 		}
+	}
+	if len(b) > MaxMessageBytes {
+		return nil, fmt.Errorf("%w: %d bytes with %d ports, more than MaxMessageBytes (%d)", ErrTooLarge, len(b), len(bt.Ports), MaxMessageBytes)
 	}
 	return b, nil
 }
@@ -203,7 +235,7 @@ func appendPort(b, scratch []byte, p *PortSample) ([]byte, []byte, error) {
 	b = appendBin(b, scratch)
 
 	if len(extra) == 0 {
-		b = append(b, 0xc0)
+		b = append(b, msgpcode.Nil)
 	} else {
 		b = appendArrayLen(b, len(extra))
 		for _, i := range extra {
@@ -217,7 +249,7 @@ func appendPort(b, scratch []byte, p *PortSample) ([]byte, []byte, error) {
 		}
 	}
 	if len(p.Gauges) == 0 {
-		b = append(b, 0xc0)
+		b = append(b, msgpcode.Nil)
 	} else {
 		b = appendMapLen(b, len(p.Gauges))
 		for k, v := range p.Gauges {
@@ -233,7 +265,12 @@ func appendPort(b, scratch []byte, p *PortSample) ([]byte, []byte, error) {
 type reader struct {
 	b   []byte
 	off int
+	// maxElems, when set, bounds the elements of every array and map skip
+	// meets (checkWire).
+	maxElems int
 }
+
+func (r *reader) left() int { return len(r.b) - r.off }
 
 func (r *reader) byte() (byte, error) {
 	if r.off >= len(r.b) {
@@ -267,55 +304,65 @@ func (r *reader) be(n int) (uint64, error) {
 
 // isNil consumes a msgpack nil if one is next.
 func (r *reader) isNil() bool {
-	if r.off < len(r.b) && r.b[r.off] == 0xc0 {
+	if r.off < len(r.b) && r.b[r.off] == msgpcode.Nil {
 		r.off++
 		return true
 	}
 	return false
 }
 
-func (r *reader) arrayLen() (int, error) {
+// arrayLen reads an array header. The count is checked against the bytes
+// left at minElem bytes per element, before any caller allocates for it.
+func (r *reader) arrayLen(minElem int) (int, error) {
+	at := r.off
 	c, err := r.byte()
 	if err != nil {
 		return 0, err
 	}
 	var n uint64
 	switch {
-	case c&0xf0 == 0x90:
-		return int(c & 0x0f), nil
-	case c == 0xdc:
+	case msgpcode.IsFixedArray(c):
+		n = uint64(c & msgpcode.FixedArrayMask)
+	case c == msgpcode.Array16:
 		n, err = r.be(2)
-	case c == 0xdd:
+	case c == msgpcode.Array32:
 		n, err = r.be(4)
 	default:
-		return 0, fmt.Errorf("want an array, got 0x%02x at byte %d", c, r.off-1)
+		return 0, fmt.Errorf("want an array, got 0x%02x at byte %d", c, at)
 	}
-	if err == nil && n > uint64(len(r.b)-r.off) { // every element takes a byte at least
-		err = errShort
+	if err != nil {
+		return 0, err
 	}
-	return int(n), err
+	if n*uint64(minElem) > uint64(r.left()) {
+		return 0, fmt.Errorf("array at byte %d claims %d elements of %d bytes or more; %d bytes are left", at, n, minElem, r.left())
+	}
+	return int(n), nil
 }
 
-func (r *reader) mapLen() (int, error) {
+func (r *reader) mapLen(minEntry int) (int, error) {
+	at := r.off
 	c, err := r.byte()
 	if err != nil {
 		return 0, err
 	}
 	var n uint64
 	switch {
-	case c&0xf0 == 0x80:
-		return int(c & 0x0f), nil
-	case c == 0xde:
+	case msgpcode.IsFixedMap(c):
+		n = uint64(c & msgpcode.FixedMapMask)
+	case c == msgpcode.Map16:
 		n, err = r.be(2)
-	case c == 0xdf:
+	case c == msgpcode.Map32:
 		n, err = r.be(4)
 	default:
-		return 0, fmt.Errorf("want a map, got 0x%02x at byte %d", c, r.off-1)
+		return 0, fmt.Errorf("want a map, got 0x%02x at byte %d", c, at)
 	}
-	if err == nil && 2*n > uint64(len(r.b)-r.off) {
-		err = errShort
+	if err != nil {
+		return 0, err
 	}
-	return int(n), err
+	if n*uint64(minEntry) > uint64(r.left()) {
+		return 0, fmt.Errorf("map at byte %d claims %d entries of %d bytes or more; %d bytes are left", at, n, minEntry, r.left())
+	}
+	return int(n), nil
 }
 
 func (r *reader) rawString() ([]byte, error) {
@@ -325,13 +372,13 @@ func (r *reader) rawString() ([]byte, error) {
 	}
 	var n uint64
 	switch {
-	case c&0xe0 == 0xa0:
-		n = uint64(c & 0x1f)
-	case c == 0xd9:
+	case msgpcode.IsFixedString(c):
+		n = uint64(c & msgpcode.FixedStrMask)
+	case c == msgpcode.Str8:
 		n, err = r.be(1)
-	case c == 0xda:
+	case c == msgpcode.Str16:
 		n, err = r.be(2)
-	case c == 0xdb:
+	case c == msgpcode.Str32:
 		n, err = r.be(4)
 	default:
 		return nil, fmt.Errorf("want a string, got 0x%02x at byte %d", c, r.off-1)
@@ -354,11 +401,11 @@ func (r *reader) bin() ([]byte, error) {
 	}
 	var n uint64
 	switch c {
-	case 0xc4:
+	case msgpcode.Bin8:
 		n, err = r.be(1)
-	case 0xc5:
+	case msgpcode.Bin16:
 		n, err = r.be(2)
-	case 0xc6:
+	case msgpcode.Bin32:
 		n, err = r.be(4)
 	default:
 		return nil, fmt.Errorf("want bytes, got 0x%02x at byte %d", c, r.off-1)
@@ -375,15 +422,15 @@ func (r *reader) uint() (uint64, error) {
 		return 0, err
 	}
 	switch {
-	case c < 0x80:
+	case c <= msgpcode.PosFixedNumHigh:
 		return uint64(c), nil
-	case c == 0xcc:
+	case c == msgpcode.Uint8:
 		return r.be(1)
-	case c == 0xcd:
+	case c == msgpcode.Uint16:
 		return r.be(2)
-	case c == 0xce:
+	case c == msgpcode.Uint32:
 		return r.be(4)
-	case c == 0xcf:
+	case c == msgpcode.Uint64:
 		return r.be(8)
 	}
 	return 0, fmt.Errorf("want an unsigned integer, got 0x%02x at byte %d", c, r.off-1)
@@ -392,28 +439,157 @@ func (r *reader) uint() (uint64, error) {
 func (r *reader) int() (int64, error) {
 	if r.off < len(r.b) {
 		switch c := r.b[r.off]; {
-		case c >= 0xe0:
+		case c >= msgpcode.NegFixedNumLow:
 			r.off++
 			return int64(int8(c)), nil
-		case c == 0xd3:
+		case c == msgpcode.Int64:
 			r.off++
 			v, err := r.be(8)
 			return int64(v), err
 		}
 	}
 	v, err := r.uint()
+	if err != nil {
+		return 0, err
+	}
 	if v > math.MaxInt64 {
 		return 0, fmt.Errorf("integer %d overflows int64", v)
 	}
-	return int64(v), err
+	return int64(v), nil
+}
+
+// skipN skips n msgpack values of any type.
+func (r *reader) skipN(n int) error {
+	for ; n > 0; n-- {
+		if err := r.skip(0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skip skips one msgpack value of any type, checking every length against
+// the bytes left and nesting to maxSkipDepth.
+func (r *reader) skip(depth int) error {
+	if depth > maxSkipDepth {
+		return fmt.Errorf("values nested deeper than %d at byte %d", maxSkipDepth, r.off)
+	}
+	at := r.off
+	c, err := r.byte()
+	if err != nil {
+		return err
+	}
+	var n uint64 // bytes to skip after the header
+	switch {
+	case msgpcode.IsFixedNum(c), c == msgpcode.Nil, c == msgpcode.False, c == msgpcode.True:
+		return nil
+	case msgpcode.IsFixedString(c):
+		n = uint64(c & msgpcode.FixedStrMask)
+	case msgpcode.IsFixedArray(c), c == msgpcode.Array16, c == msgpcode.Array32:
+		r.off = at
+		m, err := r.arrayLen(1)
+		if err != nil {
+			return err
+		}
+		if r.maxElems > 0 && m > r.maxElems {
+			return fmt.Errorf("array at byte %d has %d elements, more than %d", at, m, r.maxElems)
+		}
+		for ; m > 0; m-- {
+			if err := r.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case msgpcode.IsFixedMap(c), c == msgpcode.Map16, c == msgpcode.Map32:
+		r.off = at
+		m, err := r.mapLen(2)
+		if err != nil {
+			return err
+		}
+		if r.maxElems > 0 && m > r.maxElems {
+			return fmt.Errorf("map at byte %d has %d entries, more than %d", at, m, r.maxElems)
+		}
+		for m *= 2; m > 0; m-- {
+			if err := r.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case c == msgpcode.Uint8, c == msgpcode.Int8:
+		n = 1
+	case c == msgpcode.Uint16, c == msgpcode.Int16:
+		n = 2
+	case c == msgpcode.Uint32, c == msgpcode.Int32, c == msgpcode.Float:
+		n = 4
+	case c == msgpcode.Uint64, c == msgpcode.Int64, c == msgpcode.Double:
+		n = 8
+	case c == msgpcode.Str8, c == msgpcode.Bin8:
+		n, err = r.be(1)
+	case c == msgpcode.Str16, c == msgpcode.Bin16:
+		n, err = r.be(2)
+	case c == msgpcode.Str32, c == msgpcode.Bin32:
+		n, err = r.be(4)
+	case c == msgpcode.FixExt1:
+		n = 1 + 1
+	case c == msgpcode.FixExt2:
+		n = 1 + 2
+	case c == msgpcode.FixExt4:
+		n = 1 + 4
+	case c == msgpcode.FixExt8:
+		n = 1 + 8
+	case c == msgpcode.FixExt16:
+		n = 1 + 16
+	case c == msgpcode.Ext8:
+		n, err = r.be(1)
+		n++
+	case c == msgpcode.Ext16:
+		n, err = r.be(2)
+		n++
+	case c == msgpcode.Ext32:
+		n, err = r.be(4)
+		n++
+	default:
+		return fmt.Errorf("byte 0x%02x at byte %d is not a msgpack type", c, at)
+	}
+	if err != nil {
+		return err
+	}
+	if n > uint64(r.left()) {
+		return errShort
+	}
+	r.off += int(n)
+	return nil
+}
+
+// checkWire walks one msgpack message before a reflection-based decoder
+// (msgpack.Unmarshal) reads it: that decoder sizes a slice by the count a
+// message claims, so 20 bytes claiming 4 billion ports would take the
+// process down. checkWire refuses a message past MaxMessageBytes, a count
+// larger than the bytes left can hold or than maxElems, nesting past
+// maxSkipDepth, and bytes after the message.
+func checkWire(data []byte, maxElems int) error {
+	if len(data) > MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes, more than MaxMessageBytes (%d)", ErrTooLarge, len(data), MaxMessageBytes)
+	}
+	r := &reader{b: data, maxElems: maxElems}
+	if err := r.skip(0); err != nil {
+		return err
+	}
+	if r.left() != 0 {
+		return fmt.Errorf("%d bytes after the message", r.left())
+	}
+	return nil
 }
 
 func decodeBatch(data []byte, bt *CounterBatch) error {
+	if len(data) > MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes, more than MaxMessageBytes (%d)", ErrTooLarge, len(data), MaxMessageBytes)
+	}
 	r := &reader{b: data}
-	if len(data) > 0 && (data[0]&0xf0 == 0x80 || data[0] == 0xde || data[0] == 0xdf) {
+	if len(data) > 0 && (msgpcode.IsFixedMap(data[0]) || data[0] == msgpcode.Map16 || data[0] == msgpcode.Map32) {
 		return fmt.Errorf("%w 1 (msgpack map form; this build reads %d)", ErrVersion, Version)
 	}
-	n, err := r.arrayLen()
+	n, err := r.arrayLen(1)
 	if err != nil {
 		return err
 	}
@@ -440,9 +616,15 @@ func decodeBatch(data []byte, bt *CounterBatch) error {
 	if bt.TimeMs, err = r.int(); err != nil {
 		return fmt.Errorf("time: %w", err)
 	}
-	np, err := r.arrayLen()
+	np, err := r.arrayLen(0)
 	if err != nil {
 		return fmt.Errorf("ports: %w", err)
+	}
+	if np > MaxBatchPorts {
+		return fmt.Errorf("ports: %w: %d ports, more than MaxBatchPorts (%d)", ErrTooLarge, np, MaxBatchPorts)
+	}
+	if np*minPortBytes > r.left() {
+		return fmt.Errorf("ports: %d ports of %d bytes or more; %d bytes are left", np, minPortBytes, r.left())
 	}
 	bt.Ports = make([]PortSample, np)
 	for i := range bt.Ports {
@@ -450,11 +632,17 @@ func decodeBatch(data []byte, bt *CounterBatch) error {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
 	}
+	if err := r.skipN(n - 6); err != nil {
+		return fmt.Errorf("field 7 on: %w", err)
+	}
+	if r.left() != 0 {
+		return fmt.Errorf("%d bytes after the batch", r.left())
+	}
 	return nil
 }
 
 func decodePort(r *reader, p *PortSample) error {
-	n, err := r.arrayLen()
+	n, err := r.arrayLen(1)
 	if err != nil {
 		return err
 	}
@@ -465,13 +653,19 @@ func decodePort(r *reader, p *PortSample) error {
 		return fmt.Errorf("device: %w", err)
 	}
 	port, err := r.uint()
-	if err != nil || port > math.MaxInt32 {
-		return fmt.Errorf("port number: %v", err)
+	if err != nil {
+		return fmt.Errorf("port number: %w", err)
+	}
+	if port > math.MaxInt32 {
+		return fmt.Errorf("port number %d is out of range", port)
 	}
 	p.Port = int(port)
-	for _, f := range []*string{&p.Netdev, &p.LinkLayer, &p.State, &p.Rate} {
-		if *f, err = r.string(); err != nil {
-			return err
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"netdev", &p.Netdev}, {"link layer", &p.LinkLayer}, {"state", &p.State}, {"rate", &p.Rate}} {
+		if *f.v, err = r.string(); err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
 	if p.TimeMs, err = r.int(); err != nil {
@@ -486,70 +680,115 @@ func decodePort(r *reader, p *PortSample) error {
 	}
 	nExtra := 0
 	if !r.isNil() {
-		if nExtra, err = r.arrayLen(); err != nil {
+		if nExtra, err = r.arrayLen(minExtraBytes); err != nil {
 			return fmt.Errorf("extra counters: %w", err)
 		}
 	}
 	if err := decodeCounters(packed, p, nExtra); err != nil {
 		return fmt.Errorf("counters: %w", err)
 	}
+	var seen map[dictKey]bool
+	if nExtra > 0 {
+		seen = make(map[dictKey]bool, min(nExtra, maxExtraHint))
+	}
 	for i := 0; i < nExtra; i++ {
-		if m, err := r.arrayLen(); err != nil || m < 5 {
-			return fmt.Errorf("extra counter %d: %v", i, err)
+		m, err := r.arrayLen(1)
+		if err != nil {
+			return fmt.Errorf("extra counter %d: %w", i, err)
+		}
+		if m < 5 {
+			return fmt.Errorf("extra counter %d: %d fields, want 5", i, m)
 		}
 		var c CounterDelta
 		if c.Name, err = r.string(); err != nil {
-			return fmt.Errorf("extra counter %d: %w", i, err)
+			return fmt.Errorf("extra counter %d name: %w", i, err)
 		}
 		vals := [4]uint64{}
-		for j := range vals {
+		for j, field := range [4]string{"source", "delta", "value", "flags"} {
 			if vals[j], err = r.uint(); err != nil {
-				return fmt.Errorf("extra counter %s: %w", c.Name, err)
+				return fmt.Errorf("extra counter %q %s: %w", c.Name, field, err)
 			}
 		}
 		if vals[0] > math.MaxUint8 || vals[3] > math.MaxUint8 {
-			return fmt.Errorf("extra counter %s: source %d flags %d", c.Name, vals[0], vals[3])
+			return fmt.Errorf("extra counter %q: source %d flags %d out of range", c.Name, vals[0], vals[3])
 		}
 		c.Source, c.Delta, c.Value, c.Flags = Source(vals[0]), vals[1], vals[2], Flag(vals[3])
+		// A writer sends a dictionary counter by index, never by name: one
+		// that came by name too would be a second reading of the same
+		// counter in one sample.
+		k := dictKey{c.Source, c.Name}
+		if _, known := dictIndex[k]; known {
+			return fmt.Errorf("extra counter %s/%s is a dictionary counter", c.Source, c.Name)
+		}
+		if seen[k] {
+			return fmt.Errorf("extra counter %s/%s twice", c.Source, c.Name)
+		}
+		seen[k] = true
+		if err := r.skipN(m - 5); err != nil {
+			return fmt.Errorf("extra counter %s/%s: %w", c.Source, c.Name, err)
+		}
 		p.Counters = append(p.Counters, c)
 	}
 	if !r.isNil() {
-		ng, err := r.mapLen()
+		ng, err := r.mapLen(minGaugeBytes)
 		if err != nil {
 			return fmt.Errorf("gauges: %w", err)
 		}
-		p.Gauges = make(map[string]uint64, ng)
+		if ng > 0 { // an empty map reads as none, as the writer writes it
+			p.Gauges = make(map[string]uint64, min(ng, maxGaugeHint))
+		}
 		for i := 0; i < ng; i++ {
 			k, err := r.string()
 			if err != nil {
-				return fmt.Errorf("gauge %d: %w", i, err)
+				return fmt.Errorf("gauge %d name: %w", i, err)
 			}
 			if p.Gauges[k], err = r.uint(); err != nil {
-				return fmt.Errorf("gauge %s: %w", k, err)
+				return fmt.Errorf("gauge %q: %w", k, err)
 			}
 		}
 	}
+	// Fields a newer build appended: skipped, the format grows at the end.
+	if err := r.skipN(n - 11); err != nil {
+		return fmt.Errorf("field 12 on: %w", err)
+	}
 	return nil
 }
+
+// maxExtraHint bounds the room a port's declared count of counters by name
+// preallocates: beyond it, only counters actually on the wire take memory.
+const maxExtraHint = 64
+
+// maxGaugeHint bounds the map a port's declared gauge count preallocates: a
+// real port has one or two gauges, and a hostile count must not size a map.
+const maxGaugeHint = 16
 
 func decodeCounters(b []byte, p *PortSample, nExtra int) error {
 	r := &reader{b: b}
 	nBitmap, err := r.uvarint()
 	if err != nil {
-		return err
+		return fmt.Errorf("counter bitmap length: %w", err)
 	}
 	if nBitmap > uint64(len(counterDict)+7)/8 {
 		return fmt.Errorf("counter bitmap of %d bytes: written by a newer build with counters this one does not know", nBitmap)
 	}
 	bitmap, err := r.take(int(nBitmap))
 	if err != nil {
-		return err
+		return fmt.Errorf("counter bitmap: %w", err)
+	}
+	// The last byte may name indexes past the dictionary's end (158 entries
+	// fill 19 bytes and 6 bits): such a bit is a counter this build does not
+	// know, and indexing counterDict with it would panic.
+	if n := len(bitmap); n*8 > len(counterDict) {
+		if past := bitmap[n-1] >> (len(counterDict) - (n-1)*8); past != 0 {
+			return fmt.Errorf("counter bitmap: bit %d is past the %d counters of the dictionary (written by a newer build?)",
+				len(counterDict)+bits.TrailingZeros8(past), len(counterDict))
+		}
 	}
 	present := 0
 	for _, c := range bitmap {
 		present += bits.OnesCount8(c)
 	}
-	p.Counters = make([]CounterDelta, present, present+nExtra)
+	p.Counters = make([]CounterDelta, present, present+min(nExtra, maxExtraHint))
 	for i, c := range bitmap {
 		p.present[i/8] |= uint64(c) << (8 * (i % 8))
 	}
@@ -566,18 +805,19 @@ func decodeCounters(b []byte, p *PortSample, nExtra int) error {
 	}
 	nonzero, err := r.take((present + 7) / 8)
 	if err != nil {
-		return err
+		return fmt.Errorf("non-zero bitmap of %d counters: %w", present, err)
 	}
 	for j := range p.Counters {
 		if nonzero[j/8]&(1<<(j%8)) != 0 {
-			if p.Counters[j].Delta, err = r.uvarint(); err != nil {
-				return err
+			c := &p.Counters[j]
+			if c.Delta, err = r.uvarint(); err != nil {
+				return fmt.Errorf("delta of %s/%s: %w", c.Source, c.Name, err)
 			}
 		}
 	}
 	flagged, err := r.uvarint()
 	if err != nil {
-		return err
+		return fmt.Errorf("flag count: %w", err)
 	}
 	if flagged > uint64(present) {
 		return fmt.Errorf("%d flagged of %d counters", flagged, present)
@@ -585,19 +825,19 @@ func decodeCounters(b []byte, p *PortSample, nExtra int) error {
 	for k := uint64(0); k < flagged; k++ {
 		at, err := r.uvarint()
 		if err != nil {
-			return err
+			return fmt.Errorf("flag %d position: %w", k, err)
 		}
 		if at >= uint64(present) {
-			return fmt.Errorf("flag for counter %d of %d", at, present)
-		}
-		f, err := r.byte()
-		if err != nil {
-			return err
+			return fmt.Errorf("flag %d for counter %d of %d", k, at, present)
 		}
 		c := &p.Counters[at]
+		f, err := r.byte()
+		if err != nil {
+			return fmt.Errorf("flags of %s/%s: %w", c.Source, c.Name, err)
+		}
 		c.Flags = Flag(f)
 		if c.Value, err = r.uvarint(); err != nil {
-			return err
+			return fmt.Errorf("raw value of %s/%s: %w", c.Source, c.Name, err)
 		}
 	}
 	return nil

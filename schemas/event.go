@@ -10,7 +10,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Event types, states, severities, scopes and layers, as DESIGN.md names them.
+// Event types, states, severities, scopes and layers, as docs/formats.md names them.
 const (
 	TypeLinkFlap         = "link_flap"
 	TypeCounterSaturated = "counter_saturated"
@@ -116,7 +116,7 @@ type Affected struct {
 	PauseFraction float64 `json:"pause_fraction" msgpack:"pause_fraction"`
 }
 
-// Event is one state change of one incident. Field names are DESIGN.md's.
+// Event is one state change of one incident. Field names are docs/formats.md's.
 type Event struct {
 	Version    int            `json:"-" msgpack:"v"`
 	ID         string         `json:"id" msgpack:"id"`
@@ -198,8 +198,16 @@ func EncodeEvent(e *Event) ([]byte, error) {
 	return msgpack.Marshal(e)
 }
 
+// maxEventElems bounds every list and map of an event on the wire (affected
+// ports, next checks, evidence): a storm reaching every port of a large
+// fabric is a few thousand entries.
+const maxEventElems = 1 << 16
+
 // DecodeEvent decodes and validates an event from the wire.
 func DecodeEvent(data []byte) (*Event, error) {
+	if err := checkWire(data, maxEventElems); err != nil {
+		return nil, fmt.Errorf("decode event: %w", err)
+	}
 	var e Event
 	if err := msgpack.Unmarshal(data, &e); err != nil {
 		return nil, fmt.Errorf("decode event: %w", err)

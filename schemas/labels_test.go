@@ -40,7 +40,7 @@ func TestParseLabels(t *testing.T) {
 }
 
 func FuzzParseLabels(f *testing.F) {
-	if data, err := os.ReadFile("../../shared/examples/labels.jsonl"); err == nil {
+	if data, err := os.ReadFile("../test/fixtures/examples/labels.jsonl"); err == nil {
 		f.Add(data)
 	}
 	f.Add([]byte(`{"type":"x","start":"2026-03-14T00:00:06Z","end":null,"subject":{}}`))

@@ -1,9 +1,12 @@
 package schemas
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -37,9 +40,53 @@ func CountersPartitionFilter(partition int) string {
 // CountersAllFilter selects every partition.
 const CountersAllFilter = countersPrefix + ".*.*"
 
-// EventsSubject is where processors publish an event.
-func EventsSubject(typ, scope string) string {
-	return eventsPrefix + "." + SubjectToken(typ) + "." + SubjectToken(scope)
+// Event subjects carry what an alerting system filters on, one token each:
+//
+//	rdmawatch.events.<layer>.<type>.<severity>.<state>.<scope>.<node>
+//
+// node is the SubjectToken of the subject's node, "_" for fabric scope.
+// Every token goes through SubjectToken, so each is one token whatever the
+// value. NATS wildcards then select, for example:
+//
+//	rdmawatch.events.>                        every event (the stream)
+//	rdmawatch.events.*.pfc_storm.>            every PFC storm
+//	rdmawatch.events.*.*.critical.>           everything critical
+//	rdmawatch.events.physical.*.*.open.>      physical-layer incidents opening
+//	rdmawatch.events.*.*.*.*.*.gpu-017        everything about node gpu-017
+//
+// EventsFilter builds such a filter from named fields.
+
+// EventSubject is where a processor publishes an event.
+func EventSubject(e *Event) string {
+	var b strings.Builder
+	b.WriteString(eventsPrefix)
+	for _, tok := range [...]string{e.Layer, e.Type, e.Severity, e.State, e.Scope, e.Subject.Node} {
+		b.WriteByte('.')
+		b.WriteString(SubjectToken(tok))
+	}
+	return b.String()
+}
+
+// EventFilter selects events by the tokens of their subject; an empty field
+// matches any value.
+type EventFilter struct {
+	Layer, Type, Severity, State, Scope, Node string
+}
+
+// EventsFilter is the NATS subject filter that selects the events f
+// describes: each empty field becomes '*'.
+func EventsFilter(f EventFilter) string {
+	var b strings.Builder
+	b.WriteString(eventsPrefix)
+	for _, v := range [...]string{f.Layer, f.Type, f.Severity, f.State, f.Scope, f.Node} {
+		b.WriteByte('.')
+		if v == "" {
+			b.WriteByte('*')
+		} else {
+			b.WriteString(SubjectToken(v))
+		}
+	}
+	return b.String()
 }
 
 // EventsAllFilter selects every event.
@@ -51,24 +98,105 @@ func InventorySubject(node string) string { return inventoryPrefix + "." + Subje
 // InventoryAllFilter selects every inventory record.
 const InventoryAllFilter = inventoryPrefix + ".*"
 
-// SubjectToken makes a host name safe as one subject token: '.', '*', '>',
-// white space and '%' are percent-encoded, so gpu-017.pod-a stays one token
-// and two names never share a token.
-func SubjectToken(s string) string {
+// ErrSubjectMismatch is wrapped by CheckBatchSubject and
+// CheckInventorySubject: the message names another node than the subject it
+// came on, so a collector allowed to publish for one node could write rows
+// for another.
+var ErrSubjectMismatch = errors.New("node does not match the subject")
+
+// CheckBatchSubject checks that a batch came on its node's subject: the last
+// token of subject must be the batch node's token, and subject must be
+// rdmawatch.counters.<node> (as published) or
+// rdmawatch.counters.<partition>.<node> (as stored after the stream's
+// transform). NATS permissions bind a collector's credentials to a subject;
+// this binds the message to it.
+func CheckBatchSubject(subject string, b *CounterBatch) error {
+	return checkNodeSubject(subject, countersPrefix, true, "batch", b.Node)
+}
+
+// CheckInventorySubject checks that an inventory came on
+// rdmawatch.inventory.<node> of its own node.
+func CheckInventorySubject(subject string, inv *Inventory) error {
+	return checkNodeSubject(subject, inventoryPrefix, false, "inventory", inv.Node)
+}
+
+func checkNodeSubject(subject, prefix string, partitioned bool, what, node string) error {
+	rest, ok := strings.CutPrefix(subject, prefix+".")
+	if ok && partitioned {
+		if part, tail, cut := strings.Cut(rest, "."); cut {
+			ok = isDecimal(part)
+			rest = tail
+		}
+	}
+	if !ok || rest == "" || strings.Contains(rest, ".") {
+		form := prefix + ".<node>"
+		if partitioned {
+			form += " or " + prefix + ".<partition>.<node>"
+		}
+		return fmt.Errorf("%w: %s of node %q on subject %q, want %s", ErrSubjectMismatch, what, node, subject, form)
+	}
+	if want := SubjectToken(node); rest != want {
+		return fmt.Errorf("%w: %s of node %q (token %q) on subject %q (token %q)", ErrSubjectMismatch, what, node, want, subject, rest)
+	}
+	return nil
+}
+
+func isDecimal(s string) bool {
 	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// SubjectToken makes a name safe as one subject token and keeps names
+// apart: '.', '*', '>', '%', white space, control characters and bytes
+// that are not UTF-8 are percent-encoded byte by byte, so gpu-017.pod-a
+// stays one token. Since '%' itself is encoded, the mapping is injective:
+// "gpu-\xff", "gpu-\xfe" and "gpu-\uFFFD" give three tokens. The empty
+// name (fabric scope) is "_"; the name "_" itself is "%5F".
+func SubjectToken(s string) string {
+	switch s {
+	case "":
 		return "_"
+	case "_":
+		return "%5F"
+	}
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '.' || c == '*' || c == '>' || c == '%' {
+			clean = false
+			break
+		}
+	}
+	if clean { // the common case: a plain ASCII host name
+		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
-		case r == '.' || r == '*' || r == '>' || r == '%' || r <= ' ' || r == 0x7f:
-			fmt.Fprintf(&b, "%%%02X", r)
+		case r == utf8.RuneError && size == 1, r == '.', r == '*', r == '>', r == '%',
+			unicode.IsSpace(r), unicode.IsControl(r):
+			for j := i; j < i+size; j++ {
+				b.WriteByte('%')
+				b.WriteByte(upperHex[s[j]>>4])
+				b.WriteByte(upperHex[s[j]&0xf])
+			}
 		default:
-			b.WriteRune(r)
+			b.WriteString(s[i : i+size])
 		}
+		i += size
 	}
 	return b.String()
 }
+
+const upperHex = "0123456789ABCDEF"
 
 // StreamOptions sizes the streams; the zero value gives the defaults.
 type StreamOptions struct {

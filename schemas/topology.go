@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Switch tiers of topology format v1.
@@ -76,10 +78,31 @@ type Topology struct {
 	attach map[PortID]Endpoint
 	// onSwitch lists the host ports cabled to a switch, sorted.
 	onSwitch map[string][]PortID
-	// switchHops holds the shortest switch-to-switch distance in links,
-	// through switches only: hosts do not forward fabric traffic.
-	switchHops map[string]map[string]int
+	// nodes holds every node a host endpoint names.
+	nodes map[string]bool
+	// The switch graph: switches by index, each with its neighbours sorted
+	// by name. Memory is linear in switches and links; distances are
+	// computed per source switch when asked (hopsFrom) and cached.
+	swIndex map[string]int32
+	swNames []string
+	swAdj   [][]int32
+	hops    *hopCache
 }
+
+// hopCache keeps the distances from the source switches last asked about.
+// An all-pairs table grows with the square of the switch count (a
+// 6000-switch ring took 1.77 GB); this one is bounded by hopCacheEntries.
+type hopCache struct {
+	mu      sync.Mutex
+	bySrc   map[int32][]int32
+	entries int
+	limit   int // hopCacheEntries; tests make it small
+}
+
+// hopCacheEntries bounds the cached distances (int32 each, 16 MiB): every
+// source of a 4000-switch fabric, or the few hundred a storm asks about in
+// a larger one.
+const hopCacheEntries = 1 << 22
 
 // TopologyError says which link and which endpoint of a topology is wrong.
 type TopologyError struct {
@@ -185,9 +208,18 @@ func (t *Topology) build() error {
 		t.tier[sw.Name] = sw.Tier
 	}
 
+	t.swNames = make([]string, 0, len(t.Switches))
+	t.swIndex = make(map[string]int32, len(t.Switches))
+	for _, sw := range t.Switches {
+		t.swIndex[sw.Name] = int32(len(t.swNames))
+		t.swNames = append(t.swNames, sw.Name)
+	}
+	t.swAdj = make([][]int32, len(t.swNames))
+	t.hops = &hopCache{bySrc: make(map[int32][]int32), limit: hopCacheEntries}
+
 	t.attach = make(map[PortID]Endpoint)
 	t.onSwitch = make(map[string][]PortID)
-	switchAdj := make(map[string]map[string]bool)
+	t.nodes = make(map[string]bool)
 	used := make(map[string]int) // endpoint -> link index: a port takes one cable
 	for i, l := range t.Links {
 		var ends [2]Endpoint
@@ -203,6 +235,9 @@ func (t *Topology) build() error {
 			}
 			used[key] = i
 			ends[j] = ep
+			if ep.IsHost() {
+				t.nodes[ep.Host.Node] = true
+			}
 		}
 		a, b := ends[0], ends[1]
 		switch {
@@ -221,37 +256,100 @@ func (t *Topology) build() error {
 			if a.Switch == b.Switch {
 				return &TopologyError{Link: i, Reason: fmt.Sprintf("links switch %q to itself", a.Switch)}
 			}
-			for _, p := range [][2]string{{a.Switch, b.Switch}, {b.Switch, a.Switch}} {
-				if switchAdj[p[0]] == nil {
-					switchAdj[p[0]] = make(map[string]bool)
-				}
-				switchAdj[p[0]][p[1]] = true
-			}
+			x, y := t.swIndex[a.Switch], t.swIndex[b.Switch]
+			t.swAdj[x] = append(t.swAdj[x], y)
+			t.swAdj[y] = append(t.swAdj[y], x)
 		}
+	}
+	if len(t.nodes) == 0 {
+		reason := "no link names a host port (node/device/port): there is nothing to watch"
+		if len(t.Switches) == 0 && len(t.Links) == 0 {
+			reason = "no switches and no links (a null or empty topology)"
+		}
+		return &TopologyError{Link: -1, Reason: reason}
 	}
 	for sw := range t.onSwitch {
 		sortPorts(t.onSwitch[sw])
 	}
-
-	// All-pairs BFS over switches: fabrics have hundreds of switches at most,
-	// and hop queries then cost two map lookups.
-	t.switchHops = make(map[string]map[string]int, len(t.tier))
-	for src := range t.tier {
-		dist := map[string]int{src: 0}
-		queue := []string{src}
-		for len(queue) > 0 {
-			cur := queue[0]
-			queue = queue[1:]
-			for next := range switchAdj[cur] {
-				if _, seen := dist[next]; !seen {
-					dist[next] = dist[cur] + 1
-					queue = append(queue, next)
-				}
-			}
-		}
-		t.switchHops[src] = dist
+	for i, adj := range t.swAdj {
+		// Sorted by name, without the repeats of parallel cables.
+		sort.Slice(adj, func(a, b int) bool { return t.swNames[adj[a]] < t.swNames[adj[b]] })
+		t.swAdj[i] = slices.Compact(adj)
 	}
 	return nil
+}
+
+// hopsFrom returns the distance in links from switch src to every switch,
+// -1 where no path exists, through switches only: hosts do not forward
+// fabric traffic. The slice is shared: callers only read it.
+func (t *Topology) hopsFrom(src int32) []int32 {
+	c := t.hops
+	c.mu.Lock()
+	dist, ok := c.bySrc[src]
+	c.mu.Unlock()
+	if ok {
+		return dist
+	}
+	dist = make([]int32, len(t.swNames))
+	for i := range dist {
+		dist[i] = -1
+	}
+	dist[src] = 0
+	queue := []int32{src}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, next := range t.swAdj[cur] {
+			if dist[next] < 0 {
+				dist[next] = dist[cur] + 1
+				queue = append(queue, next)
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, raced := c.bySrc[src]; !raced {
+		for k, v := range c.bySrc { // evict arbitrary sources until it fits
+			if c.entries+len(dist) <= c.limit {
+				break
+			}
+			delete(c.bySrc, k)
+			c.entries -= len(v)
+		}
+		if c.entries+len(dist) <= c.limit {
+			c.bySrc[src] = dist
+			c.entries += len(dist)
+		}
+	}
+	return dist
+}
+
+// switchHops is the distance in links between two switches through
+// switches only.
+func (t *Topology) switchHops(a, b string) (int, bool) {
+	x, okA := t.swIndex[a]
+	y, okB := t.swIndex[b]
+	if !okA || !okB {
+		return 0, false
+	}
+	d := t.hopsFrom(x)[y]
+	return int(d), d >= 0
+}
+
+// UnknownNodes returns the nodes (in their order, once each) that no host
+// endpoint of the topology names: replay warns when a topology names none
+// of a trace's nodes, since every topology-based decision would then be
+// blind.
+func (t *Topology) UnknownNodes(nodes []string) []string {
+	var out []string
+	seen := make(map[string]bool)
+	for _, n := range nodes {
+		if !t.nodes[n] && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func sortPorts(ps []PortID) {
@@ -316,7 +414,7 @@ func (t *Topology) Hops(a, b PortID) (hops int, ok bool) {
 		}
 		return 0, false
 	}
-	d, ok := t.switchHops[ea.Switch][eb.Switch]
+	d, ok := t.switchHops(ea.Switch, eb.Switch)
 	if !ok {
 		return 0, false
 	}
@@ -344,16 +442,17 @@ func (t *Topology) Neighbours(p PortID, maxHops int) []PortDistance {
 		}
 		return out
 	}
-	switches := make([]string, 0, len(t.switchHops[ep.Switch]))
-	for sw, d := range t.switchHops[ep.Switch] {
-		if d+2 <= maxHops {
-			switches = append(switches, sw)
+	dist := t.hopsFrom(t.swIndex[ep.Switch])
+	var switches []int32
+	for sw, d := range dist {
+		if d >= 0 && int(d)+2 <= maxHops {
+			switches = append(switches, int32(sw))
 		}
 	}
-	sort.Strings(switches)
+	sort.Slice(switches, func(i, j int) bool { return t.swNames[switches[i]] < t.swNames[switches[j]] })
 	for _, sw := range switches {
-		d := t.switchHops[ep.Switch][sw] + 2
-		for _, q := range t.onSwitch[sw] {
+		d := int(dist[sw]) + 2
+		for _, q := range t.onSwitch[t.swNames[sw]] {
 			if q != p {
 				out = append(out, PortDistance{Port: q, Hops: d})
 			}
@@ -365,12 +464,13 @@ func (t *Topology) Neighbours(p PortID, maxHops int) []PortDistance {
 
 // SwitchNeighbours returns the switches cabled to sw, sorted.
 func (t *Topology) SwitchNeighbours(sw string) []string {
-	var out []string
-	for other, d := range t.switchHops[sw] {
-		if d == 1 {
-			out = append(out, other)
-		}
+	i, ok := t.swIndex[sw]
+	if !ok || len(t.swAdj[i]) == 0 {
+		return nil
 	}
-	sort.Strings(out)
+	out := make([]string, 0, len(t.swAdj[i]))
+	for _, j := range t.swAdj[i] {
+		out = append(out, t.swNames[j])
+	}
 	return out
 }

@@ -2,10 +2,12 @@ package schemas
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -21,8 +23,8 @@ const exampleTopology = `{"fabric": "example",
 func hp(node string) PortID { return PortID{Node: node, Device: "mlx5_0", Port: 1} }
 
 func TestParseTopologyExample(t *testing.T) {
-	// The shared example must parse; it is what replay users start from.
-	if b, err := os.ReadFile("/work/shared/examples/topology.json"); err == nil {
+	// The format's example must parse; it is what replay users start from.
+	if b, err := os.ReadFile("../test/fixtures/examples/topology.json"); err == nil {
 		if _, err := ParseTopology(strings.NewReader(string(b))); err != nil {
 			t.Fatalf("shared example: %v", err)
 		}
@@ -108,6 +110,11 @@ func TestParseTopologyErrors(t *testing.T) {
 		{"port cabled twice", `{` + sw + `,"links":[{"a":"h/mlx5_0/1","b":"leaf-01/swp1"},{"a":"h/mlx5_0/1","b":"leaf-01/swp2"}]}`, `links[1].a "h/mlx5_0/1": already cabled by links[0]`},
 		{"switch port twice", `{` + sw + `,"links":[{"a":"h/mlx5_0/1","b":"leaf-01/swp1"},{"a":"g/mlx5_0/1","b":"leaf-01/swp1"}]}`, `links[1].b`},
 		{"switch loop", `{` + sw + `,"links":[{"a":"leaf-01/swp1","b":"leaf-01/swp2"}]}`, `links[0]: links switch "leaf-01" to itself`},
+		{"null", `null`, "no switches and no links (a null or empty topology)"},
+		{"empty object", `{}`, "no switches and no links"},
+		{"empty lists", `{"fabric":"x","switches":[],"links":[]}`, "no switches and no links"},
+		{"switches only", `{` + sw + `}`, "no link names a host port"},
+		{"no host link", `{"switches":[{"name":"a","tier":"leaf"},{"name":"b","tier":"spine"}],"links":[{"a":"a/1","b":"b/1"}]}`, "no link names a host port"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,6 +130,65 @@ func TestParseTopologyErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestUnknownNodes(t *testing.T) {
+	topo, err := ParseTopology(strings.NewReader(exampleTopology))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := topo.UnknownNodes([]string{"host-a", "gpu-1", "host-c", "gpu-2", "gpu-1", "leaf-01"})
+	if want := []string{"gpu-1", "gpu-2", "leaf-01"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("UnknownNodes = %v, want %v", got, want)
+	}
+	if got := topo.UnknownNodes([]string{"host-a", "host-b"}); got != nil {
+		t.Errorf("UnknownNodes of known nodes = %v", got)
+	}
+}
+
+// TestTopologyHopCache: distances stay right while the cache evicts, and
+// under concurrent use (go test -race).
+func TestTopologyHopCache(t *testing.T) {
+	ring, err := ParseTopology(strings.NewReader(ringTopology(50)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring.hops.limit = 120 // two sources of 50 switches
+	host := func(i int) PortID { return PortID{fmt.Sprintf("host-%05d", i), "mlx5_0", 1} }
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				for j := range 50 {
+					a, b := (i+w)%50, (j*7)%50
+					d := abs(a - b)
+					d = min(d, 50-d) + 2
+					if a == b {
+						d = 0
+					}
+					if got, ok := ring.Hops(host(a), host(b)); !ok || got != d {
+						t.Errorf("Hops(%d, %d) = %d %v, want %d", a, b, got, ok, d)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	ring.hops.mu.Lock()
+	defer ring.hops.mu.Unlock()
+	if ring.hops.entries > ring.hops.limit || len(ring.hops.bySrc) > 2 {
+		t.Errorf("cache holds %d entries of %d sources, limit %d", ring.hops.entries, len(ring.hops.bySrc), ring.hops.limit)
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 func TestLoadTopology(t *testing.T) {

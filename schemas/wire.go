@@ -217,9 +217,16 @@ func DecodeBatch(data []byte) (*CounterBatch, error) {
 	if b.Node == "" {
 		return nil, fmt.Errorf("decode counter batch: empty node")
 	}
+	if err := CheckDataTime(b.TimeMs); err != nil {
+		return nil, fmt.Errorf("decode counter batch from %s: batch time: %w", b.Node, err)
+	}
 	for i := range b.Ports {
-		if b.Ports[i].Device == "" || b.Ports[i].Port < 1 {
-			return nil, fmt.Errorf("decode counter batch from %s: port %d has device %q port %d", b.Node, i, b.Ports[i].Device, b.Ports[i].Port)
+		p := &b.Ports[i]
+		if p.Device == "" || p.Port < 1 {
+			return nil, fmt.Errorf("decode counter batch from %s: port %d has device %q port %d", b.Node, i, p.Device, p.Port)
+		}
+		if err := CheckDataTime(p.TimeMs); err != nil {
+			return nil, fmt.Errorf("decode counter batch from %s: port %s/%d time: %w", b.Node, p.Device, p.Port, err)
 		}
 	}
 	return &b, nil
@@ -227,21 +234,41 @@ func DecodeBatch(data []byte) (*CounterBatch, error) {
 
 // EncodeInventory encodes an inventory record.
 func EncodeInventory(inv *Inventory) ([]byte, error) {
+	if len(inv.Ports) > MaxBatchPorts {
+		return nil, fmt.Errorf("encode inventory of %s: %w: %d ports, more than MaxBatchPorts (%d)", inv.Node, ErrTooLarge, len(inv.Ports), MaxBatchPorts)
+	}
 	inv.Version = Version
-	return msgpack.Marshal(inv)
+	data, err := msgpack.Marshal(inv)
+	if err == nil && len(data) > MaxMessageBytes {
+		return nil, fmt.Errorf("encode inventory of %s: %w: %d bytes, more than MaxMessageBytes (%d)", inv.Node, ErrTooLarge, len(data), MaxMessageBytes)
+	}
+	return data, err
 }
 
 // DecodeInventory decodes and validates an inventory record.
 func DecodeInventory(data []byte) (*Inventory, error) {
+	if err := checkWire(data, MaxBatchPorts); err != nil {
+		return nil, fmt.Errorf("decode inventory: %w", err)
+	}
 	var inv Inventory
 	if err := msgpack.Unmarshal(data, &inv); err != nil {
 		return nil, fmt.Errorf("decode inventory: %w", err)
 	}
-	if inv.Version < 1 || inv.Version > Version {
-		return nil, fmt.Errorf("decode inventory: %w %d", ErrVersion, inv.Version)
+	// Version 1 was never released: only the version this build writes is
+	// known.
+	if inv.Version != Version {
+		return nil, fmt.Errorf("decode inventory: %w %d (this build reads %d)", ErrVersion, inv.Version, Version)
 	}
 	if inv.Node == "" {
 		return nil, fmt.Errorf("decode inventory: empty node")
+	}
+	if err := CheckDataTime(inv.TimeMs); err != nil {
+		return nil, fmt.Errorf("decode inventory from %s: time: %w", inv.Node, err)
+	}
+	for i, p := range inv.Ports {
+		if p.Device == "" || p.Port < 1 {
+			return nil, fmt.Errorf("decode inventory from %s: port %d has device %q port %d", inv.Node, i, p.Device, p.Port)
+		}
 	}
 	return &inv, nil
 }

@@ -21,6 +21,11 @@ type Config struct {
 	// BatchRows flushes a table's buffer once it holds this many rows
 	// (default 10000).
 	BatchRows int
+	// BlockRows bounds one INSERT: a flush, or one message with very many
+	// ports, is written in blocks of at most this many rows, so the
+	// driver's buffers and the server's insert stay bounded and a timeout
+	// costs one block, not the whole message (default 16384).
+	BlockRows int
 	// FlushInterval is the longest a row waits in the buffer (default 1s).
 	FlushInterval time.Duration
 	// ConsumerPrefix names the durable consumers <prefix>-counters,
@@ -32,8 +37,10 @@ type Config struct {
 	// memory (default 1000).
 	MaxAckPending int
 	// AckWait is how long JetStream waits for an ack before redelivering
-	// (default 60s). The sink calls InProgress while it retries, so it must
-	// exceed InsertTimeout + RetryMax.
+	// (default 10s). The sink sends InProgress for every message it holds
+	// every AckWait/3, also during long inserts and retries, so AckWait only
+	// decides how soon another sink takes over the messages of a sink that
+	// died.
 	AckWait time.Duration
 	// InsertTimeout bounds one INSERT attempt (default 15s).
 	InsertTimeout time.Duration
@@ -44,6 +51,17 @@ type Config struct {
 	// (default 10s); rows that could not be written then are not acked and
 	// JetStream delivers them again.
 	ShutdownTimeout time.Duration
+	// RefuseAttempts is how often ClickHouse must refuse one message's rows
+	// as data (an exception about the values, not a connection or timeout)
+	// before the message goes to the dead-letter stream (default 3). A
+	// message is only given up on once the table accepted other rows since
+	// its first refusal: a table that refuses everything is a schema or
+	// server problem, and the sink keeps retrying instead.
+	RefuseAttempts int
+	// ObserveInsert, when set, is called after every INSERT attempt of one
+	// block with its table, rows, duration and error (nil: accepted), from
+	// the table's goroutine: keep it fast (a histogram's Observe).
+	ObserveInsert func(table string, rows int, took time.Duration, err error)
 }
 
 func (c Config) withDefaults() Config {
@@ -55,6 +73,12 @@ func (c Config) withDefaults() Config {
 	if c.BatchRows == 0 {
 		c.BatchRows = 10000
 	}
+	if c.BlockRows == 0 {
+		c.BlockRows = 16384
+	}
+	if c.RefuseAttempts == 0 {
+		c.RefuseAttempts = 3
+	}
 	if c.MaxAckPending == 0 {
 		c.MaxAckPending = 1000
 	}
@@ -62,7 +86,7 @@ func (c Config) withDefaults() Config {
 		c.ConsumerPrefix = "rdmawatch-sink"
 	}
 	def(&c.FlushInterval, time.Second)
-	def(&c.AckWait, time.Minute)
+	def(&c.AckWait, 10*time.Second)
 	def(&c.InsertTimeout, 15*time.Second)
 	def(&c.RetryMin, 100*time.Millisecond)
 	def(&c.RetryMax, 10*time.Second)
@@ -84,6 +108,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.BatchRows < 0:
 		return bad("batch rows %d < 0", c.BatchRows)
+	case c.BlockRows < 0:
+		return bad("block rows %d < 0", c.BlockRows)
+	case c.RefuseAttempts < 0:
+		return bad("refuse attempts %d < 0", c.RefuseAttempts)
 	case c.MaxAckPending < 0:
 		return bad("max ack pending %d < 0", c.MaxAckPending)
 	case c.ConsumerPrefix != strings.Map(durableRune, c.ConsumerPrefix):
@@ -101,11 +129,15 @@ func (c Config) Validate() error {
 	if c.RetryMin > c.RetryMax {
 		return bad("retry min %v > retry max %v", c.RetryMin, c.RetryMax)
 	}
-	if c.InsertTimeout+c.RetryMax >= c.AckWait {
-		return bad("ack wait %v must exceed insert timeout %v + retry max %v, or JetStream redelivers while the sink still retries", c.AckWait, c.InsertTimeout, c.RetryMax)
+	if c.AckWait < minAckWait {
+		return bad("ack wait %v < %v: the sink could not send InProgress often enough", c.AckWait, minAckWait)
 	}
 	return nil
 }
+
+// minAckWait keeps the InProgress heartbeat (every AckWait/3) above a few
+// round trips to NATS.
+const minAckWait = 300 * time.Millisecond
 
 func durableRune(r rune) rune {
 	if r == '-' || r == '_' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') {

@@ -22,7 +22,10 @@ func TestConfigValidate(t *testing.T) {
 		{"dotted prefix", sink.Config{ConsumerPrefix: "sink.a"}, false},
 		{"negative flush", sink.Config{FlushInterval: -time.Second}, false},
 		{"retry min above max", sink.Config{RetryMin: time.Minute, RetryMax: time.Second}, false},
-		{"ack wait too short", sink.Config{AckWait: 5 * time.Second}, false},
+		{"ack wait too short", sink.Config{AckWait: 100 * time.Millisecond}, false},
+		{"short ack wait, long inserts", sink.Config{AckWait: 2 * time.Second, InsertTimeout: time.Minute}, true},
+		{"negative block rows", sink.Config{BlockRows: -1}, false},
+		{"negative refuse attempts", sink.Config{RefuseAttempts: -1}, false},
 		{"small and fast", sink.Config{BatchRows: 10, FlushInterval: 10 * time.Millisecond, AckWait: 3 * time.Second, InsertTimeout: time.Second, RetryMax: time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -354,7 +354,7 @@ type EventRow struct {
 	OriginNode, OriginDevice         string
 	OriginPort                       uint16
 	OriginSilent                     bool
-	Affected                         string // JSON array, DESIGN.md's form
+	Affected                         string // JSON array, docs/formats.md's form
 	AffectedNode, AffectedDevice     []string
 	AffectedPort                     []uint16
 	AffectedFirstSeenMs              []int64

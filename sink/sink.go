@@ -3,8 +3,12 @@
 // inventories into inventory. A message is acked only after ClickHouse
 // accepted its rows; while ClickHouse is down the sink retries with backoff
 // and keeps its messages in progress, so nothing accepted by JetStream is
-// lost, and a redelivered message only adds rows that ReplacingMergeTree
-// collapses.
+// lost. A message the sink cannot use (it does not decode, its node is not
+// its subject's, ClickHouse refuses its values) goes to the dead-letter
+// stream with the reason, never stops the rest, never vanishes. A counters
+// message that may be in port_samples already (redelivered, or part of an
+// INSERT that failed) only adds the rows that are not, so the rollups the
+// materialized views keep stay equal to port_samples FINAL.
 package sink
 
 import (
@@ -14,13 +18,20 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
+
+// Role is the name the sink's dead letters carry (rdmawatch.deadletter.sink.<stream>).
+const Role = "sink"
 
 // Sink consumes the rdmawatch streams into ClickHouse.
 type Sink struct {
@@ -28,10 +39,16 @@ type Sink struct {
 	conn driver.Conn
 	cfg  Config
 	log  *slog.Logger
+
+	// notReady is why the sink is not consuming yet ("" once it is).
+	notReady atomic.Pointer[string]
+	pipesMu  sync.Mutex
+	pipes    []statser
 }
 
 // New checks cfg and returns a sink; nothing runs until Run. The tables must
-// exist (schemas/clickhouse.Migrate) in the connection's database.
+// exist (schemas/clickhouse.Migrate, run by an admin: `rdmawatch migrate`)
+// in the connection's database; the sink itself needs only SELECT and INSERT.
 func New(js jetstream.JetStream, conn driver.Conn, cfg Config, log *slog.Logger) (*Sink, error) {
 	if js == nil || conn == nil {
 		return nil, fmt.Errorf("%w: sink needs a JetStream context and a ClickHouse connection", ErrInvalidConfig)
@@ -42,30 +59,49 @@ func New(js jetstream.JetStream, conn driver.Conn, cfg Config, log *slog.Logger)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Sink{js: js, conn: conn, cfg: cfg.withDefaults(), log: log.With("component", "sink")}, nil
+	s := &Sink{js: js, conn: conn, cfg: cfg.withDefaults(), log: log.With("component", "sink")}
+	reason := "not started"
+	s.notReady.Store(&reason)
+	return s, nil
 }
 
-// Run consumes until ctx is cancelled, then writes what it holds (within
-// ShutdownTimeout), acks it and returns. It returns an error when a consumer
-// cannot be created, or when the last flush failed (those messages are left
-// for redelivery).
+// Ready returns nil once the sink consumes (the schema is at the version it
+// needs and its consumers exist), else why not: for a /readyz handler.
+func (s *Sink) Ready() error {
+	if r := s.notReady.Load(); r != nil && *r != "" {
+		return errors.New(*r)
+	}
+	return nil
+}
+
+func (s *Sink) setNotReady(reason string) { s.notReady.Store(&reason) }
+
+// Run waits until the schema is migrated (retrying with backoff, not ready
+// meanwhile), consumes until ctx is cancelled, then writes what it holds
+// (within ShutdownTimeout), acks it and returns. It returns an error when a
+// consumer cannot be created, or when the last flush failed (those messages
+// are left for redelivery).
 func (s *Sink) Run(ctx context.Context) error {
 	counters := &pipeline[SampleRow]{
 		s: s, table: "port_samples", columns: SampleColumns,
 		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
-		decode: func(data []byte) ([]SampleRow, error) {
+		decode: func(subject string, data []byte) ([]SampleRow, error) {
 			b, err := schemas.DecodeBatch(data)
 			if err != nil {
 				return nil, err
 			}
+			if err := schemas.CheckBatchSubject(subject, b); err != nil {
+				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
+			}
 			return SampleRows(b), nil
 		},
-		values: (*SampleRow).Values,
+		values:  (*SampleRow).Values,
+		present: s.samplesPresent,
 	}
 	events := &pipeline[EventRow]{
 		s: s, table: "events", columns: EventColumns,
 		stream: schemas.StreamEvents, filter: schemas.EventsAllFilter, consumer: s.cfg.ConsumerPrefix + "-events",
-		decode: func(data []byte) ([]EventRow, error) {
+		decode: func(_ string, data []byte) ([]EventRow, error) {
 			e, err := schemas.DecodeEvent(data)
 			if err != nil {
 				return nil, err
@@ -81,24 +117,38 @@ func (s *Sink) Run(ctx context.Context) error {
 	inventory := &pipeline[InventoryRow]{
 		s: s, table: "inventory", columns: InventoryColumns,
 		stream: schemas.StreamInventory, filter: schemas.InventoryAllFilter, consumer: s.cfg.ConsumerPrefix + "-inventory",
-		decode: func(data []byte) ([]InventoryRow, error) {
+		decode: func(subject string, data []byte) ([]InventoryRow, error) {
 			inv, err := schemas.DecodeInventory(data)
 			if err != nil {
 				return nil, err
+			}
+			if err := schemas.CheckInventorySubject(subject, inv); err != nil {
+				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
 			}
 			return InventoryRows(inv), nil
 		},
 		values: (*InventoryRow).Values,
 	}
 	runners := []interface {
+		statser
 		init(context.Context) error
 		run(context.Context) error
 	}{counters, events, inventory}
+	s.pipesMu.Lock()
+	s.pipes = []statser{counters, events, inventory}
+	s.pipesMu.Unlock()
+
+	if !s.waitSchema(ctx) {
+		return nil
+	}
 	for _, r := range runners {
 		if err := r.init(ctx); err != nil {
+			s.setNotReady(err.Error())
 			return err
 		}
 	}
+	s.setNotReady("")
+	defer s.setNotReady("stopped")
 
 	var (
 		wg   sync.WaitGroup
@@ -125,6 +175,29 @@ func (s *Sink) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// waitSchema polls schema_migrations until every migration the sink needs
+// is there; the sink never runs DDL itself. It returns false when ctx ended
+// first.
+func (s *Sink) waitSchema(ctx context.Context) bool {
+	backoff := s.cfg.RetryMin
+	for {
+		err := clickhouse.CheckSchema(ctx, s.conn)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.setNotReady(err.Error())
+		s.log.Warn("sink: waiting for the clickhouse schema (an admin runs `rdmawatch migrate`)", "err", err, "retry_in", backoff)
+		sleep(ctx, backoff)
+		backoff = min(2*backoff, s.cfg.RetryMax)
+	}
+}
+
+// errSpoofed marks a message whose node is not its subject's.
+var errSpoofed = errors.New("spoofed node")
+
 // pipeline moves one stream into one table.
 type pipeline[R any] struct {
 	s        *Sink
@@ -133,14 +206,50 @@ type pipeline[R any] struct {
 	stream   string
 	filter   string
 	consumer string
-	decode   func([]byte) ([]R, error)
-	values   func(*R) []any
+	// decode turns a message into rows; its subject is what the publisher
+	// was allowed to publish on.
+	decode func(subject string, data []byte) ([]R, error)
+	values func(*R) []any
+	// present, when set, reports which rows are in the table already. The
+	// counters pipeline has one: port_samples feeds materialized views,
+	// which count every row inserted, collapsed or not.
+	present func(ctx context.Context, rows []*R) ([]bool, error)
 
 	cons jetstream.Consumer
-	// msgs are fetched and not yet acked; rows[i] came from msgs[rowMsg[i]].
-	msgs   []jetstream.Msg
-	rows   []R
-	rowMsg []int
+
+	// mu guards buf against the heartbeat and the stats; only the
+	// pipeline's goroutine changes it.
+	mu    sync.Mutex
+	buf   []*entry[R]
+	nrows int
+	stats TableStats
+	// inserts counts INSERT blocks accepted: proof that the table takes
+	// rows, before a refused message is given up on.
+	inserts uint64
+	// queryN numbers this pipeline's INSERTs (their query ids); failedIDs
+	// are the ids of INSERTs that failed on the client's side and may still
+	// be running on the server.
+	queryN      uint64
+	queryBase   string
+	failedIDs   []string
+	failedSince time.Time
+}
+
+// entry is one fetched, not yet acked message and its rows.
+type entry[R any] struct {
+	msg  jetstream.Msg
+	rows []R
+	// suspect: the rows may be in the table already (the message was
+	// delivered before, or an INSERT with its rows failed half-way).
+	suspect bool
+	// done: ClickHouse has every row; dead: dead-lettered or left for
+	// redelivery; either way it leaves the buffer.
+	done, dead bool
+	// refusals counts INSERTs of this message alone that ClickHouse refused
+	// as data; insertsMark is p.inserts when the first one began.
+	refusals    int
+	insertsMark uint64
+	refusedErr  error
 }
 
 func (p *pipeline[R]) init(ctx context.Context) error {
@@ -153,8 +262,9 @@ func (p *pipeline[R]) init(ctx context.Context) error {
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxAckPending: cfg.MaxAckPending,
-		// Unlimited deliveries: a message is only ever given up on by Term
-		// (it cannot be decoded), never because ClickHouse was down long.
+		// Unlimited deliveries: a message is only ever given up on by the
+		// dead-letter path (it cannot be used), never because ClickHouse was
+		// down long.
 		MaxDeliver: -1,
 	})
 	if err != nil {
@@ -178,26 +288,59 @@ const (
 func (p *pipeline[R]) run(ctx context.Context) error {
 	cfg := p.s.cfg
 	log := p.s.log.With("table", p.table, "consumer", p.consumer)
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		p.heartbeat(hbCtx)
+	}()
+	defer func() {
+		stopHB()
+		<-hbDone
+	}()
+
 	var deadline time.Time // flush by time: set when the buffer gets its first message
-	fetchBackoff := cfg.RetryMin
+	var retryAt time.Time  // after a failed flush, the next one waits until then
+	fetchBackoff, flushBackoff := cfg.RetryMin, cfg.RetryMin
+	attempt := 0
 	for {
 		if ctx.Err() != nil {
 			return p.shutdown(ctx, log)
 		}
-		room := cfg.MaxAckPending - len(p.msgs)
-		if len(p.msgs) > 0 && (len(p.rows) >= cfg.BatchRows || room <= 0 || !time.Now().Before(deadline)) {
-			// An error means ctx ended during retries: the loop's next turn
-			// shuts down, which flushes once more with its own deadline.
-			_ = p.flush(ctx, log)
+		now := time.Now()
+		room := cfg.MaxAckPending - len(p.buf)
+		if len(p.buf) > 0 && (p.nrows >= cfg.BatchRows || room <= 0 || !now.Before(deadline)) && !now.Before(retryAt) {
+			attempt++
+			err := p.flush(ctx, log)
+			switch {
+			case err == nil:
+				if attempt > 1 {
+					log.Info("sink: clickhouse accepted rows again", "attempts", attempt)
+				}
+				attempt, flushBackoff, retryAt = 0, cfg.RetryMin, time.Time{}
+			case ctx.Err() == nil:
+				p.count(func(st *TableStats) { st.Retries++ })
+				log.Warn("sink: insert failed, retrying", "rows", p.nrows, "messages", len(p.buf), "attempt", attempt, "retry_in", flushBackoff, "err", err)
+				retryAt = time.Now().Add(flushBackoff)
+				flushBackoff = min(2*flushBackoff, cfg.RetryMax)
+			}
 			continue
 		}
 		wait := cfg.FlushInterval
-		if len(p.msgs) > 0 {
+		if len(p.buf) > 0 {
 			wait = time.Until(deadline)
+		}
+		if !retryAt.IsZero() {
+			wait = time.Until(retryAt)
 		}
 		// Bounded above too: a pull cannot be cancelled, and shutdown must
 		// not wait a long flush interval for it.
 		wait = min(max(wait, minFetchWait), maxFetchWait)
+		if room <= 0 {
+			// Full while ClickHouse refuses or is away: only the retry is due.
+			sleep(ctx, wait)
+			continue
+		}
 		// The server ends the pull (FetchMaxWait), not a client timeout: a
 		// client that gives up first can strand messages the server already
 		// delivered to the pull, and they come back only after AckWait.
@@ -209,10 +352,10 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			continue
 		}
 		for msg := range batch.Messages() {
-			if len(p.msgs) == 0 {
+			if len(p.buf) == 0 {
 				deadline = time.Now().Add(cfg.FlushInterval)
 			}
-			p.add(msg, log)
+			p.add(ctx, msg, log)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			log.Warn("sink: fetch", "err", err, "retry_in", fetchBackoff)
@@ -224,12 +367,40 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 	}
 }
 
-// add decodes a message into the buffer; a message that cannot be decoded
-// is terminated right away so it never blocks the rest.
-func (p *pipeline[R]) add(msg jetstream.Msg, log *slog.Logger) {
-	rows, err := p.decode(msg.Data())
+// heartbeat keeps every held message in progress, every AckWait/3, so a
+// long insert, a retry or a slow flush never makes JetStream hand them to
+// another sink, and AckWait can be short: a sink that dies is taken over
+// after AckWait.
+func (p *pipeline[R]) heartbeat(ctx context.Context) {
+	t := time.NewTicker(p.s.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		for _, e := range p.buf {
+			// One already acked or terminated in this flush just answers
+			// ErrMsgAlreadyAckd.
+			_ = e.msg.InProgress()
+		}
+		p.mu.Unlock()
+	}
+}
+
+// add decodes a message into the buffer; a message that cannot be used is
+// dead-lettered right away so it never blocks the rest.
+func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
+	rows, err := p.safeDecode(msg)
 	if err != nil {
-		p.poison(msg, err, log)
+		kind := func(st *TableStats) { st.Poison++ }
+		if errors.Is(err, errSpoofed) {
+			kind = func(st *TableStats) { st.Spoofed++ }
+		}
+		p.count(kind)
+		p.deadLetter(ctx, msg, err.Error(), log)
 		return
 	}
 	if len(rows) == 0 {
@@ -239,77 +410,292 @@ func (p *pipeline[R]) add(msg jetstream.Msg, log *slog.Logger) {
 		}
 		return
 	}
-	idx := len(p.msgs)
-	p.msgs = append(p.msgs, msg)
-	for range rows {
-		p.rowMsg = append(p.rowMsg, idx)
+	e := &entry[R]{msg: msg, rows: rows}
+	if meta, err := msg.Metadata(); err != nil || meta.NumDelivered > 1 {
+		// Delivered before: a sink may have inserted it and died before
+		// its ack.
+		e.suspect = true
 	}
-	p.rows = append(p.rows, rows...)
+	p.mu.Lock()
+	p.buf = append(p.buf, e)
+	p.nrows += len(rows)
+	p.stats.Pending, p.stats.PendingRows = len(p.buf), p.nrows
+	p.mu.Unlock()
 }
 
-func (p *pipeline[R]) poison(msg jetstream.Msg, err error, log *slog.Logger) {
-	var seq uint64
-	var deliveries uint64
-	if meta, merr := msg.Metadata(); merr == nil {
+// safeDecode is decode with a panic turned into an error: one hostile
+// message must end only itself.
+func (p *pipeline[R]) safeDecode(msg jetstream.Msg) (rows []R, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			rows, err = nil, fmt.Errorf("panic while decoding: %v", r)
+		}
+	}()
+	rows, err = p.decode(msg.Subject(), msg.Data())
+	if errors.Is(err, errSpoofed) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("undecodable %s message: %w", p.stream, err)
+	}
+	return rows, nil
+}
+
+// deadLetter copies msg with its reason to the dead-letter stream and
+// terminates it. When that fails (NATS away) the message is left unacked:
+// JetStream delivers it again after AckWait, and it comes back here.
+func (p *pipeline[R]) deadLetter(ctx context.Context, msg jetstream.Msg, reason string, log *slog.Logger) {
+	var seq, deliveries uint64
+	if meta, err := msg.Metadata(); err == nil {
 		seq, deliveries = meta.Sequence.Stream, meta.NumDelivered
 	}
-	log.Error("sink: poison message terminated, it will not be redelivered",
-		"stream", p.stream, "stream_seq", seq, "subject", msg.Subject(), "deliveries", deliveries, "err", err)
-	if terr := msg.TermWithReason("rdmawatch sink: " + err.Error()); terr != nil {
-		log.Warn("sink: term", "stream_seq", seq, "err", terr)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := natsutil.DeadLetter(dctx, p.s.js, Role, msg, reason); err != nil {
+		log.Error("sink: could not dead-letter a message, it will be delivered again", "stream", p.stream, "stream_seq", seq, "subject", msg.Subject(), "reason", reason, "err", err)
+		return
 	}
+	p.count(func(st *TableStats) { st.DeadLettered++ })
+	log.Error("sink: message dead-lettered", "stream", p.stream, "stream_seq", seq, "subject", msg.Subject(),
+		"deliveries", deliveries, "dead_letter_subject", schemas.DeadLetterSubject(Role, p.stream), "reason", reason)
 }
 
-// flush writes the buffer, retrying with capped exponential backoff until
-// ClickHouse accepts it, then acks every message of it. It returns an error
-// only when ctx ends first; the buffer is then kept.
+// flush makes one attempt at writing the buffer: the rows already in the
+// table are skipped, the rest goes in blocks of BlockRows; when ClickHouse
+// refuses the values, the buffer is bisected so the good messages land and
+// the refused one is isolated (and dead-lettered after RefuseAttempts).
+// Messages written are acked and leave the buffer; it returns the error
+// that kept the others (nil when none is left).
 func (p *pipeline[R]) flush(ctx context.Context, log *slog.Logger) error {
-	cfg := p.s.cfg
-	backoff := cfg.RetryMin
-	for attempt := 1; ; attempt++ {
-		if len(p.msgs) == 0 {
-			return nil
+	mark := p.inserts
+	err := p.write(ctx, p.buf, mark, log)
+	// Give up on refused messages, now that this attempt may have proven
+	// that the table takes other rows.
+	for _, e := range p.buf {
+		if e.done || e.dead || e.refusals < p.s.cfg.RefuseAttempts || p.inserts <= e.insertsMark {
+			continue
 		}
-		start := time.Now()
-		err := p.insert(ctx)
-		if err == nil {
-			for _, m := range p.msgs {
-				// A lost ack means one redelivery, which the table collapses.
-				if aerr := m.Ack(); aerr != nil {
-					log.Warn("sink: ack", "err", aerr)
-				}
+		p.count(func(st *TableStats) { st.Refused++; st.RefusedRows += uint64(len(e.rows)) })
+		p.deadLetter(ctx, e.msg, fmt.Sprintf("clickhouse refused its %d rows for %s %d times: %v", len(e.rows), p.table, e.refusals, e.refusedErr), log)
+		e.dead = true
+	}
+	p.settle(log)
+	if len(p.buf) == 0 {
+		return nil
+	}
+	if err == nil {
+		// Only refused messages are left, waiting for proof or attempts.
+		err = fmt.Errorf("%d messages refused by clickhouse, retrying", len(p.buf))
+	}
+	return err
+}
+
+// write inserts the rows of es that are not done. On a refusal as data it
+// bisects es; it returns the first error it could not isolate.
+func (p *pipeline[R]) write(ctx context.Context, es []*entry[R], mark uint64, log *slog.Logger) error {
+	err := p.insertEntries(ctx, es, log)
+	if err == nil {
+		for _, e := range es {
+			if !e.dead {
+				e.done = true
 			}
-			log.Debug("sink: flushed", "rows", len(p.rows), "messages", len(p.msgs), "took", time.Since(start))
-			if attempt > 1 {
-				log.Info("sink: clickhouse accepted rows again", "rows", len(p.rows), "attempts", attempt)
-			}
-			p.msgs, p.rows, p.rowMsg = p.msgs[:0], p.rows[:0], p.rowMsg[:0]
-			return nil
 		}
+		return nil
+	}
+	// Some blocks may have landed before the error.
+	for _, e := range es {
+		e.suspect = true
+	}
+	if !Refused(err) {
+		return err
+	}
+	live := es[:0:0]
+	for _, e := range es {
+		if !e.dead && !e.done {
+			live = append(live, e)
+		}
+	}
+	if len(live) == 1 {
+		e := live[0]
+		if e.refusals == 0 {
+			e.insertsMark = mark
+		}
+		e.refusals++
+		e.refusedErr = err
+		log.Warn("sink: clickhouse refused one message's rows", "stream_seq", seqOf(e.msg), "subject", e.msg.Subject(), "refusals", e.refusals, "err", err)
+		return err
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	half := len(live) / 2
+	err1 := p.write(ctx, live[:half], mark, log)
+	if err1 != nil && !Refused(err1) {
+		return err1
+	}
+	err2 := p.write(ctx, live[half:], mark, log)
+	if err2 != nil {
+		return err2
+	}
+	return err1
+}
+
+// insertEntries writes the rows of es not known to be in the table already,
+// in blocks.
+func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *slog.Logger) error {
+	type ref struct {
+		e *entry[R]
+		r *R
+	}
+	var refs []ref
+	var suspects []*R
+	var suspectRefs []ref
+	for _, e := range es {
+		if e.done || e.dead {
+			continue
+		}
+		for i := range e.rows {
+			r := ref{e, &e.rows[i]}
+			if e.suspect && p.present != nil {
+				suspects = append(suspects, r.r)
+				suspectRefs = append(suspectRefs, r)
+				continue
+			}
+			refs = append(refs, r)
+		}
+	}
+	if len(suspects) > 0 {
+		if err := p.waitFailedInserts(ctx, log); err != nil {
+			return err
+		}
+		there, err := p.present(ctx, suspects)
+		if err != nil {
+			return fmt.Errorf("which redelivered rows are in %s already: %w", p.table, err)
+		}
+		var dup uint64
+		for i, r := range suspectRefs {
+			if there[i] {
+				dup++
+				continue
+			}
+			refs = append(refs, r)
+		}
+		if dup > 0 {
+			p.count(func(st *TableStats) { st.DuplicateRows += dup })
+			log.Info("sink: skipped rows already in the table (redelivered)", "rows", dup, "of", len(suspects))
+		}
+	}
+	block := p.s.cfg.BlockRows
+	for start := 0; start < len(refs); start += block {
+		end := min(start+block, len(refs))
+		rows := make([]*R, 0, end-start)
+		for _, r := range refs[start:end] {
+			rows = append(rows, r.r)
+		}
+		err := p.insert(ctx, rows)
 		var bad *badRowError
 		if errors.As(err, &bad) {
 			// The driver refused a value before anything was sent: that
-			// message can never be written, the others can right away.
-			p.poison(p.msgs[bad.msg], err, log)
-			p.drop(bad.msg)
-			continue
+			// message can never be written.
+			e := refs[start+bad.row].e
+			p.count(func(st *TableStats) { st.Refused++; st.RefusedRows += uint64(len(e.rows)) })
+			p.deadLetter(ctx, e.msg, err.Error(), log)
+			e.dead = true
+			// Earlier blocks are in the table: everything goes again,
+			// after the check for rows already there.
+			for _, e := range es {
+				e.suspect = true
+			}
+			return p.insertEntries(ctx, es, log)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("sink: insert %d rows into %s: %w", len(p.rows), p.table, err)
+		if err != nil {
+			return err
 		}
-		log.Warn("sink: insert failed, retrying", "rows", len(p.rows), "messages", len(p.msgs), "attempt", attempt, "retry_in", backoff, "err", err)
-		// Keep JetStream from redelivering what this sink still holds.
-		for _, m := range p.msgs {
-			_ = m.InProgress()
-		}
-		sleep(ctx, backoff)
-		backoff = min(2*backoff, cfg.RetryMax)
 	}
+	return nil
+}
+
+// failedInsertGrace bounds how long the sink waits for its failed INSERTs
+// to leave the server before it checks for rows already there regardless.
+// Killing them is no way out: a kill between the table's write and its
+// materialized views' leaves rows the rollups never count.
+const failedInsertGrace = time.Minute
+
+// waitFailedInserts waits until no INSERT of this pipeline that failed on
+// the client's side (a timeout, a broken connection) still runs on the
+// server: one that finished after the check for rows already there would
+// add its rows twice to the rollups. It waits InsertTimeout per call and
+// returns an error while they run (the flush is retried later), at most
+// failedInsertGrace in all; then it logs and lets the check go on.
+func (p *pipeline[R]) waitFailedInserts(ctx context.Context, log *slog.Logger) error {
+	if len(p.failedIDs) == 0 {
+		return nil
+	}
+	if p.failedSince.IsZero() {
+		p.failedSince = time.Now()
+	}
+	quoted := make([]string, len(p.failedIDs))
+	for i, id := range p.failedIDs {
+		quoted[i] = "'" + id + "'" // ids are ours: letters, digits, '-' and '_'
+	}
+	q := "SELECT count() FROM system.processes WHERE query_id IN (" + strings.Join(quoted, ", ") + ")"
+	wctx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
+	defer cancel()
+	for {
+		var n uint64
+		err := p.s.conn.QueryRow(wctx, q).Scan(&n)
+		if err == nil && n == 0 {
+			p.failedIDs, p.failedSince = p.failedIDs[:0], time.Time{}
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%d failed inserts still running on the server", n)
+		}
+		if wctx.Err() != nil {
+			if time.Since(p.failedSince) > failedInsertGrace {
+				log.Warn("sink: failed inserts may still run on the server; checking for rows already there regardless (the rollups may count them twice)",
+					"queries", len(p.failedIDs), "waited", time.Since(p.failedSince), "err", err)
+				p.failedIDs, p.failedSince = p.failedIDs[:0], time.Time{}
+				return nil
+			}
+			return fmt.Errorf("waiting for failed inserts into %s to end: %w", p.table, err)
+		}
+		sleep(wctx, 50*time.Millisecond)
+	}
+}
+
+// settle acks the messages written and drops them, and the dead ones, from
+// the buffer.
+func (p *pipeline[R]) settle(log *slog.Logger) {
+	kept := p.buf[:0]
+	nrows := 0
+	var acked uint64
+	for _, e := range p.buf {
+		switch {
+		case e.done:
+			// A lost ack means one redelivery, which the check for rows
+			// already there absorbs.
+			if err := e.msg.Ack(); err != nil {
+				log.Warn("sink: ack", "err", err)
+			}
+			acked++
+		case e.dead:
+		default:
+			kept = append(kept, e)
+			nrows += len(e.rows)
+		}
+	}
+	p.mu.Lock()
+	clear(p.buf[len(kept):])
+	p.buf, p.nrows = kept, nrows
+	p.stats.Acked += acked
+	p.stats.Pending, p.stats.PendingRows = len(p.buf), p.nrows
+	p.mu.Unlock()
 }
 
 // badRowError is a row the driver rejected while building the batch.
 type badRowError struct {
-	msg int
+	row int // in the block
 	err error
 }
 
@@ -318,9 +704,48 @@ func (e *badRowError) Error() string {
 }
 func (e *badRowError) Unwrap() error { return e.err }
 
-func (p *pipeline[R]) insert(ctx context.Context) error {
+// insert writes one block.
+func (p *pipeline[R]) insert(ctx context.Context, rows []*R) error {
+	start := time.Now()
+	err := p.insertBlock(ctx, rows)
+	took := time.Since(start)
+	if obs := p.s.cfg.ObserveInsert; obs != nil {
+		obs(p.table, len(rows), took, err)
+	}
+	p.count(func(st *TableStats) {
+		st.InsertSeconds += took.Seconds()
+		if err != nil {
+			st.InsertErrors++
+			return
+		}
+		st.Inserts++
+		st.Rows += uint64(len(rows))
+	})
+	if err == nil {
+		p.inserts++
+	}
+	return err
+}
+
+func (p *pipeline[R]) insertBlock(ctx context.Context, rows []*R) (err error) {
 	ictx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
 	defer cancel()
+	if p.present != nil {
+		// A named query, so that after a failure the check for rows already
+		// there can wait until the server is really done with it.
+		if p.queryBase == "" {
+			p.queryBase = fmt.Sprintf("rdmawatch-sink-%s-%d", p.table, time.Now().UnixNano())
+		}
+		p.queryN++
+		id := fmt.Sprintf("%s-%d", p.queryBase, p.queryN)
+		ictx = ch.Context(ictx, ch.WithQueryID(id))
+		defer func() {
+			var bad *badRowError
+			if err != nil && !errors.As(err, &bad) {
+				p.failedIDs = append(p.failedIDs, id)
+			}
+		}()
+	}
 	// An explicit column list: 18.16 rejects the driver's column-less form,
 	// and INSERT ... VALUES through Exec hangs on it.
 	batch, err := p.s.conn.PrepareBatch(ictx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")")
@@ -328,51 +753,54 @@ func (p *pipeline[R]) insert(ctx context.Context) error {
 		return fmt.Errorf("prepare insert into %s: %w", p.table, err)
 	}
 	defer batch.Close()
-	for i := range p.rows {
-		if err := batch.Append(p.values(&p.rows[i])...); err != nil {
+	for i, r := range rows {
+		if err := batch.Append(p.values(r)...); err != nil {
 			_ = batch.Abort()
-			return &badRowError{msg: p.rowMsg[i], err: fmt.Errorf("%s row %d: %w", p.table, i, err)}
+			return &badRowError{row: i, err: fmt.Errorf("%s row %d: %w", p.table, i, err)}
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", len(p.rows), p.table, err)
+		return fmt.Errorf("insert %d rows into %s: %w", len(rows), p.table, err)
 	}
 	return nil
 }
 
-// drop removes message i and its rows from the buffer.
-func (p *pipeline[R]) drop(i int) {
-	rows, rowMsg := p.rows[:0], p.rowMsg[:0]
-	for j := range p.rows {
-		switch m := p.rowMsg[j]; {
-		case m == i:
-		case m > i:
-			rows, rowMsg = append(rows, p.rows[j]), append(rowMsg, m-1)
-		default:
-			rows, rowMsg = append(rows, p.rows[j]), append(rowMsg, m)
-		}
-	}
-	p.rows, p.rowMsg = rows, rowMsg
-	p.msgs = append(p.msgs[:i], p.msgs[i+1:]...)
-}
-
 // shutdown writes what the buffer holds with a fresh deadline (ctx is
-// already cancelled). What cannot be written is Nak'ed so another sink gets
-// it at once instead of after AckWait.
+// already cancelled), retrying with backoff. What cannot be written is
+// Nak'ed so another sink gets it at once instead of after AckWait.
 func (p *pipeline[R]) shutdown(ctx context.Context, log *slog.Logger) error {
-	if len(p.msgs) == 0 {
+	if len(p.buf) == 0 {
 		return nil
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.cfg.ShutdownTimeout)
 	defer cancel()
-	if err := p.flush(sctx, log); err != nil {
-		for _, m := range p.msgs {
-			_ = m.Nak()
+	backoff := p.s.cfg.RetryMin
+	var err error
+	for {
+		if err = p.flush(sctx, log); err == nil {
+			return nil
 		}
-		log.Error("sink: last flush failed, messages left for redelivery", "messages", len(p.msgs), "err", err)
-		return err
+		if sctx.Err() != nil {
+			break
+		}
+		sleep(sctx, backoff)
+		backoff = min(2*backoff, p.s.cfg.RetryMax)
 	}
-	return nil
+	p.mu.Lock()
+	for _, e := range p.buf {
+		_ = e.msg.Nak()
+	}
+	n := len(p.buf)
+	p.mu.Unlock()
+	log.Error("sink: last flush failed, messages left for redelivery", "messages", n, "err", err)
+	return fmt.Errorf("sink: %d messages for %s not written: %w", n, p.table, err)
+}
+
+func seqOf(msg jetstream.Msg) uint64 {
+	if meta, err := msg.Metadata(); err == nil {
+		return meta.Sequence.Stream
+	}
+	return 0
 }
 
 // sleep waits d or until ctx ends.
@@ -390,10 +818,10 @@ const drainPoll = 20 * time.Millisecond
 
 // WaitDrained returns once every consumer of this sink has no message left
 // to deliver and none delivered but unacked, that is when everything on the
-// streams is in ClickHouse (or was terminated as poison). Replay calls it
-// after the processors finished and before cancelling Run; a live sink never
-// needs it. It polls JetStream, so it also works before Run created the
-// consumers (it waits for them).
+// streams is in ClickHouse (or was dead-lettered). Replay calls it after the
+// processors finished and before cancelling Run; a live sink never needs it.
+// It polls JetStream, so it also works before Run created the consumers (it
+// waits for them).
 func (s *Sink) WaitDrained(ctx context.Context) error {
 	consumers := []struct{ stream, name string }{
 		{schemas.StreamCounters, s.cfg.ConsumerPrefix + "-counters"},

@@ -73,7 +73,7 @@ func BenchmarkSinkInsert(b *testing.B) {
 
 	measure := func(b *testing.B, base sink.Config) {
 		var oursWall, refWall time.Duration
-		var rows uint64
+		var rows, dup, retries uint64
 		for range b.N {
 			// Ours: a fresh sink (new consumers) over the whole stream.
 			ch(nil, "TRUNCATE TABLE port_samples")
@@ -95,6 +95,11 @@ func BenchmarkSinkInsert(b *testing.B) {
 			if err := <-done; err != nil {
 				b.Fatal(err)
 			}
+			// Redelivery under load shows here: rows checked again and
+			// skipped, failed inserts retried.
+			st := sk.Stats()["port_samples"]
+			dup += st.DuplicateRows
+			retries += st.Retries
 			n, err := chtest.Count(ctx, conn, "port_samples", "")
 			if err != nil {
 				b.Fatal(err)
@@ -124,6 +129,8 @@ func BenchmarkSinkInsert(b *testing.B) {
 		b.ReportMetric(total/refWall.Seconds(), "clickhouse-client-rows/s")
 		b.ReportMetric(refWall.Seconds()/oursWall.Seconds(), "sink/clickhouse-client")
 		b.ReportMetric(float64(rows), "rows")
+		b.ReportMetric(float64(dup)/float64(b.N), "dup-rows")
+		b.ReportMetric(float64(retries)/float64(b.N), "retries")
 	}
 
 	// default: the sink's default config (10 000-row batches, at most 1000

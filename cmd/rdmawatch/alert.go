@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/alert"
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func newAlertCmd(g *global) *cobra.Command {
@@ -39,18 +40,24 @@ stream with the reason.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			js, closeNC, err := connectJS(cmd, g, "rdmawatch-alert", 0)
+			tel, err := serveTelemetry(cmd, g, "alert")
 			if err != nil {
 				return err
 			}
-			defer closeNC()
+			nc, js, err := connectJS(cmd, g, "rdmawatch-alert", schemas.StreamEvents, schemas.StreamDeadLetter)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
 			b, err := alert.New(js, cfg, g.log)
 			if err != nil {
 				return err
 			}
+			tel.WatchNATS(nc)
+			tel.RegisterAlert(b.Stats)
 			g.log.Info("alert bridge started", "alertmanagers", len(cfg.Alertmanagers), "webhooks", len(cfg.Webhooks), "filter", cfg.FilterSubject)
 			err = b.Run(cmd.Context())
-			g.log.Info("alert bridge stopped")
+			g.log.Info("alert bridge stopped", "reason", stopReason(cmd, err))
 			return err
 		},
 	}

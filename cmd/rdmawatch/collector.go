@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -22,9 +20,10 @@ func newCollectorCmd(g *global) *cobra.Command {
 		interval    time.Duration
 		ethtool     bool
 		maxInFlight int
-		partitions  int
 		source      string
 		sf          simFlags
+		spoolDir    string
+		spoolMax    int64
 	)
 	cmd := &cobra.Command{
 		Use:   "collector",
@@ -46,20 +45,20 @@ func newCollectorCmd(g *global) *cobra.Command {
 				return fmt.Errorf("--interval %s: must be at least 100ms", interval)
 			}
 			ctx := cmd.Context()
-			nc, err := natsutil.Connect(natsutil.ConnectOptions{URL: g.natsURL, Creds: g.natsCreds, Name: "rdmawatch-collector/" + node})
+			tel, err := serveTelemetry(cmd, g, "collector")
+			if err != nil {
+				return err
+			}
+			nc, js, err := connectJS(cmd, g, "rdmawatch-collector/"+node, schemas.StreamCounters, schemas.StreamInventory)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Partitions: partitions}); err != nil {
-				return err
-			}
+			tel.WatchNATS(nc)
 			if fleet != nil {
-				return runSimCollector(ctx, g, nc, js, fleet, maxInFlight)
+				err := runSimCollector(ctx, g, nc, js, fleet, maxInFlight, tel.RegisterCollector(source))
+				g.log.Info("collector stopped", "reason", stopReason(cmd, err))
+				return err
 			}
 			src, err := collector.NewHostSource(node, collector.WithEthtool(ethtool), collector.WithHostLogger(g.log))
 			if err != nil {
@@ -68,11 +67,18 @@ func newCollectorCmd(g *global) *cobra.Command {
 			defer src.Close()
 			boot := randomBootID()
 			eng := collector.NewEngine(func(string, int) string { return boot })
-			pub := collector.NewPublisher(js, maxInFlight, g.log)
-			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", g.natsURL)
-			err = collector.New(src, eng, pub, collector.Config{Interval: interval, Log: g.log}).Run(ctx)
+			pub, err := collector.NewPublisherConfig(js, collector.PublisherConfig{MaxInFlight: maxInFlight, Log: g.log, SpoolDir: spoolDir, SpoolMaxBytes: spoolMax})
+			if err != nil {
+				return err
+			}
+			if err := pub.ResendSpool(ctx); err != nil {
+				return err
+			}
+			g.log.Info("collector started", "node", node, "interval", interval, "boot_id", boot, "nats", natsURLForLog(g))
+			err = collector.New(src, eng, pub, collector.Config{Interval: interval, Log: g.log, OnScrape: tel.RegisterCollector(source)}).Run(ctx)
 			st := eng.Stats()
-			g.log.Info("collector stopped", "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches)
+			d := pub.Dropped()
+			g.log.Info("collector stopped", "reason", stopReason(cmd, err), "samples", st.Samples, "published", pub.Published(), "resets", st.Resets, "glitches", st.Glitches, "dropped_batches", d.Messages, "dropped_samples", d.Samples)
 			return err
 		},
 	}
@@ -81,8 +87,10 @@ func newCollectorCmd(g *global) *cobra.Command {
 	f.DurationVar(&interval, "interval", 10*time.Second, "scrape interval")
 	f.BoolVar(&ethtool, "ethtool", true, "read each port's netdev ethtool statistics (PFC, PHY/FEC)")
 	f.IntVar(&maxInFlight, "max-in-flight", 64, "unacknowledged batches allowed before the collector waits")
-	f.IntVar(&partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream when this collector creates it")
+	deprecatePartitions(cmd)
 	f.StringVar(&source, "source", "sysfs", "what to read: sysfs (this host) or sim (a simulated fleet, every node publishing as its own collector; see --sim-*)")
+	f.StringVar(&spoolDir, "spool-dir", "", "keep batches NATS has not acknowledged when the collector stops here, and send them at the next start (empty: none, they are counted as lost)")
+	f.Int64Var(&spoolMax, "spool-max-bytes", 256<<20, "bound of --spool-dir; the oldest batches are dropped (and counted) past it")
 	sf.register(cmd)
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/rdmawatch/rdmawatch/internal/redact"
+	"github.com/rdmawatch/rdmawatch/processor"
 )
 
 // Configuration comes from four places, the first that sets a flag wins:
@@ -122,6 +123,9 @@ func checkConfig(root *cobra.Command, path string, entries []configEntry) error 
 	visit(root)
 	var errs []error
 	for _, e := range entries {
+		if _, ok := detectorSection(e.section); ok {
+			continue // checked against the detectors themselves
+		}
 		c, ok := sections[e.section]
 		if !ok {
 			errs = append(errs, fmt.Errorf("%s:%d: section %q is not a command", path, e.line, e.section))
@@ -140,6 +144,56 @@ func checkConfig(root *cobra.Command, path string, entries []configEntry) error 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// detectorPrefix is the file section of detector settings: the detector
+// structs' exported fields, e.g.
+//
+//	processor:
+//	  detectors:
+//	    link_flap:
+//	      stable_after: 2m
+const detectorPrefix = "processor detectors "
+
+func detectorSection(section string) (string, bool) {
+	return strings.CutPrefix(section, detectorPrefix)
+}
+
+// detectorSettings reads the detector settings of a config file (none
+// without one) and checks them against the registered detectors.
+func detectorSettings(path string) (processor.Settings, error) {
+	if path == "" {
+		return nil, nil
+	}
+	entries, err := readConfigFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dets, err := processor.NewDetectors()
+	if err != nil {
+		return nil, err
+	}
+	s := processor.Settings{}
+	var errs []error
+	for _, e := range entries {
+		name, ok := detectorSection(e.section)
+		if !ok {
+			continue
+		}
+		// One entry at a time, so an error names its line.
+		if err := (processor.Settings{name: {e.key: e.value}}).Apply(dets); err != nil {
+			errs = append(errs, fmt.Errorf("%s:%d: processor.detectors: %w", path, e.line, err))
+			continue
+		}
+		if s[name] == nil {
+			s[name] = map[string]string{}
+		}
+		s[name][e.key] = e.value
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // applyConfig sets every flag of cmd the command line left alone, from the
@@ -210,6 +264,9 @@ func newConfigCmd(g *global) *cobra.Command {
 			probe := newRoot()
 			var errs []error
 			for _, e := range entries {
+				if _, ok := detectorSection(e.section); ok {
+					continue
+				}
 				c, _, err := probe.Find(strings.Fields(e.section))
 				if err != nil {
 					continue
@@ -218,9 +275,15 @@ func newConfigCmd(g *global) *cobra.Command {
 				if f == nil {
 					f = probe.PersistentFlags().Lookup(e.key)
 				}
+				if f == nil {
+					continue // checkConfig named it
+				}
 				if err := setFlag(f, e.value); err != nil {
 					errs = append(errs, fmt.Errorf("%s:%d: key %q: %w", args[0], e.line, e.key, err))
 				}
+			}
+			if _, err := detectorSettings(args[0]); err != nil {
+				errs = append(errs, err)
 			}
 			if err := errors.Join(errs...); err != nil {
 				return err
@@ -245,7 +308,13 @@ func newConfigCmd(g *global) *cobra.Command {
 			if err := applyConfig(root, target, g.configPath); err != nil {
 				return err
 			}
-			return printConfig(cmd.OutOrStdout(), root, target)
+			if err := printConfig(cmd.OutOrStdout(), root, target); err != nil {
+				return err
+			}
+			if target.Name() == "processor" {
+				return printDetectorSettings(cmd.OutOrStdout(), g.configPath)
+			}
+			return nil
 		},
 	})
 	return cmd
@@ -281,6 +350,36 @@ func printConfig(w io.Writer, root, cmd *cobra.Command) error {
 	for _, r := range rows {
 		if _, err := fmt.Fprintf(w, "%s: %s\n", r.k, r.v); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// printDetectorSettings prints every detector's settings as the processor
+// would run them: the defaults, with the file's settings applied.
+func printDetectorSettings(w io.Writer, path string) error {
+	s, err := detectorSettings(path)
+	if err != nil {
+		return err
+	}
+	dets, err := processor.NewDetectors()
+	if err != nil {
+		return err
+	}
+	if err := s.Apply(dets); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "detectors:")
+	for _, d := range dets {
+		fmt.Fprintf(w, "  %s:\n", d.Name())
+		tun := processor.Tunables(d)
+		keys := make([]string, 0, len(tun))
+		for k := range tun {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "    %s: %s\n", k, tun[k])
 		}
 	}
 	return nil

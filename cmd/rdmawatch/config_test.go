@@ -104,3 +104,24 @@ func TestConfigPrintMasksSecrets(t *testing.T) {
 		t.Errorf("config print:\n%s", out.String())
 	}
 }
+
+func TestConfigDetectorSettings(t *testing.T) {
+	good := writeConfig(t, "processor:\n  detectors:\n    link_flap:\n      stable_after: 2m\n")
+	s, err := detectorSettings(good)
+	if err != nil || s["link_flap"]["stable_after"] != "2m" {
+		t.Fatalf("settings %v, %v", s, err)
+	}
+	for body, want := range map[string]string{
+		"processor:\n  detectors:\n    link_flap:\n      stable_aftr: 2m\n": `:4: processor.detectors: unknown detector setting: link_flap.stable_aftr`,
+		"processor:\n  detectors:\n    link_flop:\n      stable_after: 2m\n": `:4: processor.detectors: unknown detector: detector "link_flop"`,
+		"processor:\n  detectors:\n    link_flap:\n      stable_after: x\n":  `:4: processor.detectors: link_flap.stable_after: "x"`,
+	} {
+		path := writeConfig(t, body)
+		root := newRoot()
+		root.SetArgs([]string{"config", "check", path})
+		root.SetOut(new(strings.Builder))
+		if err := root.Execute(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("config check:\n%s\n%v, want %q", body, err, want)
+		}
+	}
+}

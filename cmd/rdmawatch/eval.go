@@ -10,7 +10,9 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/eval"
+	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func newEvalCmd(g *global) *cobra.Command {
@@ -22,7 +24,7 @@ func newEvalCmd(g *global) *cobra.Command {
 		Use:   "eval --trace T --topology P --labels L",
 		Short: "Replay a labelled trace and score the events: precision, recall, latency, lead, affected-F1",
 		Long: `eval runs replay over the trace (or reads --events from an earlier run) and
-compares the incidents with the labels by DESIGN.md's rule: same type and subject,
+compares the incidents with the labels by docs/formats.md's rule: same type and subject,
 and the incident overlaps [label.start - 2 intervals, label.end + 120 s]. An
 incident that matches no label, or only an already matched one (a fragment),
 counts against precision.`,
@@ -50,19 +52,19 @@ counts against precision.`,
 				if err != nil {
 					return err
 				}
-				tr, err := collector.OpenTrace(tracePath)
+				tr, err := trace.Open(tracePath)
 				if err != nil {
 					return err
 				}
 				defer tr.Close()
 				var buf bytes.Buffer
-				res, err := runPipeline(cmd.Context(), pipelineConfig{
-					source: collector.NewTraceSource(tr), topology: topo, eventsOut: &buf, processors: 1, log: g.log,
+				res, err := pipeline.Run(cmd.Context(), pipeline.Config{
+					Source: collector.NewTraceSource(tr), Topology: topo, EventsOut: &buf, Log: g.log,
 				})
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d port samples in %s\n", res.engine.Samples, res.elapsed.Round(1e6))
+				fmt.Fprintf(cmd.ErrOrStderr(), "replayed %d port samples in %s\n", res.Engine.Samples, res.Elapsed.Round(1e6))
 				if events, err = decodeEvents(buf.Bytes(), "replay"); err != nil {
 					return err
 				}

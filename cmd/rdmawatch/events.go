@@ -71,11 +71,11 @@ has printed what the stream holds. Ctrl-C ends it cleanly.`,
 			if err != nil {
 				return err
 			}
-			js, closeNC, err := connectJS(cmd, g, "rdmawatch-events-tail", 0)
+			nc, js, err := connectJS(cmd, g, "rdmawatch-events-tail", schemas.StreamEvents)
 			if err != nil {
 				return err
 			}
-			defer closeNC()
+			defer nc.Close()
 			w := bufio.NewWriter(cmd.OutOrStdout())
 			defer w.Flush()
 			err = tailEvents(cmd.Context(), js, cfg, o, w)

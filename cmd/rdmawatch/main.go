@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -16,7 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/redact"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
 // stopProfile ends a --profile-cpu profile; a no-op without one.
@@ -28,14 +32,20 @@ var version = "dev"
 // global holds the settings every subcommand shares. Each address and
 // credential has a flag and an environment variable.
 type global struct {
-	natsURL    string
-	natsCreds  string
-	clickhouse string
-	logLevel   string
-	cpuProfile string
-	configPath string
-	logFormat  string
-	log        *slog.Logger
+	natsURL     string
+	natsCreds   string
+	natsNKey    string
+	natsTLSCA   string
+	natsTLSCert string
+	natsTLSKey  string
+	clickhouse  string
+	chTLSCA     string
+	logLevel    string
+	cpuProfile  string
+	configPath  string
+	logFormat   string
+	listen      string
+	log         *slog.Logger
 }
 
 func envOr(name, def string) string {
@@ -49,7 +59,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRoot().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "rdmawatch:", err)
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// SIGTERM while still waiting for NATS or ClickHouse: nothing
+			// was started, nothing is lost; a stop is not a failure.
+			fmt.Fprintln(os.Stderr, "rdmawatch: stopped by signal before the service was reachable")
+			return
+		}
+		// Whatever an error quotes, a URL or DSN in it loses its password.
+		fmt.Fprintln(os.Stderr, "rdmawatch:", redact.String(err.Error()))
 		os.Exit(1)
 	}
 }
@@ -75,7 +92,7 @@ func newRoot() *cobra.Command {
 			}
 			g.log = log
 			slog.SetDefault(g.log)
-			if g.cpuProfile != "" && cmd.Name() != "bench-e2e" {
+			if g.cpuProfile != "" {
 				f, err := os.Create(g.cpuProfile)
 				if err != nil {
 					return fmt.Errorf("--profile-cpu: %w", err)
@@ -93,9 +110,15 @@ func newRoot() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.natsURL, "nats", envOr("RDMAWATCH_NATS", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env RDMAWATCH_NATS)")
 	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
-	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default (env RDMAWATCH_CLICKHOUSE)")
+	pf.StringVar(&g.natsNKey, "nats-nkey", envOr("RDMAWATCH_NATS_NKEY", ""), "NATS nkey seed file of the user (env RDMAWATCH_NATS_NKEY)")
+	pf.StringVar(&g.natsTLSCA, "nats-tls-ca", envOr("RDMAWATCH_NATS_TLS_CA", ""), "CA certificate(s) (PEM) that sign the NATS server's certificate (env RDMAWATCH_NATS_TLS_CA)")
+	pf.StringVar(&g.natsTLSCert, "nats-tls-cert", envOr("RDMAWATCH_NATS_TLS_CERT", ""), "client certificate (PEM) for a NATS server that verifies clients (env RDMAWATCH_NATS_TLS_CERT)")
+	pf.StringVar(&g.natsTLSKey, "nats-tls-key", envOr("RDMAWATCH_NATS_TLS_KEY", ""), "key (PEM) of --nats-tls-cert (env RDMAWATCH_NATS_TLS_KEY)")
+	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default, ?secure=true for TLS (env RDMAWATCH_CLICKHOUSE)")
+	pf.StringVar(&g.chTLSCA, "clickhouse-tls-ca", envOr("RDMAWATCH_CLICKHOUSE_TLS_CA", ""), "CA certificate(s) (PEM) that sign ClickHouse's certificate, with ?secure=true in the DSN (env RDMAWATCH_CLICKHOUSE_TLS_CA)")
 	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
 	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
+	pf.StringVar(&g.listen, "listen", envOr("RDMAWATCH_LISTEN", ""), "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. :9464 (env RDMAWATCH_LISTEN; default off)")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
 
@@ -105,6 +128,7 @@ func newRoot() *cobra.Command {
 		newProcessorCmd(g),
 		newSinkCmd(g),
 		newMigrateCmd(g),
+		newStreamsCmd(g),
 		newReplayCmd(g),
 		newRunCmd(g),
 		newSimulateCmd(g),
@@ -112,7 +136,6 @@ func newRoot() *cobra.Command {
 		newQueryCmd(g),
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
-		newBenchE2ECmd(g),
 		newAlertCmd(g),
 		newEventsCmd(g),
 		newConfigCmd(g),
@@ -164,3 +187,24 @@ func (g *global) requireClickHouse() error {
 	}
 	return nil
 }
+
+// natsOptions are the connection settings of every command that dials NATS.
+func (g *global) natsOptions(name string) natsutil.ConnectOptions {
+	return natsutil.ConnectOptions{
+		URL: g.natsURL, Creds: g.natsCreds, NKey: g.natsNKey,
+		TLSCA: g.natsTLSCA, TLSCert: g.natsTLSCert, TLSKey: g.natsTLSKey,
+		Name: name, Log: g.log,
+	}
+}
+
+// chOptions are the connection settings of every command that opens
+// ClickHouse besides its DSN.
+func (g *global) chOptions() []chschema.Option {
+	if g.chTLSCA == "" {
+		return nil
+	}
+	return []chschema.Option{chschema.WithTLSCA(g.chTLSCA)}
+}
+
+// natsURLForLog is --nats as it may be logged: without credentials.
+func natsURLForLog(g *global) string { return redact.String(g.natsURL) }

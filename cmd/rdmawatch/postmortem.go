@@ -35,7 +35,7 @@ data the database holds.`,
 			if err != nil {
 				return err
 			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
+			conn, err := chschema.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
 			if err != nil {
 				return err
 			}

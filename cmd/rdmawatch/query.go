@@ -151,7 +151,7 @@ its subject as --node/--device/--port, for port_timeline.`,
 			if err != nil {
 				return err
 			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
+			conn, err := chschema.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
 			if err != nil {
 				return err
 			}

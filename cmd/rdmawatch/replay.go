@@ -10,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/pipeline"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 func newReplayCmd(g *global) *cobra.Command {
@@ -37,7 +39,7 @@ the same events. A malformed line stops it with a non-zero exit naming the line.
 			if err != nil {
 				return err
 			}
-			tr, err := collector.OpenTrace(tracePath)
+			tr, err := trace.Open(tracePath)
 			if err != nil {
 				return err
 			}
@@ -46,14 +48,14 @@ the same events. A malformed line stops it with a non-zero exit naming the line.
 			if err != nil {
 				return err
 			}
-			res, runErr := runPipeline(cmd.Context(), pipelineConfig{
-				source:     collector.NewTraceSource(tr),
-				topology:   topo,
-				eventsOut:  out,
-				clickhouse: g.clickhouse,
-				processors: processors,
-				partitions: partitions,
-				log:        g.log,
+			res, runErr := pipeline.Run(cmd.Context(), pipeline.Config{
+				Source:     collector.NewTraceSource(tr),
+				Topology:   topo,
+				EventsOut:  out,
+				ClickHouse: g.clickhouse,
+				Processors: processors,
+				Partitions: partitions,
+				Log:        g.log,
 			})
 			// Events decided before a malformed line are kept either way.
 			if err := commit(); err != nil && runErr == nil {
@@ -93,26 +95,26 @@ func createAtomic(path string) (io.Writer, func() error, error) {
 	return f, commit, nil
 }
 
-func printSummary(w io.Writer, res *pipelineResult, lines int) {
+func printSummary(w io.Writer, res *pipeline.Result, lines int) {
 	fmt.Fprintf(w, "replayed %d lines: %d port samples (%d duplicates dropped, %d resets, %d wraps, %d glitches held, %d collector restarts) in %d messages, %s\n",
-		lines, res.engine.Samples, res.engine.Duplicates, res.engine.Resets, res.engine.Wraps, res.engine.Glitches, res.engine.Restarts, res.batches, res.elapsed.Round(1e6))
+		lines, res.Engine.Samples, res.Engine.Duplicates, res.Engine.Resets, res.Engine.Wraps, res.Engine.Glitches, res.Engine.Restarts, res.Batches, res.Elapsed.Round(1e6))
 	printIncidentCounts(w, res)
 }
 
 // printIncidentCounts prints the events and incidents per type.
-func printIncidentCounts(w io.Writer, res *pipelineResult) {
-	types := make([]string, 0, len(res.byType))
-	for t := range res.byType {
+func printIncidentCounts(w io.Writer, res *pipeline.Result) {
+	types := make([]string, 0, len(res.ByType))
+	for t := range res.ByType {
 		types = append(types, t)
 	}
 	sort.Strings(types)
 	incidents := map[string]int{}
-	for _, ev := range res.incidents {
+	for _, ev := range res.Incidents {
 		incidents[ev.Type]++
 	}
-	fmt.Fprintf(w, "%d events, %d incidents\n", res.events, len(res.incidents))
+	fmt.Fprintf(w, "%d events, %d incidents\n", res.Events, len(res.Incidents))
 	for _, t := range types {
-		st := res.byType[t]
+		st := res.ByType[t]
 		fmt.Fprintf(w, "  %-20s incidents %d (open %d, update %d, resolved %d)\n", t, incidents[t], st[schemas.StateOpen], st[schemas.StateUpdate], st[schemas.StateResolved])
 	}
 }

@@ -38,7 +38,7 @@ Events, inventory and topology are kept.`,
 				}
 				at = t
 			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse)
+			conn, err := chschema.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
 			if err != nil {
 				return err
 			}

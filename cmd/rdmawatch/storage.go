@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/rdmawatch/rdmawatch/internal/redact"
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 	"github.com/rdmawatch/rdmawatch/sink"
@@ -37,15 +41,17 @@ func (c *clusterFlags) register(cmd *cobra.Command) {
 
 // ensureAndMigrate creates the DSN's database (on every node in cluster
 // mode), connects and applies the migrations.
-func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags) (driver.Conn, []string, error) {
-	ensure := chschema.EnsureDatabase(ctx, dsn)
+func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags, opts ...chschema.Option) (driver.Conn, []string, error) {
+	var ensure error
 	if c.name != "" {
-		ensure = chschema.EnsureDatabaseOnCluster(ctx, dsn, c.name)
+		ensure = chschema.EnsureDatabaseOnCluster(ctx, dsn, c.name, opts...)
+	} else {
+		ensure = chschema.EnsureDatabase(ctx, dsn, opts...)
 	}
 	if ensure != nil {
 		return nil, nil, ensure
 	}
-	conn, err := chschema.Open(ctx, dsn)
+	conn, err := chschema.Open(ctx, dsn, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -58,11 +64,11 @@ func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags) (driver.C
 	return conn, applied, err
 }
 
-func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cluster clusterFlags, cfg sink.Config, topo *schemas.Topology, log *slog.Logger) (*sink.Sink, func(), error) {
+func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cluster clusterFlags, cfg sink.Config, topo *schemas.Topology, log *slog.Logger, opts ...chschema.Option) (*sink.Sink, func(), error) {
 	if topo != nil && cluster.name != "" {
 		return nil, nil, errTopologyCluster
 	}
-	conn, applied, err := ensureAndMigrate(ctx, dsn, cluster)
+	conn, applied, err := ensureAndMigrate(ctx, dsn, cluster, opts...)
 	if err != nil && conn == nil {
 		return nil, nil, err
 	}
@@ -107,18 +113,42 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			js, closeNC, err := connectJS(cmd, g, "rdmawatch-sink", schemas.DefaultPartitions)
+			tel, err := serveTelemetry(cmd, g, "sink")
 			if err != nil {
 				return err
 			}
-			defer closeNC()
-			s, closeSink, err := openSinkCluster(ctx, js, g.clickhouse, cluster, sink.Config{BatchRows: batchRows, FlushInterval: flush}, nil, g.log)
+			nc, js, err := connectJS(cmd, g, "rdmawatch-sink", schemas.StreamCounters, schemas.StreamEvents, schemas.StreamInventory, schemas.StreamDeadLetter)
 			if err != nil {
 				return err
 			}
-			defer closeSink()
-			g.log.Info("sink started")
-			return s.Run(ctx)
+			defer nc.Close()
+			tel.WatchNATS(nc)
+			// No migrations here: the sink needs only SELECT and INSERT;
+			// an admin runs `rdmawatch migrate`. A ClickHouse that is not up
+			// yet is waited for; one that answers with an error (password,
+			// permissions) is not.
+			conn, err := retry.Do(ctx, g.log, "clickhouse", retry.Policy{}, func(ctx context.Context) (driver.Conn, error) {
+				conn, err := chschema.Open(ctx, g.clickhouse, g.chOptions()...)
+				var exc *ch.Exception
+				if errors.As(err, &exc) || errors.Is(err, chschema.ErrInvalidOption) {
+					err = retry.Permanent(err)
+				}
+				return conn, err
+			})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush, ObserveInsert: tel.SinkInsertObserver()}, g.log)
+			if err != nil {
+				return err
+			}
+			tel.RegisterSink(s.Stats)
+			tel.AddCheck("clickhouse", func(context.Context) error { return s.Ready() })
+			g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
+			err = s.Run(ctx)
+			g.log.Info("sink stopped", "reason", stopReason(cmd, err))
+			return err
 		},
 	}
 	cmd.Flags().IntVar(&batchRows, "batch-rows", 10000, "rows per INSERT at most")
@@ -165,7 +195,7 @@ schemas/clickhouse/README.md.`,
 				}
 				topo = t
 			}
-			conn, applied, err := ensureAndMigrate(cmd.Context(), g.clickhouse, cluster)
+			conn, applied, err := ensureAndMigrate(cmd.Context(), g.clickhouse, cluster, g.chOptions()...)
 			if conn == nil {
 				return err
 			}

@@ -14,6 +14,16 @@
 #                           {shard}=01, {replica}=r1, for trying `migrate
 #                           --cluster`'s DDL. There is no ZooKeeper, so ON
 #                           CLUSTER and Replicated tables still fail here.
+#   RDMAWATCH_CH_USERS      1: also create rdmawatch's users (rdmawatch-users.xml):
+#                           rdmawatch_admin, rdmawatch_sink (no DDL) and
+#                           rdmawatch_reader (read only), with the passwords in
+#                           RDMAWATCH_CH_ADMIN_PASSWORD, RDMAWATCH_CH_SINK_PASSWORD
+#                           and RDMAWATCH_CH_READER_PASSWORD. The passwordless
+#                           default user stays.
+#   RDMAWATCH_CH_TLS_PORT   optional: also listen for TLS (tcp_port_secure) on
+#                           this port with RDMAWATCH_CH_TLS_CERT and
+#                           RDMAWATCH_CH_TLS_KEY (PEM files); clients use
+#                           ?secure=true and, for a private CA, --clickhouse-tls-ca.
 #
 # `up` prints the DSN as the last line of stdout.
 set -euo pipefail
@@ -29,6 +39,8 @@ config=$dir/config.xml
 log_dir=$dir/log
 dsn="clickhouse://127.0.0.1:${tcp_port}/default"
 cluster=${RDMAWATCH_CH_CLUSTER:-}
+with_users=${RDMAWATCH_CH_USERS:-}
+tls_port=${RDMAWATCH_CH_TLS_PORT:-}
 start_timeout=${RDMAWATCH_CH_START_TIMEOUT:-60}
 
 die() { echo "local.sh: $*" >&2; exit 1; }
@@ -98,7 +110,9 @@ answers() {
 write_config() {
 	mkdir -p "$dir/data" "$dir/tmp" "$dir/user_files" "$dir/format_schemas" "$log_dir"
 	local users=/etc/clickhouse-server/users.xml
-	if [[ ! -r $users ]]; then
+	# Our own users.xml when rdmawatch's users are asked for: the server
+	# merges users.d/ next to the users file it is given.
+	if [[ ! -r $users || $with_users == 1 ]]; then
 		users=$dir/users.xml
 		cat >"$users" <<'XML'
 <?xml version="1.0"?>
@@ -151,6 +165,17 @@ XML
     <shutdown_wait_unfinished>1</shutdown_wait_unfinished>
 </yandex>
 XML
+	rm -rf "$dir/users.d"
+	if [[ $with_users == 1 ]]; then
+		local admin=${RDMAWATCH_CH_ADMIN_PASSWORD:?RDMAWATCH_CH_USERS=1 needs RDMAWATCH_CH_ADMIN_PASSWORD}
+		local sink=${RDMAWATCH_CH_SINK_PASSWORD:?RDMAWATCH_CH_USERS=1 needs RDMAWATCH_CH_SINK_PASSWORD}
+		local reader=${RDMAWATCH_CH_READER_PASSWORD:?RDMAWATCH_CH_USERS=1 needs RDMAWATCH_CH_READER_PASSWORD}
+		mkdir -p "$dir/users.d"
+		sed -e "s/@ADMIN_SHA256@/$(sha256_hex "$admin")/" \
+			-e "s/@SINK_SHA256@/$(sha256_hex "$sink")/" \
+			-e "s/@READER_SHA256@/$(sha256_hex "$reader")/" \
+			"$script_dir/rdmawatch-users.xml" >"$dir/users.d/rdmawatch-users.xml"
+	fi
 	# The server merges config.d/*.xml next to its config file.
 	local cluster_xml=$dir/config.d/rdmawatch-cluster.xml
 	rm -f "$cluster_xml"
@@ -172,7 +197,33 @@ XML
 </yandex>
 XML
 	fi
+	local tls_xml=$dir/config.d/rdmawatch-tls.xml
+	rm -f "$tls_xml"
+	if [[ -n $tls_port ]]; then
+		[[ -r ${RDMAWATCH_CH_TLS_CERT:-} && -r ${RDMAWATCH_CH_TLS_KEY:-} ]] ||
+			die "RDMAWATCH_CH_TLS_PORT needs readable RDMAWATCH_CH_TLS_CERT and RDMAWATCH_CH_TLS_KEY"
+		mkdir -p "$dir/config.d"
+		cat >"$tls_xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+    <tcp_port_secure>$tls_port</tcp_port_secure>
+    <openSSL>
+        <server>
+            <certificateFile>$RDMAWATCH_CH_TLS_CERT</certificateFile>
+            <privateKeyFile>$RDMAWATCH_CH_TLS_KEY</privateKeyFile>
+            <verificationMode>none</verificationMode>
+            <loadDefaultCAFile>false</loadDefaultCAFile>
+            <cacheSessions>true</cacheSessions>
+            <disableProtocols>sslv2,sslv3</disableProtocols>
+            <preferServerCiphers>true</preferServerCiphers>
+        </server>
+    </openSSL>
+</yandex>
+XML
+	fi
 }
+
+sha256_hex() { printf %s "$1" | sha256sum | cut -d' ' -f1; }
 
 # running_dsn is the DSN of the server the pid file names, from its own
 # config: the port variables of this call may differ from the ones it was

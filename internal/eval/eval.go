@@ -1,4 +1,4 @@
-// Package eval scores events against labels with DESIGN.md's matching rules:
+// Package eval scores events against labels with docs/formats.md's matching rules:
 // precision, recall, detection latency, lead before critical and the
 // affected-F1 of PFC storms, per event type and overall.
 package eval
@@ -155,7 +155,7 @@ func subjectMatches(in *Incident, l *schemas.Label) bool {
 
 const forever = schemas.Millis(math.MaxInt64)
 
-// Matches is DESIGN.md's rule: same type, same subject, and the incident's
+// Matches is docs/formats.md's rule: same type, same subject, and the incident's
 // span overlaps [label.start - 2 intervals, label.end + 120 s].
 func Matches(in *Incident, l *schemas.Label, interval time.Duration) bool {
 	if in.Type != l.Type || !subjectMatches(in, l) {

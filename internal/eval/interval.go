@@ -6,13 +6,13 @@ import (
 	"sort"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 // TraceInterval is the median time between consecutive samples of a port
 // over the whole trace: the "interval" of the matching rule.
 func TraceInterval(path string) (time.Duration, error) {
-	tr, err := collector.OpenTrace(path)
+	tr, err := trace.Open(path)
 	if err != nil {
 		return 0, err
 	}
@@ -31,7 +31,7 @@ func TraceInterval(path string) (time.Duration, error) {
 		if err != nil {
 			return 0, err
 		}
-		if l.Kind != collector.KindSample {
+		if l.Kind != trace.KindSample {
 			continue
 		}
 		k := key{l.Node, l.Device, l.Port}

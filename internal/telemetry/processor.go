@@ -33,8 +33,13 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 // deadLetters is the metric every role uses for what it dead-lettered.
 var deadLetters = desc("dead_letters_total", "Messages this role copied to the dead-letter stream, by the stream they came from.", "role", "stream")
 
-// RegisterProcessor exports a processor's Stats.
-func (s *Server) RegisterProcessor(stats func() runtime.Stats) {
+// RegisterProcessor exports a processor's Stats and the partition count of
+// the counters stream it read at start.
+func (s *Server) RegisterProcessor(stats func() runtime.Stats, streamPartitions int) {
+	s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "processor_stream_partitions",
+		Help: "Partitions of the counters stream; the processors' partitions_owned sum to it when every partition has an owner.",
+	}, func() float64 { return float64(streamPartitions) }))
 	var (
 		processed  = desc("processor_samples_processed_total", "Port samples accepted from each owned partition.", "partition")
 		refused    = desc("processor_samples_refused_total", "Samples or messages refused, by reason (implausible_time, node_mismatch, decode, stale).", "reason")

@@ -44,7 +44,7 @@ type Config struct {
 	// AllowedLateness is how far behind the newest data time a sample may
 	// arrive and still count for fabric detectors: watermark = max data time
 	// seen - AllowedLateness. Zero (the default) adapts it to the observed
-	// collection interval: DESIGN.md lets lines of different ports be up to
+	// collection interval: docs/formats.md lets lines of different ports be up to
 	// one interval out of order, so one interval (plus a tenth for read-time
 	// jitter) is enough, and a fixed 10 s would hold fabric decisions back by
 	// ten intervals on a fleet read every second. Until an interval has been

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,6 +52,9 @@ import (
 type publishedLog struct {
 	last map[string]publishedRev
 	open map[openKey]processor.Resumed
+	// lastOpen is the last event of each incident open on the stream, to
+	// resolve it when the warm-up does not find it again.
+	lastOpen map[string]*schemas.Event
 }
 
 type publishedRev struct {
@@ -66,7 +70,7 @@ type openKey struct {
 // loadPublished reads the events on the events stream since from (zero:
 // everything).
 func loadPublished(ctx context.Context, js jetstream.JetStream, from time.Time) (*publishedLog, int, error) {
-	l := &publishedLog{last: map[string]publishedRev{}, open: map[openKey]processor.Resumed{}}
+	l := &publishedLog{last: map[string]publishedRev{}, open: map[openKey]processor.Resumed{}, lastOpen: map[string]*schemas.Event{}}
 	unreadable := 0
 	err := readStream(ctx, js, schemas.StreamEvents, schemas.EventsAllFilter, from, false, func(m jetstream.Msg) {
 		ev, err := schemas.DecodeEvent(m.Data())
@@ -82,6 +86,7 @@ func loadPublished(ctx context.Context, js jetstream.JetStream, from time.Time) 
 		case ev.State != schemas.StateResolved:
 			if prev, ok := l.open[k]; !ok || prev.ID != ev.ID || ev.Revision > prev.Revision {
 				l.open[k] = processor.Resumed{ID: ev.ID, Start: ev.Start, Revision: ev.Revision, Severity: ev.Severity}
+				l.lastOpen[ev.ID] = ev
 			}
 		case l.open[k].ID == ev.ID:
 			delete(l.open, k)
@@ -131,10 +136,13 @@ func (l *publishedLog) resume(typ, scope string, subject schemas.Subject, id str
 }
 
 // caughtUp forgets the ids the warm-up did not decide again, and the open
-// incidents it did not find again.
-func (l *publishedLog) caughtUp() (forgotten, leftOpen int) {
+// incidents it did not find again. Of those, the ones about ports this
+// processor reads (owns says which) cannot be decided by anyone else: they
+// come back as resolved events, so no incident stays open for ever because
+// a processor restarted. The others belong to other instances.
+func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Millis) (forgotten, leftOpen int, resolve []*schemas.Event) {
 	if l == nil {
-		return 0, 0
+		return 0, 0, nil
 	}
 	for id, cur := range l.last {
 		if !cur.touched {
@@ -143,6 +151,21 @@ func (l *publishedLog) caughtUp() (forgotten, leftOpen int) {
 		}
 	}
 	leftOpen = len(l.open)
+	for _, r := range l.open {
+		prev := l.lastOpen[r.ID]
+		if prev == nil || prev.Scope == schemas.ScopeFabric || !owns(prev.Subject) {
+			continue
+		}
+		end := max(at, prev.DetectedAt)
+		ev := *prev
+		ev.State, ev.Revision = schemas.StateResolved, prev.Revision+1
+		ev.DetectedAt, ev.End = end, &end
+		ev.Summary = "resolved: after a processor restart the counters no longer show it (it was: " + prev.Summary + ")"
+		ev.Evidence = map[string]any{"resolved_by": "restart", "last_revision_before_restart": prev.Revision}
+		resolve = append(resolve, &ev)
+	}
+	sort.Slice(resolve, func(i, j int) bool { return resolve[i].ID < resolve[j].ID })
 	clear(l.open)
-	return forgotten, leftOpen
+	clear(l.lastOpen)
+	return forgotten, leftOpen, resolve
 }

@@ -193,3 +193,57 @@ func TestRestartContinuesOlderIncident(t *testing.T) {
 		t.Errorf("last event %+v, want %s resolved", last, id)
 	}
 }
+
+// TestRestartResolvesIncidentNotFoundAgain: an incident a previous run left
+// open on a port this processor reads, which the warm-up does not decide
+// again (the counters no longer show it), is resolved with its next
+// revision; one on a port another instance reads is left to that instance.
+func TestRestartResolvesIncidentNotFoundAgain(t *testing.T) {
+	js, _ := startJS(t)
+	from := time.Now().Add(-time.Hour)
+	putOpen := func(node string) string {
+		t.Helper()
+		subject := schemas.Subject{Node: node, Device: "mlx5_0", Port: 1}
+		ev := &schemas.Event{
+			ID: schemas.EventID("level", subject, schemas.Millis(t0)), Type: "level", State: schemas.StateUpdate, Revision: 2,
+			Severity: schemas.SeverityWarning, Scope: schemas.ScopePort, Subject: subject, Layer: "physical",
+			Start: schemas.Millis(t0), DetectedAt: schemas.Millis(t0 + 5000), Summary: node + ": level 1",
+		}
+		data, err := schemas.EncodeEvent(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := nats.NewMsg(schemas.EventSubject(ev))
+		msg.Data = data
+		msg.Header.Set(nats.MsgIdHdr, ev.MsgID())
+		if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+		return ev.ID
+	}
+	mine, theirs := putOpen("host-a"), putOpen("host-z")
+	for i := 0; i < 4; i++ {
+		publish(t, js, levelBatch(i, 0), "")
+	}
+	r := start(t, js, Config{StartTime: from, Detectors: []processor.Detector{newLevel()}})
+	r.waitProcessed(t, 4)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if got := eventMsgIDs(t, js); got[mine+"#3"] != 1 {
+			return fmt.Errorf("events stream %v: no resolved revision 3 of %s", got, mine)
+		}
+		return nil
+	})
+	r.stop()
+	var resolved *schemas.Event
+	for _, ev := range readEvents(t, js) {
+		switch {
+		case ev.ID == mine && ev.Revision == 3:
+			resolved = ev
+		case ev.ID == theirs && ev.Revision > 2:
+			t.Errorf("the other instance's incident got %+v", ev)
+		}
+	}
+	if resolved == nil || resolved.State != schemas.StateResolved || resolved.End == nil || resolved.Validate() != nil {
+		t.Errorf("resolved event %+v", resolved)
+	}
+}

@@ -25,40 +25,6 @@ const (
 // deadLetterRole is the role in the dead-letter subject.
 const deadLetterRole = "processor"
 
-// checkBatchSubject refuses a batch whose node is not the one its subject
-// names: a collector allowed to publish only on its own subject must not
-// write samples for another node.
-//
-// TODO(merge): replace with schemas.CheckBatchSubject.
-func checkBatchSubject(subject string, b *schemas.CounterBatch) error {
-	token := subject[strings.LastIndexByte(subject, '.')+1:]
-	if plainToken(b.Node) {
-		// The common case, without building the token: a plain name is
-		// its own token.
-		if token == b.Node {
-			return nil
-		}
-	} else if token == schemas.SubjectToken(b.Node) {
-		return nil
-	}
-	return fmt.Errorf("%s: batch node %q (token %q) on subject %q", ReasonSpoofedNode, b.Node, schemas.SubjectToken(b.Node), subject)
-}
-
-// plainToken reports whether schemas.SubjectToken(s) == s: printable ASCII
-// without the characters it encodes.
-func plainToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c <= ' ' || c >= 0x7f || c == '.' || c == '*' || c == '>' || c == '%':
-			return false
-		}
-	}
-	return true
-}
-
 // partitionOf returns the partition token of a stored counters subject
 // (rdmawatch.counters.<partition>.<node>), -1 when there is none.
 func partitionOf(subject string) int {

@@ -53,7 +53,8 @@ type Stats struct {
 	LateSamples uint64
 	// ImplausibleSamples were refused for their data time (see
 	// plausible.go); their message was dead-lettered, the plausible samples
-	// of the same message were used.
+	// of the same message were used. A message the decoder refuses as a
+	// whole (a time outside 2000..2100) counts once.
 	ImplausibleSamples uint64
 	// DecodeErrors, SpoofedNode and Panics count whole messages refused:
 	// undecodable, a batch whose node is not its subject's, a panic while
@@ -426,12 +427,20 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 		// them.
 		p.caughtUp = true
 		p.deadKnown = nil
-		var forgotten, leftOpen int
+		var (
+			forgotten, leftOpen int
+			resolve             []*schemas.Event
+		)
 		if p.cfg.Start == StartWarmUp {
-			forgotten, leftOpen = p.published.caughtUp()
+			forgotten, leftOpen, resolve = p.published.caughtUp(p.reads, p.fabric.Watermark())
 		}
 		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
-			"left_open_not_found_again", leftOpen)
+			"left_open_not_found_again", leftOpen, "resolved_not_found_again", len(resolve))
+		for _, ev := range resolve {
+			if err := p.publish(ctx, ev); err != nil {
+				return err
+			}
+		}
 	}
 	p.st.processed.Add(1)
 	return nil
@@ -450,13 +459,19 @@ func (p *Processor) apply(ctx context.Context, msg jetstream.Msg, storedMs int64
 		}
 	}()
 	batch, err := schemas.DecodeBatch(msg.Data())
+	if errors.Is(err, schemas.ErrImplausibleTime) {
+		// Outside any plausible data time: the decoder refuses the whole
+		// message before a sample could move a watermark.
+		p.st.implausible.Add(1)
+		return ReasonImplausibleTime + ": " + err.Error()
+	}
 	if err != nil {
 		p.st.decodeErrors.Add(1)
 		return ReasonDecode + ": " + err.Error()
 	}
-	if err := checkBatchSubject(msg.Subject(), batch); err != nil {
+	if err := schemas.CheckBatchSubject(msg.Subject(), batch); err != nil {
 		p.st.spoofed.Add(1)
-		return err.Error()
+		return ReasonSpoofedNode + ": " + err.Error()
 	}
 	part := -1
 	if n := partitionOf(msg.Subject()); n >= 0 && n < len(p.partIndex) {
@@ -597,7 +612,7 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 		p.log.Error("cannot encode event; dropped", "id", ev.ID, "err", err)
 		return nil
 	}
-	subject := schemas.EventsSubject(ev.Type, ev.Scope)
+	subject := schemas.EventSubject(ev)
 	backoff := 100 * time.Millisecond
 	for {
 		ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(ev.MsgID()))
@@ -630,4 +645,19 @@ func waitCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// reads reports whether this processor reads the subject's port (port
+// scope) or any port of its node (node scope): whether it owns the incident.
+func (p *Processor) reads(s schemas.Subject) bool {
+	if s.Device != "" {
+		_, ok := p.fabric.ports[schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port}]
+		return ok
+	}
+	for id := range p.fabric.ports {
+		if id.Node == s.Node {
+			return true
+		}
+	}
+	return false
 }

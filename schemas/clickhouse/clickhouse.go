@@ -1,20 +1,24 @@
 // Package clickhouse opens ClickHouse connections for rdmawatch and migrates
 // its tables. The DDL lives in migrations/*.sql, embedded into the binary, and
 // is kept to what both Debian's 18.16 and current releases accept (see the
-// "ClickHouse versions" section of DESIGN.md); features of newer servers go
+// "ClickHouse versions" section of docs/formats.md); features of newer servers go
 // into migration variants gated on the server's version.
 package clickhouse
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	redactpkg "github.com/rdmawatch/rdmawatch/internal/redact"
 )
 
 // dialAttempts and dialBackoff bound how long Open waits for a server that is
@@ -28,10 +32,10 @@ const (
 // HTTP dialect) to the server and database the DSN names, e.g.
 // clickhouse://127.0.0.1:19000/default. Every table rdmawatch creates or
 // writes is unqualified, so the DSN's database is where they live.
-func Open(ctx context.Context, dsn string) (driver.Conn, error) {
-	opts, err := ch.ParseDSN(dsn)
+func Open(ctx context.Context, dsn string, options ...Option) (driver.Conn, error) {
+	opts, err := parseDSN(dsn, options)
 	if err != nil {
-		return nil, fmt.Errorf("clickhouse dsn %q: %w", redact(dsn), err)
+		return nil, err
 	}
 	if opts.Protocol != ch.Native {
 		return nil, fmt.Errorf("clickhouse dsn %q: only the native protocol (clickhouse://, port 9000-style) works with every supported server", redact(dsn))
@@ -68,17 +72,48 @@ func Open(ctx context.Context, dsn string) (driver.Conn, error) {
 }
 
 // redact hides a password in a DSN before it goes into an error message.
-func redact(dsn string) string {
-	at := strings.LastIndex(dsn, "@")
-	scheme := strings.Index(dsn, "://")
-	if at < 0 || scheme < 0 || at < scheme {
-		return dsn
+func redact(dsn string) string { return redactpkg.String(dsn) }
+
+// Option adjusts how Open connects beyond what the DSN says.
+type Option func(*ch.Options) error
+
+// ErrInvalidOption is the error of an Option that cannot apply.
+var ErrInvalidOption = errors.New("clickhouse: invalid option")
+
+// WithTLSCA verifies the server's certificate with the CA certificates
+// (PEM) in file instead of the system's: a private CA. The DSN must ask
+// for TLS (?secure=true).
+func WithTLSCA(file string) Option {
+	return func(o *ch.Options) error {
+		if o.TLS == nil {
+			return fmt.Errorf("%w: a TLS CA (%s) needs ?secure=true in the DSN", ErrInvalidOption, file)
+		}
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("%w: TLS CA: %v", ErrInvalidOption, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("%w: TLS CA %s: no PEM certificate", ErrInvalidOption, file)
+		}
+		o.TLS.RootCAs = pool
+		return nil
 	}
-	userinfo := dsn[scheme+3 : at]
-	if i := strings.Index(userinfo, ":"); i >= 0 {
-		return dsn[:scheme+3] + userinfo[:i] + ":xxx" + dsn[at:]
+}
+
+// parseDSN reads the DSN and applies the options; errors never quote a
+// password.
+func parseDSN(dsn string, options []Option) (*ch.Options, error) {
+	opts, err := ch.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse dsn %q: %w", redact(dsn), redactpkg.Error(err))
 	}
-	return dsn
+	for _, o := range options {
+		if err := o(opts); err != nil {
+			return nil, err
+		}
+	}
+	return opts, nil
 }
 
 // Version is a server release, e.g. 18.16.1 or 24.8.4.
@@ -126,23 +161,23 @@ func ServerVersion(ctx context.Context, conn driver.Conn) (Version, error) {
 // EnsureDatabase creates the DSN's database when it does not exist yet, so
 // `rdmawatch migrate` (and the sink, which migrates first) works on a fresh
 // server with a DSN like clickhouse://host:9000/rdmawatch.
-func EnsureDatabase(ctx context.Context, dsn string) error {
-	return ensureDatabase(ctx, dsn, "")
+func EnsureDatabase(ctx context.Context, dsn string, options ...Option) error {
+	return ensureDatabase(ctx, dsn, "", options)
 }
 
 // EnsureDatabaseOnCluster is EnsureDatabase for cluster mode: it creates the
 // DSN's database ON CLUSTER, on every node of the cluster.
-func EnsureDatabaseOnCluster(ctx context.Context, dsn, cluster string) error {
+func EnsureDatabaseOnCluster(ctx context.Context, dsn, cluster string, options ...Option) error {
 	if !identRE.MatchString(cluster) {
 		return fmt.Errorf("cluster %q: only letters, digits and '_' (not starting with a digit) are supported", cluster)
 	}
-	return ensureDatabase(ctx, dsn, cluster)
+	return ensureDatabase(ctx, dsn, cluster, options)
 }
 
-func ensureDatabase(ctx context.Context, dsn, cluster string) error {
-	opts, err := ch.ParseDSN(dsn)
+func ensureDatabase(ctx context.Context, dsn, cluster string, options []Option) error {
+	opts, err := parseDSN(dsn, options)
 	if err != nil {
-		return fmt.Errorf("clickhouse dsn %q: %w", redact(dsn), err)
+		return err
 	}
 	db := opts.Auth.Database
 	if db == "" || db == "default" {

@@ -153,7 +153,7 @@ func migrateWith(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, 
 		}
 		failed := false
 		for i, stmt := range m.stmts {
-			if err := conn.Exec(ctx, stmt); err != nil && !columnsExist(stmt, err) {
+			if err := conn.Exec(ctx, stmt); err != nil && !columnsExist(stmt, err) && !createdMeanwhile(stmt, err) {
 				if !m.optional {
 					return applied, fmt.Errorf("migrate: %s statement %d (server %s): %w", m.file, i+1, server, err)
 				}
@@ -219,12 +219,69 @@ func columnsExist(stmt string, err error) bool {
 		strings.Contains(exc.Message, "already exists")
 }
 
+// createdMeanwhile reports whether err is a CREATE ... IF NOT EXISTS that
+// lost a race with another migrator creating the same table or view: the
+// server checks for the name, then creates, and two `rdmawatch migrate`
+// (or sinks of old releases) starting together both pass the check.
+func createdMeanwhile(stmt string, err error) bool {
+	var exc *ch.Exception
+	if !errors.As(err, &exc) || exc.Code != codeTableAlreadyExists {
+		return false
+	}
+	upper := strings.ToUpper(strings.Join(strings.Fields(stmt), " "))
+	return strings.HasPrefix(upper, "CREATE ") && strings.Contains(upper, " IF NOT EXISTS ")
+}
+
 // Server error codes (ErrorCodes.cpp): 18.16 reports an existing column as
 // ILLEGAL_COLUMN, newer releases as DUPLICATE_COLUMN.
 const (
-	codeDuplicateColumn = 15
-	codeIllegalColumn   = 44
+	codeDuplicateColumn    = 15
+	codeIllegalColumn      = 44
+	codeTableAlreadyExists = 57
+	codeUnknownTable       = 60
 )
+
+// ErrSchemaNotReady is wrapped by CheckSchema's error when a migration the
+// code needs has not been applied.
+var ErrSchemaNotReady = errors.New("clickhouse schema not migrated")
+
+// CheckSchema returns nil when the connection's database has every
+// migration this release needs on this server (the optional ones aside),
+// else an error naming the missing files. It only reads (schema_migrations,
+// version()), so a role without DDL rights can ask; `rdmawatch migrate` as
+// an admin is what applies them.
+func CheckSchema(ctx context.Context, conn driver.Conn) error {
+	server, err := ServerVersion(ctx, conn)
+	if err != nil {
+		return err
+	}
+	return checkSchema(ctx, conn, migrationFS, "migrations", server)
+}
+
+func checkSchema(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, server Version) error {
+	plan, err := plan(fsys, dir, server)
+	if err != nil {
+		return err
+	}
+	done, err := appliedVersions(ctx, conn)
+	var exc *ch.Exception
+	if errors.As(err, &exc) && exc.Code == codeUnknownTable {
+		return fmt.Errorf("%w: no %s table in this database: run `rdmawatch migrate` as an admin", ErrSchemaNotReady, migrationsTable)
+	}
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, m := range plan {
+		if !m.optional && !done[m.version] {
+			missing = append(missing, m.file)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: missing %s on ClickHouse %s: run `rdmawatch migrate` as an admin", ErrSchemaNotReady, strings.Join(missing, ", "), server)
+	}
+	return nil
+}
 
 func appliedVersions(ctx context.Context, conn driver.Conn) (map[uint32]bool, error) {
 	rows, err := conn.Query(ctx, "SELECT version FROM "+migrationsTable)

@@ -1,6 +1,6 @@
 // Package altgen is an independent trace generator for rdmawatch: a second
 // opinion on what a fleet's counters look like, written without looking at
-// the simulator's model (collector/sim) so the detectors can be judged on data
+// the simulator's model (sim) so the detectors can be judged on data
 // they were not tuned on. It writes trace format v1, topology format v1 and
 // labels format v1 (docs/formats.md).
 //

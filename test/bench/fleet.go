@@ -1,5 +1,5 @@
 // Package bench holds the load generator the benchmarks of BENCHMARKS.md
-// share: a simulated fleet (collector/sim) run through the collector's
+// share: a simulated fleet (sim) run through the collector's
 // delta engine, giving the counter batches a real collector would publish.
 package bench
 
@@ -10,9 +10,9 @@ import (
 	"context"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/collector/sim"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/sim"
 	"testing"
 )
 

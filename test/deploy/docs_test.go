@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 // plannedMarker in a table row says the field or type is part of the
@@ -177,7 +177,7 @@ func TestDocsEventFieldsMatchSchema(t *testing.T) {
 func TestDocsTraceAndLabelFieldsMatchCode(t *testing.T) {
 	doc := readDoc(t, "formats.md")
 	rows := tableRows(t, section(t, doc, "### `\"kind\": \"sample\"`"))
-	checkFieldTable(t, rows, collector.TraceLine{}, map[string]string{
+	checkFieldTable(t, rows, trace.Line{}, map[string]string{
 		"config": "the trace reader ignores config: the docs say the collector does not read it yet",
 	})
 	labels := tableRows(t, section(t, doc, "## Labels format v1"))

@@ -176,7 +176,7 @@ func publishEvents(t *testing.T, js jetstream.JetStream, evs []schemas.Event) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg := nats.NewMsg(schemas.EventsSubject(ev.Type, ev.Scope))
+		msg := nats.NewMsg(schemas.EventSubject(&ev))
 		msg.Data = data
 		msg.Header.Set(nats.MsgIdHdr, ev.MsgID())
 		if _, err := js.PublishMsg(ctx, msg); err != nil {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
 type portKey struct {
@@ -21,7 +21,7 @@ type portKey struct {
 // is one sample) and remembers each port's first raw port_xmit_data.
 func traceSamples(t *testing.T, path string) (map[portKey]int, map[portKey]uint64) {
 	t.Helper()
-	tr, err := collector.OpenTrace(path)
+	tr, err := trace.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func traceSamples(t *testing.T, path string) (map[portKey]int, map[portKey]uint6
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.Kind != collector.KindSample {
+		if l.Kind != trace.KindSample {
 			continue
 		}
 		k := portKey{l.Node, l.Device, l.Port}

@@ -19,7 +19,7 @@ import (
 
 func embeddedJS(t *testing.T) (string, jetstream.JetStream) {
 	t.Helper()
-	srv := natstest.Start(t, nil)
+	srv := natstest.Start(t, &schemas.StreamOptions{})
 	return srv.URL, srv.JS
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -89,6 +90,9 @@ func TestRunLive(t *testing.T) {
 
 // With ClickHouse, what the live run printed is what it stored, and it
 // prints the SQL to look at it.
+// pastable is a command line the run summary prints for a newcomer.
+var pastable = regexp.MustCompile(`^\S*rdmawatch (query events|postmortem) `)
+
 func TestRunLiveIntoClickHouse(t *testing.T) {
 	dsn := chtest.NewDatabase(t, chtest.DSN(t))
 	stdout, stderr, _ := runLive(t, 90*time.Second, []string{"RDMAWATCH_CLICKHOUSE=" + dsn},
@@ -102,8 +106,41 @@ func TestRunLiveIntoClickHouse(t *testing.T) {
 	}
 	samples, _ := strconv.Atoi(m[1])
 	events, _ := strconv.Atoi(m[3])
-	if !strings.Contains(stdout, "clickhouse-client --host") || !strings.Contains(stdout, "FROM events FINAL") {
-		t.Errorf("no SQL to explore in\n%s", stdout)
+	// The summary ends with commands to paste: run them as a newcomer would.
+	pasted := 0
+	for _, line := range strings.Split(stdout, "\n") {
+		line = strings.TrimSpace(line)
+		if !pastable.MatchString(line) {
+			continue
+		}
+		pasted++
+		dir := t.TempDir()
+		sh := exec.Command("bash", "-c", line)
+		sh.Dir = dir
+		out, err := sh.CombinedOutput()
+		if err != nil {
+			t.Errorf("pasted %q: %v\n%s", line, err, out)
+			continue
+		}
+		switch {
+		case strings.Contains(line, " query events "):
+			for _, typ := range []string{"link_flap", "pfc_storm", "cnp_ecn_imbalance"} {
+				if !strings.Contains(string(out), typ) {
+					t.Errorf("pasted %q: no %s in\n%s", line, typ, out)
+				}
+			}
+		default:
+			report, err := os.ReadFile(filepath.Join(dir, "postmortem", "report.md"))
+			if err != nil || !strings.Contains(string(report), "pfc_storm") {
+				t.Errorf("pasted %q: report %v\n%s", line, err, report)
+			}
+			if svgs, _ := filepath.Glob(filepath.Join(dir, "postmortem", "*.svg")); len(svgs) == 0 {
+				t.Errorf("pasted %q: no plot", line)
+			}
+		}
+	}
+	if pasted != 2 || !strings.Contains(stdout, "clickhouse-client --host") {
+		t.Errorf("the summary does not end with the query events and postmortem commands and the raw-table SQL:\n%s", stdout)
 	}
 	conn := chtest.Open(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

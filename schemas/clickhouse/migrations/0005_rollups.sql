@@ -3,10 +3,10 @@
 -- (18.16 has no SimpleAggregateFunction): read them with sumMerge,
 -- quantilesMerge(0.5, 0.95), maxMerge, anyLastMerge, or through the
 -- port_minute_v / port_hour_v views. Baseline rows (no interval) are left
--- out: they carry no deltas. A batch the sink inserts twice (a redelivery
--- after a crash between INSERT and ack) is counted twice here although
--- port_samples collapses it (query port_samples FINAL where exact sums
--- matter for a range still in raw retention).
+-- out: they carry no deltas. The views count every row inserted, so the
+-- sink never inserts a sample port_samples already has (it checks the rows
+-- of redelivered messages and of failed INSERTs first): the rollups equal
+-- port_samples FINAL aggregated (schemas/clickhouse/README.md).
 -- Retention: day partitions (minute) and month partitions (hour), dropped by
 -- `rdmawatch retention` on 18.16; TTL on newer servers (0008).
 CREATE TABLE IF NOT EXISTS port_minute

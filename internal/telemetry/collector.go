@@ -1,0 +1,55 @@
+package telemetry
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmawatch/rdmawatch/collector"
+)
+
+// RegisterCollector returns the collector's OnScrape hook, which keeps the
+// collector's metrics: the hook runs on the collector's goroutine, the
+// metrics are read by scrapes on others.
+func (s *Server) RegisterCollector(source string) func(collector.Scrape) {
+	duration := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "collector_scrape_duration_seconds",
+		Help:        "Time to read every port of the host once.",
+		ConstLabels: prometheus.Labels{"source": source},
+		Buckets:     []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	})
+	errs := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "collector_scrape_errors_total",
+		Help: "Readings that failed.", ConstLabels: prometheus.Labels{"source": source},
+	})
+	var (
+		mu   sync.Mutex
+		last collector.Scrape
+	)
+	read := func(f func(collector.Scrape) float64) func() float64 {
+		return func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return f(last)
+		}
+	}
+	s.reg.MustRegister(duration, errs,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "collector_ports", Help: "Ports in the last reading."},
+			read(func(sc collector.Scrape) float64 { return float64(sc.Ports) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "collector_batches_published_total", Help: "Counter batches NATS acknowledged."},
+			read(func(sc collector.Scrape) float64 { return float64(sc.Batches) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "collector_samples_published_total", Help: "Port samples the delta engine accepted for publishing."},
+			read(func(sc collector.Scrape) float64 { return float64(sc.Samples) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "collector_spool_dropped_batches_total", Help: "Batches given up: spool full, no spool at shutdown, too large."},
+			read(func(sc collector.Scrape) float64 { return float64(sc.Dropped.Messages) })),
+	)
+	return func(sc collector.Scrape) {
+		duration.Observe(sc.Duration.Seconds())
+		if sc.Err != nil {
+			errs.Inc()
+		}
+		mu.Lock()
+		last = sc
+		mu.Unlock()
+	}
+}

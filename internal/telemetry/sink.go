@@ -1,0 +1,54 @@
+package telemetry
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/sink"
+)
+
+// tableStreams maps the sink's tables to the streams they come from.
+var tableStreams = map[string]string{"port_samples": schemas.StreamCounters, "events": schemas.StreamEvents, "inventory": schemas.StreamInventory}
+
+// SinkInsertObserver is the hook for sink.Config.ObserveInsert: the
+// insert latency histogram.
+func (s *Server) SinkInsertObserver() func(table string, rows int, took time.Duration, err error) {
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: "sink_insert_duration_seconds",
+		Help:    "One INSERT block, successful or not.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"table"})
+	s.reg.MustRegister(latency)
+	return func(table string, _ int, took time.Duration, _ error) {
+		latency.WithLabelValues(table).Observe(took.Seconds())
+	}
+}
+
+// RegisterSink exports a sink's Stats.
+func (s *Server) RegisterSink(stats func() sink.Stats) {
+	var (
+		rows    = desc("sink_rows_inserted_total", "Rows ClickHouse accepted.", "table")
+		retries = desc("sink_insert_retries_total", "Flushes that failed and were tried again.", "table")
+		errs    = desc("sink_insert_errors_total", "INSERT attempts that failed.", "table")
+		pending = desc("sink_pending_messages", "Messages fetched and not acknowledged yet.", "stream")
+		poison  = desc("sink_poison_messages_total", "Messages that did not decode or named another node than their subject.", "stream")
+		dups    = desc("sink_duplicate_rows_total", "Rows of redelivered messages skipped because the table had them.", "table")
+	)
+	s.reg.MustRegister(&snapshotCollector{
+		descs: []*prometheus.Desc{rows, retries, errs, pending, poison, dups, deadLetters},
+		collect: func(ch chan<- prometheus.Metric) {
+			for table, st := range stats() {
+				stream := tableStreams[table]
+				ch <- prometheus.MustNewConstMetric(rows, prometheus.CounterValue, float64(st.Rows), table)
+				ch <- prometheus.MustNewConstMetric(retries, prometheus.CounterValue, float64(st.Retries), table)
+				ch <- prometheus.MustNewConstMetric(errs, prometheus.CounterValue, float64(st.InsertErrors), table)
+				ch <- prometheus.MustNewConstMetric(dups, prometheus.CounterValue, float64(st.DuplicateRows), table)
+				ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(st.Pending), stream)
+				ch <- prometheus.MustNewConstMetric(poison, prometheus.CounterValue, float64(st.Poison+st.Spoofed), stream)
+				ch <- prometheus.MustNewConstMetric(deadLetters, prometheus.CounterValue, float64(st.DeadLettered), "sink", stream)
+			}
+		},
+	})
+}

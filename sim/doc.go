@@ -1,0 +1,26 @@
+// Package sim simulates an RDMA fabric (RoCE and InfiniBand hosts on a
+// two-tier fat tree) and writes what rdmawatch reads: traces (trace format
+// v1), the topology (topology format v1) and the ground truth of the faults
+// it injected (labels format v1), as docs/formats.md defines them.
+//
+// Counters follow the hardware: PortCounters error counters saturate at
+// 16/8/4 bits, hw_counters wrap at 32 bits, port_*_data counts 4-byte words,
+// rx_bits_phy runs at the line rate. Traffic follows a noisy, slowly varying
+// utilisation; background error rates are those of healthy links.
+//
+// Noise (read-time jitter, driver reloads, collector restarts, gaps,
+// duplicated lines, read glitches, idle links, counters about to wrap) makes
+// a trace look like production. Faults are small values behind the Fault
+// interface (LinkFlap, CounterSaturated, BERDrift, PFCStorm,
+// CNPECNImbalance); each changes port state tick by tick and reports its
+// labels.
+//
+// NewFleet and Fleet.Step give the readings round by round (a live simulated
+// fleet); Source (source.go) plays them as a collector.Source, for
+// `rdmawatch run` and `rdmawatch collector --source sim`; Generate writes
+// them through the trace package's writer. The same Config gives the same
+// bytes. test/scenarios holds generated scenarios (see Scenarios); regenerate
+// them with
+//
+//	go test ./sim -run TestScenarios -update
+package sim

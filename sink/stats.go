@@ -1,0 +1,59 @@
+package sink
+
+// TableStats is what the sink did for one table since it started.
+type TableStats struct {
+	// Rows is the rows ClickHouse accepted; Inserts the INSERT blocks that
+	// carried them, InsertErrors the attempts that failed, InsertSeconds
+	// the time all attempts took (Config.ObserveInsert sees each one).
+	Rows, Inserts, InsertErrors uint64
+	InsertSeconds               float64
+	// Retries counts flushes that failed and were tried again later.
+	Retries uint64
+	// Acked is the messages written and acknowledged.
+	Acked uint64
+	// Pending and PendingRows are what the sink holds, fetched and not
+	// acked yet (a gauge).
+	Pending, PendingRows int
+	// DeadLettered is the messages copied to the dead-letter stream: Poison
+	// (undecodable or panicking), Spoofed (node not its subject's) and
+	// Refused (ClickHouse or its driver refused the values, RefusedRows
+	// rows) together.
+	DeadLettered, Poison, Spoofed, Refused, RefusedRows uint64
+	// DuplicateRows is the rows of redelivered messages skipped because
+	// the table had them already.
+	DuplicateRows uint64
+}
+
+// Stats is one snapshot of every table's TableStats, keyed by table
+// (port_samples, events, inventory).
+type Stats map[string]TableStats
+
+type statser interface {
+	snapshot() (string, TableStats)
+}
+
+func (p *pipeline[R]) snapshot() (string, TableStats) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.table, p.stats
+}
+
+// count changes the stats under the lock the snapshot takes.
+func (p *pipeline[R]) count(f func(*TableStats)) {
+	p.mu.Lock()
+	f(&p.stats)
+	p.mu.Unlock()
+}
+
+// Stats returns what the sink did so far; empty before Run.
+func (s *Sink) Stats() Stats {
+	out := Stats{}
+	s.pipesMu.Lock()
+	pipes := s.pipes
+	s.pipesMu.Unlock()
+	for _, p := range pipes {
+		name, st := p.snapshot()
+		out[name] = st
+	}
+	return out
+}
