@@ -18,11 +18,23 @@ func init() {
 // of an application. Flush errors (req_cqe_flush_error,
 // resp_cqe_flush_error) follow other errors, when a QP in error flushes its
 // queue: they are evidence, never a trigger on their own.
-type CompletionErrors struct{ judged }
+type CompletionErrors struct {
+	// Factor and Floor: a sample is in excess above Factor x the port's
+	// (or the fabric's) usual figure + Floor; MinRate is the least excess
+	// count per second. The figure is failed completions per second.
+	Factor, Floor, MinRate float64
+	// OpenAfter and OpenAfterSamples: how long and how many samples in a
+	// row the excess must hold; ResolveAfter: how long clear to resolve.
+	OpenAfter        time.Duration
+	OpenAfterSamples int
+	ResolveAfter     time.Duration
+
+	judged
+}
 
 // NewCompletionErrors returns the detector with its defaults.
 func NewCompletionErrors() *CompletionErrors {
-	d := &CompletionErrors{judged{
+	d := &CompletionErrors{judged: judged{
 		typ:   schemas.TypeCompletionErrors,
 		layer: schemas.LayerApplication,
 		primary: jc(schemas.SourceHWCounters, "req_cqe_error", "resp_cqe_error", "req_remote_access_errors",
@@ -41,6 +53,11 @@ func NewCompletionErrors() *CompletionErrors {
 		},
 	}}
 	d.describe = describeCompletionErrors
+	d.Factor, d.Floor, d.MinRate = d.factor, d.floor, d.minRate
+	d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter = d.policy.OpenAfter, d.policy.OpenAfterSamples, d.policy.ResolveAfter
+	d.settings = func(j *judged) {
+		j.adopt(d.Factor, d.Floor, d.MinRate, d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter)
+	}
 	return d
 }
 

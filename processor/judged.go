@@ -63,6 +63,10 @@ type judged struct {
 	// storm are that storm's, not an incident of their own).
 	veto func(s *Sample) bool
 
+	// settings copies the detector's exported tunables (set from a
+	// configuration file after NewDetectors) in before the first sample.
+	settings func(j *judged)
+
 	// describe writes the summary, evidence additions, severity and checks.
 	describe func(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (summary, severity string, checks []schemas.Check)
 
@@ -87,6 +91,14 @@ func jc(src schemas.Source, names ...string) []judgedCounter {
 		out[i] = judgedCounter{id: schemas.MustCounterID(src, n), name: n}
 	}
 	return out
+}
+
+// adopt takes the detector's exported tunables (settings in the
+// configuration file: factor, floor, min_rate, open_after,
+// open_after_samples, resolve_after).
+func (j *judged) adopt(factor, floor, minRate float64, openAfter time.Duration, openSamples int, resolveAfter time.Duration) {
+	j.factor, j.floor, j.minRate = factor, floor, minRate
+	j.policy.OpenAfter, j.policy.OpenAfterSamples, j.policy.ResolveAfter = openAfter, openSamples, resolveAfter
 }
 
 // judgedMax bounds the counters of one detector (primary + secondary +
@@ -120,6 +132,9 @@ func (j *judged) Init(fabric FabricView) error {
 
 func (j *judged) track() *Tracker {
 	if j.tracker == nil {
+		if j.settings != nil {
+			j.settings(j)
+		}
 		j.tracker = NewTracker(j.typ, j.policy)
 	}
 	return j.tracker

@@ -253,3 +253,20 @@ func TestJudgedDetectors(t *testing.T) {
 		})
 	}
 }
+
+// TestJudgedSettings: settings from the configuration file reach the
+// incident policy and thresholds of a judged detector.
+func TestJudgedSettings(t *testing.T) {
+	dets, err := NewDetectors(schemas.TypeReceiveStarvation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Settings{schemas.TypeReceiveStarvation: {"open_after": "2m", "min_rate": "500", "open_after_samples": "4"}}).Apply(dets); err != nil {
+		t.Fatal(err)
+	}
+	d := Unwrap(dets[0]).(*ReceiveStarvation)
+	p := d.track().Policy()
+	if p.OpenAfter != 2*60e9 || p.OpenAfterSamples != 4 || d.minRate != 500 {
+		t.Errorf("policy %+v min rate %v", p, d.minRate)
+	}
+}

@@ -24,11 +24,23 @@ func init() {
 // limit while pending drops it. One starving receiver is one incident: the
 // senders whose RNR retries run out (rnr_nak_retry_err) are its evidence
 // ("peers"), and become subjects only when no monitored port starves.
-type ReceiveStarvation struct{ judged }
+type ReceiveStarvation struct {
+	// Factor and Floor: a sample is in excess above Factor x the port's
+	// (or the fabric's) usual figure + Floor; MinRate is the least excess
+	// count per second. The figure is dropped packets per second.
+	Factor, Floor, MinRate float64
+	// OpenAfter and OpenAfterSamples: how long and how many samples in a
+	// row the excess must hold; ResolveAfter: how long clear to resolve.
+	OpenAfter        time.Duration
+	OpenAfterSamples int
+	ResolveAfter     time.Duration
+
+	judged
+}
 
 // NewReceiveStarvation returns the detector with its defaults.
 func NewReceiveStarvation() *ReceiveStarvation {
-	d := &ReceiveStarvation{judged{
+	d := &ReceiveStarvation{judged: judged{
 		typ:   schemas.TypeReceiveStarvation,
 		layer: schemas.LayerApplication,
 		primary: append(jc(schemas.SourceHWCounters, "out_of_buffer"),
@@ -51,6 +63,11 @@ func NewReceiveStarvation() *ReceiveStarvation {
 		},
 	}}
 	d.describe = describeStarvation
+	d.Factor, d.Floor, d.MinRate = d.factor, d.floor, d.minRate
+	d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter = d.policy.OpenAfter, d.policy.OpenAfterSamples, d.policy.ResolveAfter
+	d.settings = func(j *judged) {
+		j.adopt(d.Factor, d.Floor, d.MinRate, d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter)
+	}
 	d.veto = pausesItsLink
 	return d
 }

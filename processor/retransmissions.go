@@ -24,11 +24,23 @@ func init() {
 // of it are evidence ("peers"); one of them becomes a subject only when no
 // port of the fabric shows out-of-sequence excess for QuietFor (the lossy
 // receiver is not monitored).
-type Retransmissions struct{ judged }
+type Retransmissions struct {
+	// Factor and Floor: a sample is in excess above Factor x the port's
+	// (or the fabric's) usual figure + Floor; MinRate is the least excess
+	// count per second. The figure is out-of-sequence packets per received packet.
+	Factor, Floor, MinRate float64
+	// OpenAfter and OpenAfterSamples: how long and how many samples in a
+	// row the excess must hold; ResolveAfter: how long clear to resolve.
+	OpenAfter        time.Duration
+	OpenAfterSamples int
+	ResolveAfter     time.Duration
+
+	judged
+}
 
 // NewRetransmissions returns the detector with its defaults.
 func NewRetransmissions() *Retransmissions {
-	d := &Retransmissions{judged{
+	d := &Retransmissions{judged: judged{
 		typ:          schemas.TypeRetransmissions,
 		layer:        schemas.LayerTransport,
 		primary:      jc(schemas.SourceHWCounters, "out_of_sequence", "duplicate_request"),
@@ -51,6 +63,11 @@ func NewRetransmissions() *Retransmissions {
 		},
 	}}
 	d.describe = describeRetransmissions
+	d.Factor, d.Floor, d.MinRate = d.factor, d.floor, d.minRate
+	d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter = d.policy.OpenAfter, d.policy.OpenAfterSamples, d.policy.ResolveAfter
+	d.settings = func(j *judged) {
+		j.adopt(d.Factor, d.Floor, d.MinRate, d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter)
+	}
 	return d
 }
 
