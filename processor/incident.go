@@ -81,6 +81,10 @@ type incident struct {
 	lastPublish schemas.Millis
 	dirty       bool
 	last        Finding
+	// cause is the incident that explains this one (see causes.go), in
+	// words in because; once found it stays.
+	cause   *schemas.Cause
+	because string
 }
 
 // Resumer is implemented by an Emitter that knows the incidents a previous
@@ -181,6 +185,14 @@ func (t *Tracker) Hold(now schemas.Millis, f Finding, em Emitter) {
 		if _, seen := inc.keys[k]; !seen {
 			inc.keys[k] = struct{}{}
 			material = true
+		}
+	}
+	if l, ok := em.(Linker); ok {
+		if c, why := l.Link(t.typ, &f, now); c != nil {
+			if inc.cause == nil || inc.cause.ID != c.ID {
+				material = true
+			}
+			inc.cause, inc.because = c, why
 		}
 	}
 
@@ -327,7 +339,11 @@ func (t *Tracker) emit(em Emitter, inc *incident, state string, now schemas.Mill
 		Checks:     f.Checks,
 		Origin:     f.Origin,
 		Affected:   f.Affected,
+		Cause:      inc.cause,
 		Revision:   inc.revision,
+	}
+	if inc.because != "" {
+		ev.Summary += ", because " + inc.because
 	}
 	if ev.Evidence == nil {
 		ev.Evidence = map[string]any{}

@@ -460,7 +460,13 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 			// onset (buffers fill in milliseconds); a port on another leaf
 			// paused long after is paused by something else, such as a
 			// second storm there.
-			if !known && hops > 2 && v.victimSince > st.onset+max(millis(remoteSpreadWithin), 3*schemas.Millis(v.intervalMs)) {
+			//
+			// Unless the storm still lasts and nothing on the victim's
+			// leaf pauses its own links: then the late victim is ours,
+			// reached when its flows came to cross the storm's leaf (a
+			// job shifting traffic tens of seconds after the onset).
+			late := !known && hops > 2 && v.victimSince > st.onset+max(millis(remoteSpreadWithin), 3*schemas.Millis(v.intervalMs))
+			if late && (!(st.holding || st.silent) || d.leafPauses(v.leaf, wm)) {
 				continue
 			}
 			paused++
@@ -492,6 +498,24 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 		}
 	}
 	return paused
+}
+
+// leafPauses reports whether a port under leaf sends pauses itself now
+// (a tx pause streak in its latest readings): a storm of its own there, or
+// the start of one, explains its leaf's victims better than a remote storm.
+func (d *PFCStorm) leafPauses(leaf string, wm schemas.Millis) bool {
+	if d.fabric == nil || leaf == "" {
+		return true
+	}
+	found := false
+	d.fabric.Ports(func(p *PortState) bool {
+		st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
+		if ok && st.leaf == leaf && st.txStreak > 0 && wm-st.prevTime <= 2*schemas.Millis(max(st.prevIntvlMs, 1000)) {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // nearer reports whether another active storm is closer to port v than st

@@ -258,6 +258,8 @@ func TestPFCStorm(t *testing.T) {
 		{"dips one interval", 2 * time.Second, false, 40, -1, 2, []string{"host-b", "host-c"}},
 		{"silent origin dips one interval", 2 * time.Second, true, 40, -1, 3, []string{"host-b", "host-c"}},
 		{"spreads to the other leaf", 5 * time.Second, false, -1, 25, 2, []string{"host-b", "host-c", "host-e"}},
+		{"a late victim on the other leaf joins while the storm lasts", 5 * time.Second, false, -1, 32, 2, []string{"host-b", "host-c", "host-e"}},
+		{"a late victim on the other leaf joins, 10 s", 10 * time.Second, false, -1, 30, 2, []string{"host-b", "host-c", "host-e"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

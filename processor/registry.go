@@ -48,7 +48,8 @@ func Registered() []string {
 
 // NewDetectors makes one instance of each named detector, or of every
 // registered detector when names is empty, in name order: the order the
-// runtime calls them in, so the event order is the same on every run.
+// runtime calls them in, so the event order is the same on every run. The
+// instances come wrapped for cause linking (Link); Unwrap returns one.
 func NewDetectors(names ...string) ([]Detector, error) {
 	if len(names) == 0 {
 		names = Registered()
@@ -69,5 +70,7 @@ func NewDetectors(names ...string) ([]Detector, error) {
 		}
 		out = append(out, f())
 	}
-	return out, nil
+	// The detectors of one processor share one book of incidents, through
+	// which their events pass, so an incident can name its cause.
+	return Link(out), nil
 }

@@ -66,7 +66,7 @@ func Tunables(d Detector) map[string]string {
 // tunableFields are the exported fields of kinds a file can set.
 func tunableFields(d Detector) map[string]reflect.Value {
 	out := map[string]reflect.Value{}
-	v := reflect.ValueOf(d)
+	v := reflect.ValueOf(Unwrap(d)) // NewDetectors wraps them for cause linking
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return out
 	}

@@ -32,7 +32,7 @@ func TestSettingsApply(t *testing.T) {
 	}
 	var lf *LinkFlap
 	for _, d := range dets {
-		if x, ok := d.(*LinkFlap); ok {
+		if x, ok := Unwrap(d).(*LinkFlap); ok {
 			lf = x
 		}
 	}

@@ -137,6 +137,7 @@ type Event struct {
 	Checks   []Check    `json:"checks,omitempty" msgpack:"checks,omitempty"`
 	Origin   *Origin    `json:"origin,omitempty" msgpack:"origin,omitempty"`
 	Affected []Affected `json:"affected,omitempty" msgpack:"affected,omitempty"`
+	Cause    *Cause     `json:"cause,omitempty" msgpack:"cause,omitempty"`
 	// Revision counts the state changes of the incident from 0 (open); with
 	// ID it is the Nats-Msg-Id, so a re-published change is dropped.
 	Revision int `json:"revision" msgpack:"rev"`

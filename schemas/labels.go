@@ -21,7 +21,8 @@ type Label struct {
 	// Affected lists the nodes a pfc_storm reached.
 	Affected []LabelAffected `json:"affected,omitempty"`
 	// CriticalAt is when a ber_drift link crosses the critical level.
-	CriticalAt *Millis `json:"critical_at,omitempty"`
+	CriticalAt *Millis     `json:"critical_at,omitempty"`
+	Cause      *LabelCause `json:"cause,omitempty"`
 }
 
 // LabelAffected is a node a labelled PFC storm reached.

@@ -28,6 +28,8 @@ type Incident struct {
 	Summary       string          `json:"summary"`
 	// AffectedNodes is the union of the affected nodes over the incident.
 	AffectedNodes []string `json:"affected_nodes,omitempty"`
+	// Cause is the cause its events named last.
+	Cause *schemas.Cause `json:"cause,omitempty"`
 }
 
 // Incidents groups events by id, in the order incidents first appear.
@@ -51,6 +53,7 @@ func Incidents(events []schemas.Event) []*Incident {
 			in.FirstDetected = ev.DetectedAt
 		}
 		in.End = ev.End
+		in.Cause = lastCause(in.Cause, &ev)
 		for _, a := range ev.Affected {
 			if !affected[ev.ID][a.Node] {
 				affected[ev.ID][a.Node] = true
@@ -106,10 +109,11 @@ type TypeReport struct {
 	Latency    Stats   `json:"latency"`
 	Lead       Stats   `json:"lead_before_critical"`
 	AffectedF1 float64 `json:"affected_f1"`
-	affectedN  int
-	latencies  []time.Duration
-	leads      []time.Duration
-	f1s        []float64
+	CauseScore
+	affectedN int
+	latencies []time.Duration
+	leads     []time.Duration
+	f1s       []float64
 }
 
 // Miss is a label no incident matched.
@@ -232,6 +236,7 @@ func Evaluate(events []schemas.Event, labels []schemas.Label, opt Options) *Repo
 			if l.CriticalAt != nil {
 				r.leads = append(r.leads, l.CriticalAt.Time().Sub(in.FirstDetected.Time()))
 			}
+			r.scoreCause(in, l)
 			if l.Type == schemas.TypePFCStorm {
 				r.f1s = append(r.f1s, f1(in.AffectedNodes, l.Affected))
 			}
@@ -266,6 +271,7 @@ func Evaluate(events []schemas.Event, labels []schemas.Label, opt Options) *Repo
 		all.latencies = append(all.latencies, r.latencies...)
 		all.leads = append(all.leads, r.leads...)
 		all.f1s = append(all.f1s, r.f1s...)
+		all.add(r.CauseScore)
 	}
 	finish(all)
 	rep.All = all
@@ -280,6 +286,7 @@ func finish(r *TypeReport) {
 	if r.Labels > 0 {
 		r.Recall = float64(r.Matched) / float64(r.Labels)
 	}
+	r.finishCause()
 	r.Latency = summarise(r.latencies)
 	r.Lead = summarise(r.leads)
 	if len(r.f1s) > 0 {
@@ -308,6 +315,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "%-20s %6d %9d %7d %5d %9.3f %6.3f  %-26s  %-18s %s\n", r.Type, r.Labels, r.Incidents, r.Matched, r.Fragments, r.Precision, r.Recall, lat, lead, af)
 	}
+	rep.writeCauses(w)
 	for _, m := range rep.Misses {
 		fmt.Fprintf(w, "missed: %s %s from %s\n", m.Label.Type, subjectText(m.Label.Subject, m.Label.Fabric()), m.Label.Start)
 	}

@@ -124,6 +124,8 @@ type port struct {
 	npOff, rpIgnore   float64
 	drift             *Fault
 	driftFrom         float64 // ln BER at the onset
+	app               appState
+	satSeen           map[string]bool // saturating counters that reached their max
 }
 
 type node struct {
@@ -151,6 +153,7 @@ type Label struct {
 	Scope      string          `json:"scope,omitempty"`
 	Affected   []LabelAffected `json:"affected,omitempty"`
 	CriticalAt string          `json:"critical_at,omitempty"`
+	Cause      *LabelCause     `json:"cause,omitempty"`
 }
 
 // LabelAffected is a node a storm reached.
@@ -174,6 +177,7 @@ type gen struct {
 	cnpLoss float64
 	// storm bookkeeping for labels
 	storms []*stormState
+	rApp   *rand.Rand // transport.go's random source
 }
 
 type stormState struct {
@@ -184,6 +188,7 @@ type stormState struct {
 	first    map[string]float64
 	label    *Label
 	silentTo float64
+	cause    *LabelCause
 }
 
 type event struct {
@@ -381,6 +386,19 @@ func (g *gen) newPort(nodeName string, p int, ib bool, leaf, host int) *port {
 			pt.acc[i] = float64(g.r.IntN(40))
 		}
 	}
+	// The completion error counters and rx_out_of_buffer (transport.go),
+	// after the draws above so older seeds keep their values.
+	for _, n := range appCounters {
+		add(1, n, 0, true)
+	}
+	if !ib {
+		add(2, "rx_out_of_buffer", 0, false)
+	}
+	for len(pt.acc) < len(pt.defs) {
+		pt.acc = append(pt.acc, math.Floor(g.rn().Float64()*1e5))
+		pt.prev = append(pt.prev, 0)
+	}
+	g.initApp(pt)
 	pt.pktSize = 1024 + float64(g.r.IntN(4))*1024
 	if ib {
 		// Symbol BER: most links show a few errors a day, some a few an hour.
@@ -437,6 +455,9 @@ func (g *gen) plan() {
 		if f.Dur > 0 {
 			end = at + f.Dur.Seconds()
 		}
+		if g.planApp(f, used, usedNodes) {
+			continue
+		}
 		switch f.Kind {
 		case PFCStorm, PFCStormSilent:
 			p := g.pick(f.Port, func(p *port) bool { return !p.ib && p.ethOK && p.hwOK && !faultNode(p) }, used)
@@ -444,32 +465,7 @@ func (g *gen) plan() {
 				continue
 			}
 			used[p], usedNodes[p.node] = true, true
-			g.at(at, "storm", p, nil, 1)
-			g.at(end, "storm", p, nil, 0)
-			st := &stormState{origin: p, start: at, end: end, victims: map[*port]float64{}, first: map[string]float64{}}
-			if f.Kind == PFCStormSilent {
-				st.silentTo = end + 5 + g.r.Float64()*30
-			}
-			g.storms = append(g.storms, st)
-			// Victims: the other RoCE hosts of the leaf, soon; a random
-			// set on one other leaf through the spine, a little later.
-			other := -1
-			if g.cfg.Leaves-g.cfg.IBLeaves > 1 && g.r.Float64() < 0.5 {
-				for other == -1 || other == p.leaf {
-					other = g.r.IntN(g.cfg.Leaves - g.cfg.IBLeaves)
-				}
-			}
-			for _, q := range g.ports {
-				if q.ib || q.node == p.node || !q.ethOK {
-					continue
-				}
-				switch {
-				case q.leaf == p.leaf:
-					st.victims[q] = 0.3 + g.r.Float64()*2.5
-				case q.leaf == other && g.r.Float64() < 0.5:
-					st.victims[q] = 2 + g.r.Float64()*6
-				}
-			}
+			g.planStorm(p, at, end, f.Kind == PFCStormSilent)
 		case BERDrift, BERDriftIB:
 			ib := f.Kind == BERDriftIB
 			p := g.pick(f.Port, func(p *port) bool { return p.ib == ib && (ib || p.ethOK) && !faultNode(p) }, used)
@@ -630,6 +626,42 @@ func (g *gen) planNoise(usedNodes map[string]bool, used map[*port]bool) {
 	_ = used
 }
 
+// planStorm schedules a storm from port p over [at, end) and its victims.
+func (g *gen) planStorm(p *port, at, end float64, silent bool) *stormState {
+	g.at(at, "storm", p, nil, 1)
+	g.at(end, "storm", p, nil, 0)
+	st := &stormState{origin: p, start: at, end: end, victims: map[*port]float64{}, first: map[string]float64{}}
+	if silent {
+		st.silentTo = end + 5 + g.r.Float64()*30
+	}
+	g.storms = append(g.storms, st)
+	// Victims: the other RoCE hosts of the leaf, soon; a random
+	// set on one other leaf through the spine, a little later.
+	other := -1
+	if g.cfg.Leaves-g.cfg.IBLeaves > 1 && g.r.Float64() < 0.5 {
+		for other == -1 || other == p.leaf {
+			other = g.r.IntN(g.cfg.Leaves - g.cfg.IBLeaves)
+		}
+	}
+	for _, q := range g.ports {
+		if q.ib || q.node == p.node || !q.ethOK {
+			continue
+		}
+		switch {
+		case q.leaf == p.leaf:
+			st.victims[q] = 0.3 + g.r.Float64()*2.5
+		case q.leaf == other && g.r.Float64() < 0.5:
+			st.victims[q] = 2 + g.r.Float64()*6
+			if g.rn().Float64() < 0.5 {
+				// A late victim: its flows cross the storm's
+				// leaf only when its job's traffic shifts.
+				st.victims[q] = 20 + g.rn().Float64()*70
+			}
+		}
+	}
+	return st
+}
+
 func (g *gen) subject(p *port) map[string]any {
 	return map[string]any{"node": p.node, "device": p.dev, "port": p.num}
 }
@@ -715,6 +747,9 @@ func (g *gen) run() {
 }
 
 func (g *gen) apply(e event, hot map[int]int, seq *int) {
+	if g.applyApp(e) {
+		return
+	}
 	switch e.what {
 	case "storm":
 		e.p.stuck = e.v
@@ -911,6 +946,7 @@ func (g *gen) stepEth(p *port, t, rxB, c, txPause, rxPause float64, cnpSent *flo
 		lnBER = p.driftFrom + math.Pow(x, d.Shape)*(math.Log(1e-6)-p.driftFrom) + p.wander*0.3
 	}
 	ber := math.Exp(lnBER)
+	g.stepApp(p, t, rxB/p.pktSize, c, ber)
 	// Errors come in codeword clumps of 1-4 bits.
 	events := poisson(g.r, ber*bits/2.2)
 	errBits := 0.0
@@ -1019,8 +1055,9 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 			}
 			v := p.prev[i] + (p.acc[i]-p.prev[i])*frac
 			v = math.Floor(v)
-			if d.max > 0 && v > d.max {
+			if d.max > 0 && v >= d.max {
 				v = d.max
+				g.noteSaturated(p, d.name, rt)
 			}
 			var u uint64
 			if d.wrap {
@@ -1058,10 +1095,24 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 	g.lines = append(g.lines, line{key: rt, node: ni, seq: *seq, text: []byte(b.String())})
 }
 
+// noteSaturated labels a counter_saturated the first time a saturating
+// counter of p reads its maximum (a drift past critical that runs on pins
+// symbol_error), unless it was pinned from the first line (labelled then).
+func (g *gen) noteSaturated(p *port, name string, rt float64) {
+	if p.satSeen[name] || name == p.satFromStart {
+		return
+	}
+	if p.satSeen == nil {
+		p.satSeen = map[string]bool{}
+	}
+	p.satSeen[name] = true
+	g.labels = append(g.labels, Label{Type: "counter_saturated", Start: ts(g.cfg.Start, rt), Subject: g.subject(p)})
+}
+
 func (g *gen) finishLabels() {
 	dur := g.cfg.Duration.Seconds()
 	for _, st := range g.storms {
-		l := Label{Type: "pfc_storm", Start: ts(g.cfg.Start, st.start), Subject: g.subject(st.origin)}
+		l := Label{Type: "pfc_storm", Start: ts(g.cfg.Start, st.start), Subject: g.subject(st.origin), Cause: st.cause}
 		if st.end < dur {
 			e := ts(g.cfg.Start, st.end)
 			l.End = &e

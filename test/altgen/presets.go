@@ -63,6 +63,34 @@ func Preset(name string, seed uint64, interval time.Duration) (Config, error) {
 			{Kind: RPIgnoring, At: m(65, 70), Dur: m(5, 8), Port: -1},
 			{Kind: CNPLoss, At: m(80, 85), Dur: m(5, 8)},
 		}
+	case "retrans":
+		cfg.Duration = m(45, 60)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 3, 4+r.IntN(3), r.IntN(2)
+		cfg.Faults = []Fault{
+			{Kind: RetransBER, At: m(5, 8), Ramp: m(15, 25)},
+			{Kind: Retransmissions, At: m(8, 12), Dur: m(3, 8)},
+			{Kind: Retransmissions, At: m(38, 42), Dur: m(3, 6)},
+		}
+	case "starve":
+		cfg.Duration = m(40, 50)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 3, 4+r.IntN(3), r.IntN(2)
+		cfg.Faults = []Fault{
+			{Kind: ReceiveStarvation, At: m(6, 9), Dur: m(3, 6)},
+			{Kind: StarvationStorm, At: m(15, 18), Dur: m(3, 5)},
+			{Kind: CompletionErrors, At: m(24, 27), Dur: m(3, 6)},
+			{Kind: ReceiveStarvation, At: m(33, 36), Dur: m(2, 4)},
+		}
+	case "layers":
+		// Compact, for the scenario library: one of each transport and
+		// application fault, two cause chains.
+		cfg.Duration = m(26, 28)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.PortsPerHost, cfg.IBLeaves = 3, 3, 1, 0
+		cfg.Faults = []Fault{
+			{Kind: RetransBER, At: m(1, 2), Ramp: m(14, 16)},
+			{Kind: StarvationStorm, At: m(4, 6), Dur: m(3, 4)},
+			{Kind: CompletionErrors, At: m(15, 17), Dur: m(2, 3)},
+			{Kind: Retransmissions, At: m(19, 21), Dur: m(2, 3)},
+		}
 	default:
 		return cfg, fmt.Errorf("unknown preset %q", name)
 	}

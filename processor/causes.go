@@ -1,0 +1,223 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Cause linking: an incident names the incident that, by the counters,
+// explains it (docs/formats.md, events: `cause`), and its summary says so in words.
+// The links (docs/formats.md, typical causes):
+//
+//   - a pfc_storm whose origin port is a receive_starvation subject: the
+//     receiver does not drain its queue, so its NIC pauses the fabric;
+//   - retransmissions on a port whose own link shows a ber_drift past the
+//     critical level, or a link_flap: the link loses the packets;
+//   - a cnp_ecn_imbalance that a config_mismatch on the same port explains
+//     (the config_mismatch detector comes later; the rule is here).
+//
+// Causes sits between a processor's detectors and its emitter: NewDetectors
+// wraps every detector of one processor so that what they emit passes
+// through one Causes, which keeps the open (and lately resolved) incidents
+// by type and subject. A Tracker asks the emitter it is given (Linker) for a
+// cause on every observation that holds; a cause found later than the
+// incident's open is a material change, published at once. A cause stays
+// with its incident once found.
+
+// Linker is implemented by an Emitter that knows the incidents around: the
+// Tracker asks it for the cause of a finding of type typ.
+type Linker interface {
+	Link(typ string, f *Finding, now schemas.Millis) (cause *schemas.Cause, because string)
+}
+
+// CauseLinger is how long a resolved incident can still explain a new one
+// (a flap that ended a minute before the retransmissions it left behind).
+const CauseLinger = 10 * time.Minute
+
+// Causes is one processor's book of incidents for cause linking; it is the
+// Emitter its detectors get. Not safe for concurrent use: a processor calls
+// its detectors from one goroutine.
+type Causes struct {
+	em      Emitter // the processor's emitter for the current call
+	known   map[causeKey]*causeEntry
+	pruneAt schemas.Millis
+}
+
+type causeKey struct {
+	typ     string
+	subject schemas.Subject
+}
+
+type causeEntry struct {
+	id       string
+	subject  schemas.Subject
+	end      schemas.Millis // 0 while open
+	eligible bool           // can explain others (a ber_drift past critical)
+	because  string
+}
+
+// NewCauses returns an empty book.
+func NewCauses() *Causes { return &Causes{known: map[causeKey]*causeEntry{}} }
+
+func (c *Causes) with(em Emitter) Emitter {
+	c.em = em
+	return c
+}
+
+// Emit implements Emitter: it notes the event, then passes it on.
+func (c *Causes) Emit(ev *schemas.Event) {
+	c.note(ev)
+	if c.em != nil {
+		c.em.Emit(ev)
+	}
+}
+
+// Resume implements Resumer when the processor's emitter does.
+func (c *Causes) Resume(typ, scope string, subject schemas.Subject, id string, start schemas.Millis) (Resumed, bool) {
+	if r, ok := c.em.(Resumer); ok {
+		return r.Resume(typ, scope, subject, id, start)
+	}
+	return Resumed{}, false
+}
+
+func (c *Causes) note(ev *schemas.Event) {
+	switch ev.Type {
+	case schemas.TypeReceiveStarvation, schemas.TypeBERDrift, schemas.TypeLinkFlap, "config_mismatch":
+	default:
+		return // explains nothing
+	}
+	k := causeKey{ev.Type, ev.Subject}
+	e := c.known[k]
+	if e == nil || e.id != ev.ID {
+		e = &causeEntry{id: ev.ID, subject: ev.Subject}
+		c.known[k] = e
+	}
+	if ev.End != nil {
+		e.end = *ev.End
+	}
+	if ok, why := because(ev); ok {
+		e.eligible, e.because = true, why
+	}
+	if ev.DetectedAt >= c.pruneAt {
+		c.pruneAt = ev.DetectedAt + millis(CauseLinger)
+		for k, e := range c.known {
+			if e.end != 0 && ev.DetectedAt-e.end > millis(CauseLinger) {
+				delete(c.known, k)
+			}
+		}
+	}
+}
+
+// because says whether ev's incident can explain others and how, in words.
+func because(ev *schemas.Event) (bool, string) {
+	who := fmt.Sprintf("%s %s/%d", ev.Subject.Node, ev.Subject.Device, ev.Subject.Port)
+	switch ev.Type {
+	case schemas.TypeReceiveStarvation:
+		rate := 0.0
+		if r, ok := ev.Evidence["rates_per_s"].(map[string]any); ok {
+			rate, _ = r["out_of_buffer"].(float64)
+			if rate == 0 {
+				rate, _ = r["rx_discards_phy"].(float64)
+			}
+		}
+		return true, fmt.Sprintf("%s does not drain its receive queue (out_of_buffer %s/s)", who, human(rate))
+	case schemas.TypeBERDrift:
+		crossed, _ := ev.Evidence["critical_crossed"].(bool)
+		now, _ := ev.Evidence["current_ber"].(float64)
+		crit, _ := ev.Evidence["critical_ber"].(float64)
+		if !crossed && !(crit > 0 && now >= crit) {
+			return false, ""
+		}
+		return true, fmt.Sprintf("its link's BER (%.2g) is past the critical %.0g", now, crit)
+	case schemas.TypeLinkFlap:
+		return true, fmt.Sprintf("its link went down (%v time(s))", ev.Evidence["downs"])
+	case "config_mismatch":
+		_, what, _ := strings.Cut(ev.Summary, ": ")
+		return true, "of a configuration mismatch: " + what
+	}
+	return false, ""
+}
+
+// Link implements Linker.
+func (c *Causes) Link(typ string, f *Finding, now schemas.Millis) (*schemas.Cause, string) {
+	if len(c.known) == 0 {
+		return nil, ""
+	}
+	switch typ {
+	case schemas.TypePFCStorm:
+		subject := f.Subject
+		if f.Origin != nil {
+			subject = schemas.Subject{Node: f.Origin.Node, Device: f.Origin.Device, Port: f.Origin.Port}
+		}
+		return c.find(now, causeKey{schemas.TypeReceiveStarvation, subject})
+	case schemas.TypeRetransmissions:
+		return c.find(now, causeKey{schemas.TypeBERDrift, f.Subject}, causeKey{schemas.TypeLinkFlap, f.Subject})
+	case schemas.TypeCNPECNImbalance:
+		return c.find(now, causeKey{"config_mismatch", f.Subject})
+	}
+	return nil, ""
+}
+
+func (c *Causes) find(now schemas.Millis, keys ...causeKey) (*schemas.Cause, string) {
+	for _, k := range keys {
+		e, ok := c.known[k]
+		if !ok || !e.eligible || (e.end != 0 && now-e.end > millis(CauseLinger)) {
+			continue
+		}
+		return &schemas.Cause{ID: e.id, Type: k.typ, Subject: e.subject}, e.because
+	}
+	return nil, ""
+}
+
+// linked is a detector of a processor whose events pass through the
+// processor's Causes. It forwards what the inner detector implements.
+type linked struct {
+	Detector
+	port   PortDetector
+	fab    FabricDetector
+	causes *Causes
+}
+
+// Unwrap returns the detector NewDetectors wrapped for cause linking.
+func Unwrap(d Detector) Detector {
+	if l, ok := d.(*linked); ok {
+		return l.Detector
+	}
+	return d
+}
+
+func (l *linked) Init(fabric FabricView) error {
+	if in, ok := l.Detector.(Initializer); ok {
+		return in.Init(fabric)
+	}
+	return nil
+}
+
+func (l *linked) OnSample(ctx context.Context, port *PortState, s *Sample, em Emitter) {
+	if l.port != nil {
+		l.port.OnSample(ctx, port, s, l.causes.with(em))
+	}
+}
+
+func (l *linked) OnWatermark(ctx context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+	if l.fab != nil {
+		l.fab.OnWatermark(ctx, fabric, wm, l.causes.with(em))
+	}
+}
+
+// Link wraps detectors of one processor so that they share one Causes.
+func Link(dets []Detector) []Detector {
+	c := NewCauses()
+	out := make([]Detector, len(dets))
+	for i, d := range dets {
+		l := &linked{Detector: d, causes: c}
+		l.port, _ = d.(PortDetector)
+		l.fab, _ = d.(FabricDetector)
+		out[i] = l
+	}
+	return out
+}

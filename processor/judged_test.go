@@ -1,0 +1,272 @@
+package processor
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+var (
+	portB = schemas.PortID{Node: "host-b", Device: "mlx5_0", Port: 1}
+	portC = schemas.PortID{Node: "host-c", Device: "mlx5_1", Port: 1}
+)
+
+func hw(name string, value, delta uint64, flags schemas.Flag) schemas.CounterDelta {
+	return schemas.CounterDelta{Name: name, Source: schemas.SourceHWCounters, Value: value, Delta: delta, Flags: flags}
+}
+
+// traffic is a 5 s sample's received packets and the named hw counters'
+// deltas (values are the deltas: the detectors read deltas only).
+func traffic(pkts uint64, kv ...any) []schemas.CounterDelta {
+	cs := []schemas.CounterDelta{ctr("port_rcv_packets", pkts, pkts, 0), ctr("port_xmit_packets", pkts, pkts, 0)}
+	for i := 0; i+1 < len(kv); i += 2 {
+		name, d := kv[i].(string), uint64(kv[i+1].(int))
+		if strings.HasPrefix(name, "rx_") {
+			cs = append(cs, eth(name, d, d, 0))
+		} else {
+			cs = append(cs, hw(name, d, d, 0))
+		}
+	}
+	return cs
+}
+
+func TestJudgedDetectors(t *testing.T) {
+	cases := []struct {
+		name  string
+		det   func() Detector
+		run   func(h *harness)
+		want  []string
+		check func(t *testing.T, evs []*schemas.Event)
+	}{
+		{
+			name: "retransmissions: healthy reordering that follows traffic is no incident",
+			det:  func() Detector { return NewRetransmissions() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 3600, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					pkts := 200_000
+					if int(sec/600)%2 == 1 {
+						pkts = 4_000_000 // a job starts: 20x the traffic, 20x the reordering
+					}
+					return traffic(uint64(pkts), "out_of_sequence", pkts/20_000, "packet_seq_err", pkts/200_000)
+				})
+			},
+		},
+		{
+			name: "retransmissions: a port with high healthy reordering from its start",
+			det:  func() Detector { return NewRetransmissions() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1800, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					return traffic(1_000_000, "out_of_sequence", 1000+int(sec)%300)
+				})
+			},
+		},
+		{
+			name: "retransmissions: a lossy link opens on its port, not on its senders, and resolves",
+			det:  func() Detector { return NewRetransmissions() },
+			run: func(h *harness) {
+				loss := func(sec float64) bool { return sec >= 600 && sec < 900 }
+				for sec := 0.0; sec < 1500; sec += 5 {
+					oos, nak := 20, 0
+					if loss(sec) {
+						oos, nak = 20_000, 400
+					}
+					h.feed(sample(portA, sec, "ACTIVE", traffic(1_000_000, "out_of_sequence", oos)...))
+					h.feed(sample(portB, sec+1, "ACTIVE", traffic(1_000_000, "packet_seq_err", nak, "local_ack_timeout_err", nak/20)...))
+				}
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				o := evs[0]
+				if o.Subject != portA.Subject() || o.Layer != "transport" || o.Type != "retransmissions" {
+					t.Errorf("open %+v", o)
+				}
+				if o.DetectedAt-at(600) > 60_000 || o.Start < at(590) || o.Start > at(600) {
+					t.Errorf("start %v detected %v: want onset ~600 s, detected within 60 s", o.Start, o.DetectedAt)
+				}
+				if !strings.Contains(o.Summary, "out-of-sequence") || len(o.Checks) < 4 {
+					t.Errorf("summary %q checks %d", o.Summary, len(o.Checks))
+				}
+				if peers, _ := o.Evidence["peers"].([]string); len(peers) != 1 || peers[0] != portB.Subject().String() {
+					t.Errorf("peers %v", o.Evidence["peers"])
+				}
+			},
+		},
+		{
+			name: "retransmissions: resets, restarts and held readings are not loss",
+			det:  func() Detector { return NewRetransmissions() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 300, "ACTIVE", func(float64) []schemas.CounterDelta { return traffic(1_000_000, "out_of_sequence", 10) })
+				h.feed(sample(portA, 300, "ACTIVE", ctr("port_rcv_packets", 5, 5, reset), hw("out_of_sequence", 9e6, 9e6, reset)))
+				h.feed(sample(portA, 305, "ACTIVE", ctr("port_rcv_packets", 5, 0, first), hw("out_of_sequence", 9e6, 0, first)))
+				h.feed(sample(portA, 310, "ACTIVE", ctr("port_rcv_packets", 5, 1e6, 0), hw("out_of_sequence", 0, 0, held)))
+				h.steady(portA, 315, 600, "ACTIVE", func(float64) []schemas.CounterDelta { return traffic(1_000_000, "out_of_sequence", 10) })
+			},
+		},
+		{
+			name: "retransmissions: senders alone become the subject when no receiver reports",
+			det:  func() Detector { return NewRetransmissions() },
+			run: func(h *harness) {
+				h.steady(portB, 0, 600, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					if sec >= 300 {
+						return traffic(1_000_000, "packet_seq_err", 500)
+					}
+					return traffic(1_000_000)
+				})
+			},
+			want: []string{"open"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[0].Subject != portB.Subject() || evs[0].Evidence["secondary_only"] != true {
+					t.Errorf("open %+v", evs[0])
+				}
+			},
+		},
+		{
+			name: "receive_starvation: incast blips are no incident",
+			det:  func() Detector { return NewReceiveStarvation() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 3600, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					if int(sec)%400 < 10 {
+						return traffic(1_000_000, "out_of_buffer", 2000, "rx_discards_phy", 300)
+					}
+					return traffic(1_000_000, "out_of_buffer", int(sec)%3)
+				})
+			},
+		},
+		{
+			name: "receive_starvation: one starving receiver is one incident whatever its senders count",
+			det:  func() Detector { return NewReceiveStarvation() },
+			run: func(h *harness) {
+				for sec := 0.0; sec < 1500; sec += 5 {
+					oob, rnr := 1, 0
+					if sec >= 600 && sec < 900 {
+						oob, rnr = 16_000, 200
+					}
+					h.feed(sample(portA, sec, "ACTIVE", traffic(1_000_000, "out_of_buffer", oob)...))
+					h.feed(sample(portB, sec+1, "ACTIVE", traffic(1_000_000, "rnr_nak_retry_err", rnr)...))
+					h.feed(sample(portC, sec+2, "ACTIVE", traffic(1_000_000, "rnr_nak_retry_err", rnr)...))
+				}
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				o := evs[0]
+				if o.Subject != portA.Subject() || o.Layer != "application" || o.Severity != "critical" {
+					t.Errorf("open %+v", o)
+				}
+				if o.DetectedAt-at(600) > 60_000 || o.DetectedAt-at(600) < 20_000 {
+					t.Errorf("detected %v: want 20-60 s after the onset", o.DetectedAt)
+				}
+				if !strings.Contains(o.Summary, "does not drain its receive queue (out_of_buffer 3.2k/s") {
+					t.Errorf("summary %q", o.Summary)
+				}
+			},
+		},
+		{
+			name: "receive_starvation: drops that begin with the port's own pause storm are the storm's",
+			det:  func() Detector { return NewReceiveStarvation() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1200, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					if sec >= 600 && sec < 900 {
+						return append(traffic(1_000, "out_of_buffer", 10_000), eth("tx_prio3_pause_duration", 4_500_000, 4_500_000, 0))
+					}
+					return traffic(1_000_000)
+				})
+			},
+		},
+		{
+			name: "receive_starvation: a starvation before the storm stays open through it",
+			det:  func() Detector { return NewReceiveStarvation() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1200, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					switch {
+					case sec >= 600 && sec < 700:
+						return traffic(1_000_000, "out_of_buffer", 10_000)
+					case sec >= 700 && sec < 900:
+						return append(traffic(1_000, "out_of_buffer", 10_000), eth("tx_prio3_pause_duration", 4_500_000, 4_500_000, 0))
+					}
+					return traffic(1_000_000)
+				})
+			},
+			want: []string{"open", "resolved"},
+		},
+		{
+			name: "retransmissions: more out-of-sequence than received packets is not judged",
+			det:  func() Detector { return NewRetransmissions() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1200, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					if sec >= 600 {
+						return traffic(50, "out_of_sequence", 250)
+					}
+					return traffic(1_000_000, "out_of_sequence", 1)
+				})
+			},
+		},
+		{
+			name: "completion_errors: flushes alone are no incident",
+			det:  func() Detector { return NewCompletionErrors() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1200, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					return traffic(1_000_000, "req_cqe_flush_error", 500, "resp_cqe_flush_error", 100)
+				})
+			},
+		},
+		{
+			name: "completion_errors: a single error is no incident, an application's errors are",
+			det:  func() Detector { return NewCompletionErrors() },
+			run: func(h *harness) {
+				h.steady(portA, 0, 1800, "ACTIVE", func(sec float64) []schemas.CounterDelta {
+					switch {
+					case sec == 300:
+						return traffic(1_000_000, "req_cqe_error", 1, "req_cqe_flush_error", 40)
+					case sec >= 900 && sec < 1200:
+						return traffic(1_000_000, "req_remote_access_errors", 250, "req_cqe_error", 250, "req_cqe_flush_error", 3000)
+					}
+					return traffic(1_000_000)
+				})
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if !strings.Contains(evs[0].Summary, "req_remote_access_errors 50/s") && !strings.Contains(evs[0].Summary, "req_cqe_error 50/s") {
+					t.Errorf("summary %q", evs[0].Summary)
+				}
+				if evs[0].DetectedAt != at(905) {
+					t.Errorf("detected %v, want the second errored sample", evs[0].DetectedAt)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, c.det())
+			c.run(h)
+			if c.want != nil || c.check == nil {
+				if !equalStrings(h.states(), c.want) {
+					for _, ev := range h.events {
+						t.Logf("%s %s %s %s", ev.State, ev.Subject, ev.DetectedAt, ev.Summary)
+					}
+					t.Fatalf("states %v, want %v", h.states(), c.want)
+				}
+			}
+			if c.check != nil {
+				c.check(t, h.events)
+			}
+		})
+	}
+}
+
+// TestJudgedSettings: settings from the configuration file reach the
+// incident policy and thresholds of a judged detector.
+func TestJudgedSettings(t *testing.T) {
+	dets, err := NewDetectors(schemas.TypeReceiveStarvation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (Settings{schemas.TypeReceiveStarvation: {"open_after": "2m", "min_rate": "500", "open_after_samples": "4"}}).Apply(dets); err != nil {
+		t.Fatal(err)
+	}
+	d := Unwrap(dets[0]).(*ReceiveStarvation)
+	p := d.track().Policy()
+	if p.OpenAfter != 2*60e9 || p.OpenAfterSamples != 4 || d.minRate != 500 {
+		t.Errorf("policy %+v min rate %v", p, d.minRate)
+	}
+}

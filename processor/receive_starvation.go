@@ -1,0 +1,127 @@
+package processor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func init() {
+	Register(schemas.TypeReceiveStarvation, func() Detector { return NewReceiveStarvation() })
+}
+
+// ReceiveStarvation raises receive_starvation (layer application) when a
+// port drops received packets for want of posted receive buffers
+// (out_of_buffer, ethtool rx_out_of_buffer) or of NIC buffer
+// (rx_discards_phy), well above its own history and the fabric's, for
+// longer than an incast burst: the receiver does not post buffers or drain
+// its queues fast enough (CQ polling lag, small queues, PCIe or CPU).
+//
+// A brief blip under incast is not an incident: the condition must hold
+// for OpenAfter (policy) before an incident opens, and one sample below the
+// limit while pending drops it. One starving receiver is one incident: the
+// senders whose RNR retries run out (rnr_nak_retry_err) are its evidence
+// ("peers"), and become subjects only when no monitored port starves.
+type ReceiveStarvation struct {
+	// Factor and Floor: a sample is in excess above Factor x the port's
+	// (or the fabric's) usual figure + Floor; MinRate is the least excess
+	// count per second. The figure is dropped packets per second.
+	Factor, Floor, MinRate float64
+	// OpenAfter and OpenAfterSamples: how long and how many samples in a
+	// row the excess must hold; ResolveAfter: how long clear to resolve.
+	OpenAfter        time.Duration
+	OpenAfterSamples int
+	ResolveAfter     time.Duration
+
+	judged
+}
+
+// NewReceiveStarvation returns the detector with its defaults.
+func NewReceiveStarvation() *ReceiveStarvation {
+	d := &ReceiveStarvation{judged: judged{
+		typ:   schemas.TypeReceiveStarvation,
+		layer: schemas.LayerApplication,
+		primary: append(jc(schemas.SourceHWCounters, "out_of_buffer"),
+			jc(schemas.SourceEthtool, "rx_out_of_buffer", "rx_discards_phy")...),
+		secondary:    jc(schemas.SourceHWCounters, "rnr_nak_retry_err"),
+		factor:       8,
+		floor:        20, // dropped packets per second
+		minRate:      20,
+		secFloor:     5, // RNR retries exhausted per second
+		secondaryRun: 6,
+		quietFor:     2 * time.Minute,
+		warm:         12,
+		baseSpan:     30 * time.Minute,
+		policy: Policy{
+			OpenAfterSamples:   3,
+			OpenAfter:          25 * time.Second,
+			ResolveAfter:       2 * time.Minute,
+			MinUpdateInterval:  time.Minute,
+			SilentResolveAfter: 30 * time.Minute,
+		},
+	}}
+	d.describe = describeStarvation
+	d.Factor, d.Floor, d.MinRate = d.factor, d.floor, d.minRate
+	d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter = d.policy.OpenAfter, d.policy.OpenAfterSamples, d.policy.ResolveAfter
+	d.settings = func(j *judged) {
+		j.adopt(d.Factor, d.Floor, d.MinRate, d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter)
+	}
+	d.veto = pausesItsLink
+	return d
+}
+
+// StormPauseFraction is the share of an interval a port must pause its
+// link (tx pause duration, any priority) for its buffer drops to count as
+// part of its own PFC storm.
+const StormPauseFraction = 0.5
+
+// pausesItsLink reports whether the port paused its link for most of the
+// sample's interval. Drops that begin together with such a pause storm are
+// the storm's (pfc_storm holds the incident, the drops are its evidence); a
+// starvation seen before the storm is an incident of its own, and the
+// storm's cause.
+func pausesItsLink(s *Sample) bool {
+	if s.IntervalMs <= 0 {
+		return false
+	}
+	var us float64
+	for _, id := range idTxPauseDuration {
+		if c, ok := s.CounterByID(id); ok && c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) == 0 {
+			us += float64(c.Delta)
+		}
+	}
+	return us/(float64(s.IntervalMs)*1000) >= StormPauseFraction
+}
+
+func describeStarvation(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (string, string, []schemas.Check) {
+	where := portName(s.ID, s.Netdev)
+	severity := schemas.SeverityWarning
+	var summary string
+	if secondaryOnly {
+		summary = fmt.Sprintf("%s: its receive-not-ready retries run out (rnr_nak_retry_err %s/s) and no monitored receiver reports dropping: a peer does not post receive buffers",
+			where, human(j.rateOf(st, "rnr_nak_retry_err")))
+	} else {
+		if st.primRate >= 1000 || j.rateOf(st, "rx_discards_phy") >= j.floor {
+			severity = schemas.SeverityCritical
+		}
+		var parts []string
+		for _, c := range j.primary {
+			if r := j.rateOf(st, c.name); r > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s/s", c.name, human(r)))
+			}
+		}
+		summary = fmt.Sprintf("%s: does not drain its receive queue (%s; its usual %s/s) since %s",
+			where, strings.Join(parts, ", "), human(st.base), st.since)
+	}
+	nd := netdevOf(s.ID, s.Netdev)
+	checks := []schemas.Check{
+		onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'out_of_buffer|discards|rx_prio.*pause|tx_prio.*pause'", nd), "buffer drops and the pauses the port sends because of them"),
+		onHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), "out_of_buffer and rnr_nak_retry_err now"),
+		onHost(s.ID.Node, "top -b -n1 -o %CPU | head -20; cat /proc/interrupts | grep -c mlx5", "CPU saturation of the polling threads and where the NIC's interrupts land"),
+		onHost(s.ID.Node, fmt.Sprintf("ethtool -g %s; ethtool -l %s", nd, nd), "ring sizes and channels: small receive queues"),
+		onHost(s.ID.Node, fmt.Sprintf("lspci -vvv -s $(basename $(readlink /sys/class/infiniband/%s/device)) | grep -E 'LnkSta|MaxReadReq'", s.ID.Device), "PCIe link width and speed: a degraded slot cannot drain"),
+	}
+	return summary, severity, checks
+}

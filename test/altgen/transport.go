@@ -1,0 +1,242 @@
+package altgen
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Transport and application faults, and their noise.
+//
+// The model: a lossy link drops a share of the packets it delivers to a
+// host port; the receiver then counts every packet of the window in flight
+// behind a lost one as out of sequence (Go-Back-N, about 30 per loss) and a
+// few duplicates, and the senders that talk to it get one NAK per loss
+// (packet_seq_err) and an ACK timeout now and then. A starving receiver
+// drops what arrives without a posted receive buffer (out_of_buffer, the
+// same on ethtool rx_out_of_buffer, some rx_discards_phy), and its senders'
+// RNR retries run out. A broken application fails completions on its port
+// (one error family: remote access or local length) and flushes its queue
+// pairs after each failure.
+//
+// Noise on healthy ports: reordering on RoCE ports with ECMP/adaptive
+// routing (out_of_sequence in proportion to what they receive, a per-port
+// share of 1e-7 to 1e-4, and the NAKs of it), incast blips of out_of_buffer
+// (3 to 15 s, hundreds to thousands a second), and a stray failed completion
+// with its flushes when an application exits.
+const (
+	Retransmissions   = "retransmissions"    // a lossy link: Go-Back-N resends
+	RetransBER        = "retrans_ber"        // a BER drift past critical that loses packets
+	ReceiveStarvation = "receive_starvation" // a receiver does not post buffers
+	StarvationStorm   = "starvation_storm"   // the same, and its NIC pauses the fabric
+	CompletionErrors  = "completion_errors"  // an application's completions fail
+)
+
+// LabelCause is the root cause a label names.
+type LabelCause struct {
+	Type    string         `json:"type"`
+	Subject map[string]any `json:"subject"`
+}
+
+// appState is a port's transport and application state.
+type appState struct {
+	loss        float64 // lost share of received packets
+	lossPeers   []*port
+	lossFromBER bool    // loss follows the BER past critical
+	starve      float64 // out_of_buffer per second
+	starvePeers []*port
+	cqe         float64 // failed completions per second
+	cqeKind     int
+	reorder     float64 // healthy out-of-sequence share
+	blipTo      float64
+	blipRate    float64
+}
+
+var appCounters = []string{"req_cqe_error", "req_cqe_flush_error", "req_remote_access_errors", "req_remote_invalid_request",
+	"resp_cqe_error", "resp_cqe_flush_error", "resp_local_length_error", "resp_remote_access_errors"}
+
+// rn is the random source of the transport and application model, apart
+// from g.r so that the older parts of a seed's trace stay as they were.
+func (g *gen) rn() *rand.Rand {
+	if g.rApp == nil {
+		g.rApp = rand.New(rand.NewPCG(g.cfg.Seed^0x5bd1e995, 91))
+	}
+	return g.rApp
+}
+
+func (g *gen) initApp(p *port) {
+	if p.ib {
+		return
+	}
+	r := g.rn()
+	p.app.reorder = 1e-7
+	if r.Float64() < 0.35 {
+		p.app.reorder = math.Min(1e-4, math.Exp(math.Log(1e-5)+r.NormFloat64()))
+	}
+}
+
+// peersOf picks n RoCE ports with hw counters other than p.
+func (g *gen) peersOf(p *port, n int) []*port {
+	var c []*port
+	for _, q := range g.ports {
+		if q != p && !q.ib && q.hwOK && q.node != p.node {
+			c = append(c, q)
+		}
+	}
+	g.rn().Shuffle(len(c), func(i, j int) { c[i], c[j] = c[j], c[i] })
+	return c[:min(n, len(c))]
+}
+
+// planApp plans one transport or application fault; false if the kind is
+// not one of them.
+func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) bool {
+	switch f.Kind {
+	case Retransmissions, RetransBER, ReceiveStarvation, StarvationStorm, CompletionErrors:
+	default:
+		return false
+	}
+	r := g.rn()
+	dur := g.cfg.Duration.Seconds()
+	at := f.At.Seconds()
+	end := dur + 1e9
+	if f.Dur > 0 {
+		end = at + f.Dur.Seconds()
+	}
+	p := g.pick(-1, func(p *port) bool { return !p.ib && p.hwOK && p.ethOK && !usedNodes[p.node] }, used)
+	if p == nil {
+		return true
+	}
+	used[p], usedNodes[p.node] = true, true
+	label := func(typ string, from, to float64) *Label {
+		l := Label{Type: typ, Start: ts(g.cfg.Start, from), Subject: g.subject(p)}
+		if to < dur {
+			e := ts(g.cfg.Start, to)
+			l.End = &e
+		}
+		g.labels = append(g.labels, l)
+		return &g.labels[len(g.labels)-1]
+	}
+	switch f.Kind {
+	case Retransmissions:
+		p.app.lossPeers = g.peersOf(p, 2+r.IntN(3))
+		g.at(at, "loss", p, nil, math.Exp(math.Log(5e-5)+r.Float64()*math.Log(20)))
+		g.at(end, "loss", p, nil, 0)
+		label(Retransmissions, at, end)
+	case RetransBER:
+		ff := f
+		if ff.Ramp <= 0 {
+			ff.Ramp = time.Duration(15+r.IntN(15)) * time.Minute
+		}
+		ff.Shape = 1 + r.Float64()*0.5
+		p.drift = &ff
+		p.app.lossPeers = g.peersOf(p, 2+r.IntN(3))
+		p.app.lossFromBER = true
+		crit := at + ff.Ramp.Seconds()
+		g.labels = append(g.labels, Label{Type: "ber_drift", Start: ts(g.cfg.Start, at), Subject: g.subject(p), CriticalAt: ts(g.cfg.Start, crit)})
+		// Post-FEC loss starts as the BER passes critical.
+		l := label(Retransmissions, crit, dur+1)
+		l.Cause = &LabelCause{Type: "ber_drift", Subject: g.subject(p)}
+	case ReceiveStarvation, StarvationStorm:
+		p.app.starvePeers = g.peersOf(p, 2+r.IntN(4))
+		g.at(at, "starve", p, nil, 300+r.Float64()*4000)
+		g.at(end, "starve", p, nil, 0)
+		label(ReceiveStarvation, at, end)
+		if f.Kind == StarvationStorm {
+			// The receive queue backs up into the NIC's buffer a
+			// minute or two later: then the port pauses its link.
+			from := at + 60 + r.Float64()*90
+			st := g.planStorm(p, from, end, false)
+			st.cause = &LabelCause{Type: ReceiveStarvation, Subject: g.subject(p)}
+		}
+	case CompletionErrors:
+		p.app.cqeKind = r.IntN(2)
+		g.at(at, "cqe", p, nil, math.Exp(math.Log(1)+r.Float64()*math.Log(60)))
+		g.at(end, "cqe", p, nil, 0)
+		label(CompletionErrors, at, end)
+	}
+	return true
+}
+
+// applyApp applies a scheduled transport or application edge.
+func (g *gen) applyApp(e event) bool {
+	switch e.what {
+	case "loss":
+		e.p.app.loss = e.v
+	case "starve":
+		e.p.app.starve = e.v
+	case "cqe":
+		e.p.app.cqe = e.v
+	default:
+		return false
+	}
+	return true
+}
+
+// stepApp advances a RoCE port's transport and application counters by one
+// second; pkts is what it received, c its leaf's congestion, ber its link's
+// BER.
+func (g *gen) stepApp(p *port, t, pkts, c, ber float64) {
+	r := g.rn()
+	a := &p.app
+	// Healthy reordering and the NAKs it draws.
+	reord := poisson(r, pkts*a.reorder)
+	g.add(p, "out_of_sequence", reord)
+	g.add(p, "packet_seq_err", poisson(r, reord/30))
+	loss := a.loss
+	if a.lossFromBER && ber > 1e-6 {
+		loss = math.Min(0.02, 2e-4*math.Pow(ber/1e-6, 2))
+	}
+	if loss > 0 {
+		lost := poisson(r, pkts*loss)
+		oos := poisson(r, lost*30)
+		g.add(p, "out_of_sequence", oos)
+		g.add(p, "duplicate_request", poisson(r, lost*0.5))
+		for _, q := range a.lossPeers {
+			n := float64(len(a.lossPeers))
+			g.add(q, "packet_seq_err", poisson(r, lost/n))
+			g.add(q, "implied_nak_seq_err", poisson(r, lost*0.05/n))
+			g.add(q, "local_ack_timeout_err", poisson(r, lost*0.01/n))
+		}
+	}
+	// Incast blips: a few seconds of receive-buffer drops on a busy leaf
+	// (at most one a minute per port: longer drops are starvation).
+	if g.cfg.Noise && g.leafOn[p.leaf] && c > 0.2 && t > a.blipTo+60 && r.Float64() < 1.0/1200 {
+		a.blipTo = t + 3 + r.Float64()*12
+		a.blipRate = 200 + r.Float64()*3000
+	}
+	oob := 0.0
+	if t < a.blipTo {
+		oob = a.blipRate * (0.5 + r.Float64())
+	}
+	if a.starve > 0 {
+		oob += a.starve * math.Exp(0.3*r.NormFloat64())
+		for _, q := range a.starvePeers {
+			g.add(q, "rnr_nak_retry_err", poisson(r, a.starve*0.005/float64(len(a.starvePeers))))
+		}
+	}
+	if oob > 0 {
+		n := poisson(r, oob)
+		g.add(p, "out_of_buffer", n)
+		g.add(p, "rx_out_of_buffer", n)
+		g.add(p, "rx_discards_phy", poisson(r, n*0.08))
+	}
+	// Failed completions: the application's, and a stray one when an
+	// application exits.
+	cqe := 0.0
+	if a.cqe > 0 {
+		cqe = poisson(r, a.cqe)
+	} else if g.cfg.Noise && r.Float64() < 1.0/(3*3600) {
+		cqe = 1
+	}
+	if cqe > 0 {
+		if a.cqeKind == 0 {
+			g.add(p, "req_remote_access_errors", cqe)
+			g.add(p, "req_cqe_error", cqe)
+			g.add(p, "req_cqe_flush_error", poisson(r, cqe*8))
+		} else {
+			g.add(p, "resp_local_length_error", cqe)
+			g.add(p, "resp_cqe_error", cqe)
+			g.add(p, "resp_cqe_flush_error", poisson(r, cqe*8))
+		}
+	}
+}
