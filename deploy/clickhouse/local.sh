@@ -30,6 +30,8 @@ set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/../.." && pwd)
+# shellcheck source=../lib/proc.sh
+source "$script_dir/../lib/proc.sh"
 
 tcp_port=${RDMAWATCH_CH_TCP_PORT:-19000}
 http_port=${RDMAWATCH_CH_HTTP_PORT:-18123}
@@ -79,17 +81,7 @@ install_server() {
 
 # running: the pid file names a live ClickHouse process. The command line is
 # checked so a recycled pid never makes us report (or kill) another process.
-running_pid() {
-	[[ -f $pid_file ]] || return 1
-	local pid
-	pid=$(<"$pid_file")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	kill -0 "$pid" 2>/dev/null || return 1
-	if [[ -r /proc/$pid/cmdline ]]; then
-		tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q clickhouse || return 1
-	fi
-	echo "$pid"
-}
+running_pid() { pidfile_pid "$pid_file" clickhouse; }
 
 answers() {
 	if [[ ${#client_cmd[@]} -gt 0 ]]; then
@@ -277,21 +269,11 @@ cmd_up() {
 
 cmd_down() {
 	local pid
-	if ! pid=$(running_pid); then
-		rm -f "$pid_file"
+	pid=$(pidfile_stop "$pid_file" clickhouse TERM 30)
+	if [[ -z $pid ]]; then
 		echo "local.sh: not running ($dir)" >&2
 		return
 	fi
-	kill -TERM "$pid"
-	local deadline=$((SECONDS + 30))
-	while kill -0 "$pid" 2>/dev/null; do
-		if ((SECONDS >= deadline)); then
-			echo "local.sh: pid $pid still running after 30s, sending SIGKILL" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-		sleep 0.1
-	done
-	rm -f "$pid_file"
 	echo "local.sh: stopped pid $pid" >&2
 }
 

@@ -22,6 +22,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=../lib/proc.sh
+source "$root/deploy/lib/proc.sh"
 dir=${RDMAWATCH_CLUSTER_DIR:-$root/.run/cluster}
 cluster=${RDMAWATCH_CH_CLUSTER:-rdmawatch}
 base=${CH_CLUSTER_BASE_PORT:-15000}
@@ -36,27 +38,9 @@ inter_port() { echo $((base + 10 * $1 + 2)); }
 
 # alive NAME: the pid file names a live process whose command line holds
 # the expected word (a recycled pid is never signalled).
-alive() {
-	local pf=$dir/$1.pid pid
-	[[ -f $pf ]] || return 1
-	pid=$(cat "$pf")
-	kill -0 "$pid" 2>/dev/null || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eq 'clickhouse|zookeeper'
-}
+alive() { pidfile_pid "$dir/$1.pid" "clickhouse|zookeeper" >/dev/null; }
 
-stop() {
-	local name=$1 pf=$dir/$1.pid pid i
-	if alive "$name"; then
-		pid=$(cat "$pf")
-		kill -TERM "$pid"
-		for i in $(seq 1 300); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-	fi
-	rm -f "$pf"
-}
+stop() { pidfile_stop "$dir/$1.pid" "clickhouse|zookeeper" TERM 30 >/dev/null; }
 
 install_zookeeper() {
 	[[ -r /usr/share/java/zookeeper.jar ]] && return 0

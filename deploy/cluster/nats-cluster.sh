@@ -16,6 +16,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=../lib/proc.sh
+source "$root/deploy/lib/proc.sh"
 dir=${RDMAWATCH_CLUSTER_DIR:-$root/.run/cluster}
 base=${NATS_CLUSTER_BASE_PORT:-14950}
 bin=$root/bin/nats-server
@@ -26,13 +28,7 @@ route_port() { echo $((base + 10 + $1 - 1)); }
 http_port() { echo $((base + 20 + $1 - 1)); }
 pidfile() { echo "$dir/nats-$1.pid"; }
 
-build() {
-	# Rebuilt when go.mod changed: the server is the version the project pins.
-	if [[ ! -x $bin || $root/go.mod -nt $bin ]]; then
-		echo "building $bin" >&2
-		(cd "$root" && go build -o "$bin" github.com/nats-io/nats-server/v2)
-	fi
-}
+build() { build_nats_server "$bin" "$root"; }
 
 config() {
 	local n=$1 routes="" m
@@ -59,11 +55,7 @@ $routes  ]
 EOF
 }
 
-alive() {
-	local pf
-	pf=$(pidfile "$1")
-	[[ -f $pf ]] && kill -0 "$(cat "$pf")" 2>/dev/null
-}
+alive() { pidfile_pid "$(pidfile "$1")" nats-server >/dev/null; }
 
 start() {
 	local n=$1
@@ -96,21 +88,7 @@ wait_ready() {
 	return 1
 }
 
-stop() {
-	local n=$1 pf pid i
-	pf=$(pidfile "$n")
-	[[ -f $pf ]] || return 0
-	pid=$(cat "$pf")
-	if kill -0 "$pid" 2>/dev/null; then
-		kill -TERM "$pid"
-		for i in $(seq 1 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
-	fi
-	rm -f "$pf"
-}
+stop() { pidfile_stop "$(pidfile "$1")" nats-server TERM 5 >/dev/null; }
 
 urls() {
 	local out="" n

@@ -21,6 +21,8 @@ set -euo pipefail
 
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/../.." && pwd)
+# shellcheck source=../lib/proc.sh
+source "$script_dir/../lib/proc.sh"
 
 port=${RDMAWATCH_NATS_PORT:-14222}
 dir=${RDMAWATCH_NATS_DIR:-$repo_root/.nats}
@@ -39,28 +41,12 @@ build() {
 		[[ -x $bin ]] || die "RDMAWATCH_NATS_BIN=$bin is not an executable"
 		return
 	fi
-	if [[ -x $bin && $bin -nt $repo_root/go.mod ]]; then
-		return
-	fi
-	command -v go >/dev/null 2>&1 || die "go is not on PATH: cannot build $bin"
-	echo "server.sh: building $bin from the nats-server module in go.mod" >&2
-	mkdir -p "$(dirname "$bin")"
-	(cd "$repo_root" && go build -o "$bin" github.com/nats-io/nats-server/v2) >&2
+	build_nats_server "$bin" "$repo_root" || die "cannot build $bin"
 }
 
 # running_pid: the pid file names a live nats-server (the command line is
 # checked so a recycled pid never makes us report or kill another process).
-running_pid() {
-	[[ -f $pid_file ]] || return 1
-	local pid
-	pid=$(<"$pid_file")
-	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	kill -0 "$pid" 2>/dev/null || return 1
-	if [[ -r /proc/$pid/cmdline ]]; then
-		tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$config" || return 1
-	fi
-	echo "$pid"
-}
+running_pid() { pidfile_pid "$pid_file" "$config"; }
 
 # answers: something on the port speaks the NATS protocol (its greeting is
 # an INFO line).
@@ -132,23 +118,13 @@ cmd_up() {
 }
 
 stop() {
-	local sig=$1 pid
-	if ! pid=$(running_pid); then
-		rm -f "$pid_file"
+	local pid
+	pid=$(pidfile_stop "$pid_file" "$config" "$1" 30)
+	if [[ -z $pid ]]; then
 		echo "server.sh: not running ($dir)" >&2
 		return
 	fi
-	kill "-$sig" "$pid"
-	local deadline=$((SECONDS + 30))
-	while kill -0 "$pid" 2>/dev/null; do
-		if ((SECONDS >= deadline)); then
-			echo "server.sh: pid $pid still running after 30s, sending SIGKILL" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
-		sleep 0.05
-	done
-	rm -f "$pid_file"
-	echo "server.sh: stopped pid $pid ($sig)" >&2
+	echo "server.sh: stopped pid $pid ($1)" >&2
 }
 
 cmd_status() {
