@@ -469,7 +469,10 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 	}
 	// An outage is not the data's fault: nothing was dead-lettered.
 	st := s.Stats()["port_samples"]
-	if st.DeadLettered != 0 || st.Refused != 0 || st.Retries == 0 || st.InsertErrors == 0 {
+	// (The failing step may be the check of what is stored already, which
+	// the sink runs first in the window after its start, so retries count,
+	// not insert errors.)
+	if st.DeadLettered != 0 || st.Refused != 0 || st.Retries == 0 {
 		t.Errorf("after the outage: stats %+v, want retries and no dead letters", st)
 	}
 	dlq, err := js.Stream(ctx, schemas.StreamDeadLetter)

@@ -42,8 +42,15 @@ type Sink struct {
 
 	// notReady is why the sink is not consuming yet ("" once it is).
 	notReady atomic.Pointer[string]
-	pipesMu  sync.Mutex
-	pipes    []statser
+	// suspectUntil (unix ns) ends a window in which every message counts as
+	// possibly inserted already: after the sink starts and after each NATS
+	// reconnect. A broker restarted from its store can hand out again, as
+	// delivered once, messages a sink inserted before it died or before the
+	// broker lost its ack, so NumDelivered alone cannot tell.
+	suspectUntil atomic.Int64
+	reconnects   atomic.Uint64
+	pipesMu      sync.Mutex
+	pipes        []statser
 }
 
 // New checks cfg and returns a sink; nothing runs until Run. The tables must
@@ -82,6 +89,10 @@ func (s *Sink) setNotReady(reason string) { s.notReady.Store(&reason) }
 // consumer cannot be created, or when the last flush failed (those messages
 // are left for redelivery).
 func (s *Sink) Run(ctx context.Context) error {
+	s.suspectUntil.Store(time.Now().Add(s.suspectWindow()).UnixNano())
+	if nc := s.js.Conn(); nc != nil {
+		s.reconnects.Store(nc.Stats().Reconnects)
+	}
 	counters := &pipeline[SampleRow]{
 		s: s, table: "port_samples", columns: SampleColumns,
 		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
@@ -411,9 +422,10 @@ func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logg
 		return
 	}
 	e := &entry[R]{msg: msg, rows: rows}
-	if meta, err := msg.Metadata(); err != nil || meta.NumDelivered > 1 {
-		// Delivered before: a sink may have inserted it and died before
-		// its ack.
+	if meta, err := msg.Metadata(); err != nil || meta.NumDelivered > 1 || p.s.inSuspectWindow() {
+		// Delivered before, or in the window after a start or a broker
+		// reconnect: a sink may have inserted it and died, or lost the
+		// ack, before the broker recorded it.
 		e.suspect = true
 	}
 	p.mu.Lock()
@@ -859,4 +871,22 @@ func (s *Sink) WaitDrained(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// suspectWindow is long enough for every message a dead sink, or a broker
+// that lost its state, left unacknowledged to come back.
+func (s *Sink) suspectWindow() time.Duration { return max(3*s.cfg.AckWait, 30*time.Second) }
+
+// inSuspectWindow reports whether a message arriving now may have been
+// inserted already whatever its delivery count; a NATS reconnect since the
+// last call opens a new window.
+func (s *Sink) inSuspectWindow() bool {
+	now := time.Now()
+	if nc := s.js.Conn(); nc != nil {
+		if n := nc.Stats().Reconnects; n != s.reconnects.Load() {
+			s.reconnects.Store(n)
+			s.suspectUntil.Store(now.Add(s.suspectWindow()).UnixNano())
+		}
+	}
+	return now.UnixNano() < s.suspectUntil.Load()
 }
