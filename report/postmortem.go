@@ -28,6 +28,10 @@ type Incident struct {
 	Changes                                          []Change
 	Moved                                            []Moved
 	Plot                                             string // SVG file name, "" when no port to plot
+	// The incident that explains this one (events' cause); CauseID "" when
+	// none is named.
+	CauseID, CauseType, CauseNode, CauseDevice string
+	CausePort                                  uint16
 }
 
 // Change is one state change (one row of events).
@@ -103,7 +107,8 @@ func incidents(ctx context.Context, conn driver.Conn, p Params) ([]Incident, err
     if(scope = 'port' OR has_origin = 0, subject_node, origin_node),
     if(scope = 'port' OR has_origin = 0, subject_device, origin_device),
     if(scope = 'port' OR has_origin = 0, subject_port, origin_port),
-    start_ms, end_ms, last_detected_at_ms, evidence, next_checks
+    start_ms, end_ms, last_detected_at_ms, evidence, next_checks,
+    cause_id, cause_type, cause_node, cause_device, cause_port
 FROM events_latest
 WHERE start_ms < @to * 1000 AND (isNull(end_ms) OR assumeNotNull(end_ms) >= @from * 1000)
   AND (@node = '' OR subject_node = @node OR origin_node = @node OR has(affected_node, @node))
@@ -116,7 +121,8 @@ ORDER BY start_ms, type, id`, p.args()...)
 	for rows.Next() {
 		var in Incident
 		if err := rows.Scan(&in.ID, &in.Type, &in.State, &in.Severity, &in.Scope, &in.Layer, &in.Summary,
-			&in.Node, &in.Device, &in.Port, &in.StartMs, &in.EndMs, &in.LastMs, &in.Evidence, &in.NextChecks); err != nil {
+			&in.Node, &in.Device, &in.Port, &in.StartMs, &in.EndMs, &in.LastMs, &in.Evidence, &in.NextChecks,
+			&in.CauseID, &in.CauseType, &in.CauseNode, &in.CauseDevice, &in.CausePort); err != nil {
 			return nil, fmt.Errorf("postmortem: incidents: %w", err)
 		}
 		out = append(out, in)
@@ -410,6 +416,7 @@ func markdown(p Params, incs []Incident) string {
 		b.WriteString("No incidents overlap this range.\n")
 		return b.String()
 	}
+	b.WriteString(causeChains(incs))
 	b.WriteString("## Timeline\n\n| time | incident | state | subject | summary |\n|---|---|---|---|---|\n")
 	type line struct {
 		ms  int64
@@ -432,6 +439,9 @@ func markdown(p Params, incs []Incident) string {
 			end = fmtMs(*inc.EndMs)
 		}
 		fmt.Fprintf(&b, "- id: `%s`\n- onset: %s; end: %s\n- layer: %s\n- summary: %s\n", inc.ID, fmtMs(inc.StartMs), end, inc.Layer, inc.Summary)
+		if inc.CauseID != "" {
+			fmt.Fprintf(&b, "- %s\n", causedBy(inc, incs))
+		}
 		if inc.Evidence != "" && inc.Evidence != "{}" {
 			fmt.Fprintf(&b, "- evidence: `%s`\n", inc.Evidence)
 		}
@@ -458,6 +468,84 @@ func markdown(p Params, incs []Incident) string {
 			b.WriteString("\nNo single port to plot (node or fabric scope).\n")
 		}
 	}
+	return b.String()
+}
+
+// causedBy says which incident explains inc: its number in this report,
+// or its id when it lies outside the report's range or filter.
+func causedBy(inc Incident, incs []Incident) string {
+	where := fmt.Sprintf("id `%s`, not in this report", inc.CauseID)
+	if n := incidentNumber(incs, inc.CauseID); n > 0 {
+		where = fmt.Sprintf("incident %d", n)
+	}
+	return fmt.Sprintf("caused by %s on %s (%s)", inc.CauseType, causeSubject(inc), where)
+}
+
+// incidentNumber is the 1-based position of the incident id in incs, 0 if absent.
+func incidentNumber(incs []Incident, id string) int {
+	for i, in := range incs {
+		if in.ID == id {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+func causeSubject(inc Incident) string {
+	return subject(Incident{Node: inc.CauseNode, Device: inc.CauseDevice, Port: inc.CausePort})
+}
+
+// causeChains lists every chain of the report, root cause first: a root
+// is an incident that explains another and names no cause in the report
+// (none, or one outside it); its effects follow, one level deeper each.
+// Empty when no incident names a cause.
+func causeChains(incs []Incident) string {
+	effects := map[string][]int{}
+	for i, in := range incs {
+		if in.CauseID != "" {
+			effects[in.CauseID] = append(effects[in.CauseID], i)
+		}
+	}
+	if len(effects) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("## Cause chains\n\n")
+	seen := map[int]bool{}
+	var walk func(i, depth int)
+	walk = func(i, depth int) {
+		if seen[i] { // a cycle in bad data must not recurse forever
+			return
+		}
+		seen[i] = true
+		in := incs[i]
+		arrow := ""
+		if depth > 0 {
+			arrow = "→ "
+		}
+		fmt.Fprintf(&b, "%s- %s%d. %s on %s (%s)\n", strings.Repeat("  ", depth), arrow, i+1, in.Type, subject(in), fmtMs(in.StartMs))
+		for _, e := range effects[in.ID] {
+			walk(e, depth+1)
+		}
+	}
+	for i, in := range incs {
+		if len(effects[in.ID]) > 0 && in.CauseID == "" {
+			walk(i, 0)
+		}
+	}
+	// Effects whose cause lies outside the report: name the cause by id.
+	outside := map[string]bool{}
+	for _, in := range incs {
+		if in.CauseID == "" || incidentNumber(incs, in.CauseID) > 0 || outside[in.CauseID] {
+			continue
+		}
+		outside[in.CauseID] = true
+		fmt.Fprintf(&b, "- %s on %s (id `%s`, not in this report)\n", in.CauseType, causeSubject(in), in.CauseID)
+		for _, e := range effects[in.CauseID] {
+			walk(e, 1)
+		}
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 

@@ -50,6 +50,12 @@ func DescribeFault(f Fault, base time.Time) string {
 		return fmt.Sprintf("link_flap          %s at %s", v.Port, at(v.At))
 	case CounterSaturated:
 		return fmt.Sprintf("counter_saturated  %s %s from %s", v.Port, v.Counter, at(v.From))
+	case ReceiveStarvation:
+		storm := ""
+		if v.StormAfter > 0 {
+			storm = fmt.Sprintf(", its PFC storm %s later", v.StormAfter)
+		}
+		return fmt.Sprintf("receive_starvation %s at %s for %s%s", v.Port, at(v.From), v.Duration, storm)
 	case Incast:
 		return fmt.Sprintf("incast (not a fault: congestion that must raise nothing) into %s from %d senders from %s", v.Receiver, len(v.Senders), at(v.From))
 	}

@@ -80,6 +80,9 @@ type Label struct {
 	Scope      string          `json:"scope,omitempty"`
 	Affected   []LabelAffected `json:"affected,omitempty"`
 	CriticalAt *schemas.Millis `json:"critical_at,omitempty"`
+	// Cause is the root-cause incident that explains this one, when a
+	// fault makes one (docs/formats.md, labels: `cause`).
+	Cause *schemas.LabelCause `json:"cause,omitempty"`
 }
 
 // LabelAffected is a node a PFC storm reached.

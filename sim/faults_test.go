@@ -143,3 +143,45 @@ func TestCNPECNImbalance(t *testing.T) {
 		t.Error("no CNPs before the imbalance")
 	}
 }
+
+func TestReceiveStarvationAndItsStorm(t *testing.T) {
+	c := DefaultConfig()
+	c.Hosts, c.IBHosts, c.Duration = 4, 2, 15*time.Minute
+	port := PortRef{"gpu-001", "mlx5_0", 1}
+	from := c.Start.Add(2*time.Minute + 300*time.Millisecond)
+	stormAt := from.Add(90 * time.Second)
+	c.Faults = []Fault{ReceiveStarvation{Port: port, From: from, Duration: 6 * time.Minute, PerSecond: 2000,
+		StormAfter: 90 * time.Second, Spread: 300 * time.Millisecond}}
+	lines, labels, _ := generate(t, c)
+	if len(labels) != 2 {
+		t.Fatalf("labels = %+v, want the starvation and its storm", labels)
+	}
+	starve, storm := labels[0], labels[1]
+	if starve.Type != schemas.TypeReceiveStarvation || starve.Start.Time() != from || starve.End == nil ||
+		starve.End.Time() != from.Add(6*time.Minute) || starve.Subject != portSubject(port) || starve.Cause != nil {
+		t.Errorf("starvation label %+v", starve)
+	}
+	if storm.Type != schemas.TypePFCStorm || storm.Start.Time() != stormAt || storm.End == nil || storm.End.Time() != from.Add(6*time.Minute) ||
+		storm.Cause == nil || storm.Cause.Type != schemas.TypeReceiveStarvation || storm.Cause.Subject != portSubject(port) {
+		t.Errorf("storm label %+v (cause %+v)", storm, storm.Cause)
+	}
+	ls := byPort(lines)[port]
+	oob := func(l traceLine) uint64 { return l.HWCounters["out_of_buffer"] }
+	txPause := func(l traceLine) uint64 { return l.Ethtool["tx_prio3_pause_duration"] }
+	if r := rateOver(t, ls, oob, c.Start, from); r > 50 {
+		t.Errorf("out_of_buffer %.0f/s before the starvation", r)
+	}
+	if r := rateOver(t, ls, oob, from.Add(10*time.Second), stormAt.Add(-10*time.Second)); r < 1000 {
+		t.Errorf("out_of_buffer %.0f/s while starving, want ~2000", r)
+	}
+	if r := rateOver(t, ls, txPause, from.Add(10*time.Second), stormAt.Add(-10*time.Second)); r > 1e4 {
+		// A healthy port pauses a few µs a second; a storm most of it.
+		t.Errorf("the port pauses its link (%.0f µs/s) before the storm", r)
+	}
+	if r := rateOver(t, ls, txPause, stormAt.Add(10*time.Second), stormAt.Add(2*time.Minute)); r < 5e5 {
+		t.Errorf("the port pauses %.0f µs/s during the storm, want most of each second", r)
+	}
+	if _, err := (ReceiveStarvation{Port: port, From: from, Duration: time.Minute, StormAfter: 2 * time.Minute}).Start(newLayout(&c)); err == nil {
+		t.Error("a storm after the starvation ends: no error")
+	}
+}

@@ -77,6 +77,8 @@ func faultStart(f Fault) time.Time {
 		return v.From
 	case Incast:
 		return v.From
+	case ReceiveStarvation:
+		return v.From
 	}
 	return time.Time{}
 }
@@ -84,13 +86,14 @@ func faultStart(f Fault) time.Time {
 // FaultKinds are the fault names ParseFault knows, with what the optional
 // duration means for each.
 var FaultKinds = map[string]string{
-	"link_flap":         "link down time (default 3s)",
-	"pfc_storm":         "storm length (default 3m)",
-	"pfc_storm_silent":  "storm length of a hung host whose collector stops (default 3m)",
-	"ber_drift":         "time until the link's BER crosses the critical level (default 40m)",
-	"cnp_np_disabled":   "how long the notification point sends no CNPs (default 8m)",
-	"cnp_rp_ignoring":   "how long the reaction point ignores CNPs (default 6m)",
-	"counter_saturated": "(ignored) symbol_error climbs to 65535 and pins",
+	"link_flap":                "link down time (default 3s)",
+	"pfc_storm":                "storm length (default 3m)",
+	"pfc_storm_silent":         "storm length of a hung host whose collector stops (default 3m)",
+	"ber_drift":                "time until the link's BER crosses the critical level (default 40m)",
+	"cnp_np_disabled":          "how long the notification point sends no CNPs (default 8m)",
+	"cnp_rp_ignoring":          "how long the reaction point ignores CNPs (default 6m)",
+	"counter_saturated":        "(ignored) symbol_error climbs to 65535 and pins",
+	"receive_starvation_storm": "starvation length (default 6m); its port's PFC storm starts 90s in",
 }
 
 // ParseFault reads a fault spec: KIND@WHEN[,DURATION]:NODE/DEVICE/PORT, for
@@ -154,6 +157,9 @@ func ParseFault(spec string, base time.Time) (Fault, error) {
 		return CNPECNImbalance{Kind: NPDisabled, Port: port, From: at, Duration: or(dur, 8*time.Minute), MarkedPerSecond: 3000}, nil
 	case "cnp_rp_ignoring":
 		return CNPECNImbalance{Kind: RPIgnoring, Port: port, From: at, Duration: or(dur, 6*time.Minute)}, nil
+	case "receive_starvation_storm":
+		return ReceiveStarvation{Port: port, From: at, Duration: or(dur, 6*time.Minute), StormAfter: 90 * time.Second,
+			Spread: 300 * time.Millisecond, MaxAffected: 3, Remote: 1}, nil
 	case "counter_saturated":
 		return CounterSaturated{Port: port, Counter: "symbol_error", From: at, Initial: 65000, PerSecond: 2}, nil
 	}

@@ -82,7 +82,9 @@ var liveStart = time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC)
 // queues (12 min in, for 4 min, pausing its leaf and one port beyond it),
 // an optic that starts to drift 15 min in and would reach a pre-FEC BER of
 // 1e-6 40 min later (replaced at 80 min), and a notification point switched
-// off for 10 min from 35 min in. Incast on another leaf all along is the
+// off for 10 min from 35 min in, and an application on gpu-036 that stops
+// posting receive buffers 50 min in, its port's PFC storm 100 s later (a
+// cause chain). Incast on another leaf all along is the
 // congestion that must not raise anything.
 func liveFleet() LiveScenario {
 	c := LiveConfig(64, 10*time.Second, 2*time.Hour, liveStart)
@@ -96,13 +98,19 @@ func liveFleet() LiveScenario {
 			ToCritical: 40 * time.Minute, Until: at(80 * time.Minute), Lane: 2, Noise: 0.25},
 		CNPECNImbalance{Kind: NPDisabled, Port: PortRef{"gpu-041", "mlx5_0", 1},
 			From: at(35*time.Minute + 1700*time.Millisecond), Duration: 10 * time.Minute, MarkedPerSecond: 3000},
+		// An application on gpu-036 stops posting receive buffers 50 min in;
+		// 100 s later its queue backs up into the NIC, which pauses the leaf:
+		// the storm's event names the starvation as its cause.
+		ReceiveStarvation{Port: PortRef{"gpu-036", "mlx5_0", 1}, From: at(50*time.Minute + 1900*time.Millisecond),
+			Duration: 8 * time.Minute, PerSecond: 1500, StormAfter: 100 * time.Second, StormFor: 4 * time.Minute,
+			Spread: 300 * time.Millisecond, MaxAffected: 3, Remote: 1},
 		Incast{Receiver: PortRef{"gpu-050", "mlx5_0", 1},
 			Senders: []PortRef{{"gpu-049", "mlx5_0", 1}, {"gpu-051", "mlx5_1", 1}, {"gpu-053", "mlx5_0", 1}},
 			From:    at(5 * time.Minute), Every: 1500 * time.Millisecond, Burst: 600 * time.Millisecond,
 			SenderPause: 0.7, ReceiverPause: 0.6},
 	}
 	return LiveScenario{Name: "live-fleet", Speed: 90, Config: c,
-		Description: "64 hosts, 2 h at 10 s played at 90x: a PFC storm, a drifting optic, a disabled notification point"}
+		Description: "64 hosts, 2 h at 10 s played at 90x: a PFC storm, a drifting optic, a disabled notification point, a starved receiver and the storm it causes"}
 }
 
 // liveShort is the end-to-end test's live run: 16 hosts read every 5 s for

@@ -287,6 +287,17 @@ func TestSinkWritesRows(t *testing.T) {
 		t.Errorf("resolved event end %v / %v", endMs, endTs)
 	}
 
+	// events_latest carries the cause of the incident's latest state.
+	var causeID, causeType, causeNode string
+	var causePort uint16
+	err = conn.QueryRow(ctx, `SELECT cause_id, cause_type, cause_node, cause_port FROM events_latest`).Scan(&causeID, &causeType, &causeNode, &causePort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if causeID != "receive_starvation/gpu-017/mlx5_0/1/1767225500" || causeType != schemas.TypeReceiveStarvation || causeNode != "gpu-017" || causePort != 1 {
+		t.Errorf("events_latest cause %q %q %q %d", causeID, causeType, causeNode, causePort)
+	}
+
 	var fw string
 	var lastSeen time.Time
 	if err := conn.QueryRow(ctx, "SELECT fw_ver, last_seen FROM inventory FINAL WHERE device = 'mlx5_0'").Scan(&fw, &lastSeen); err != nil {

@@ -344,6 +344,9 @@ type EventRow struct {
 	AffectedFirstSeenMs              []int64
 	AffectedHops                     []uint8
 	AffectedPauseFraction            []float64
+	CauseID, CauseType               string // "" without a cause
+	CauseNode, CauseDevice           string
+	CausePort                        uint16
 }
 
 // EventColumns is the events column list, in Values order.
@@ -352,7 +355,8 @@ var EventColumns = []string{"id", "type", "state", "severity", "scope", "revisio
 	"start_ms", "detected_at_ms", "end_ms", "start_ts", "detected_at_ts", "end_ts",
 	"layer", "summary", "evidence", "next_checks",
 	"has_origin", "origin_node", "origin_device", "origin_port", "origin_silent",
-	"affected", "affected_node", "affected_device", "affected_port", "affected_first_seen_ms", "affected_hops", "affected_pause_fraction"}
+	"affected", "affected_node", "affected_device", "affected_port", "affected_first_seen_ms", "affected_hops", "affected_pause_fraction",
+	"cause_id", "cause_type", "cause_node", "cause_device", "cause_port"}
 
 // NewEventRow converts an event. Evidence and affected are kept as JSON
 // (what a person reads) and affected also as parallel arrays (what a query
@@ -389,6 +393,10 @@ func NewEventRow(e *schemas.Event) (EventRow, error) {
 	if o := e.Origin; o != nil {
 		r.HasOrigin = true
 		r.OriginNode, r.OriginDevice, r.OriginPort, r.OriginSilent = o.Node, o.Device, clampU16(o.Port), o.Silent
+	}
+	if c := e.Cause; c != nil {
+		r.CauseID, r.CauseType = c.ID, c.Type
+		r.CauseNode, r.CauseDevice, r.CausePort = c.Subject.Node, c.Subject.Device, clampU16(c.Subject.Port)
 	}
 	n := len(e.Affected)
 	r.AffectedNode = make([]string, n)
@@ -428,7 +436,8 @@ func (r *EventRow) Values() []any {
 		r.StartMs, r.DetectedAtMs, r.EndMs, dateTime(r.StartMs), dateTime(r.DetectedAtMs), endTs,
 		r.Layer, r.Summary, r.Evidence, r.NextChecks,
 		u8(r.HasOrigin), r.OriginNode, r.OriginDevice, r.OriginPort, u8(r.OriginSilent),
-		r.Affected, r.AffectedNode, r.AffectedDevice, r.AffectedPort, r.AffectedFirstSeenMs, r.AffectedHops, r.AffectedPauseFraction}
+		r.Affected, r.AffectedNode, r.AffectedDevice, r.AffectedPort, r.AffectedFirstSeenMs, r.AffectedHops, r.AffectedPauseFraction,
+		r.CauseID, r.CauseType, r.CauseNode, r.CauseDevice, r.CausePort}
 }
 
 // InventoryRow is one row of inventory: one port as its node last described it.

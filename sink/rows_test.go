@@ -164,6 +164,8 @@ func testEvent() *schemas.Event {
 		Evidence:   map[string]any{"pause_fraction": 0.8, "window_s": 10, "nested": map[string]any{"ratio": math.NaN()}},
 		NextChecks: []string{"mlnx_qos -i eth2", "ethtool -S eth2 | grep pause"},
 		Origin:     &schemas.Origin{Node: "gpu-017", Device: "mlx5_0", Port: 1, Silent: true},
+		Cause: &schemas.Cause{ID: "receive_starvation/gpu-017/mlx5_0/1/1767225500", Type: schemas.TypeReceiveStarvation,
+			Subject: schemas.Subject{Node: "gpu-017", Device: "mlx5_0", Port: 1}},
 		Affected: []schemas.Affected{
 			{Node: "gpu-018", Device: "mlx5_0", Port: 1, FirstSeen: 1767225601000, Hops: 2, PauseFraction: 0.5},
 			{Node: "gpu-019", Device: "mlx5_0", Port: 1, FirstSeen: 1767225602000, Hops: 4, PauseFraction: math.Inf(1)},
@@ -174,8 +176,8 @@ func testEvent() *schemas.Event {
 
 func TestNewEventRow(t *testing.T) {
 	resolved := testEvent()
-	resolved.State, resolved.End, resolved.Origin, resolved.Affected, resolved.Evidence, resolved.NextChecks =
-		schemas.StateResolved, ms(1767225700000), nil, nil, nil, nil
+	resolved.State, resolved.End, resolved.Origin, resolved.Affected, resolved.Evidence, resolved.NextChecks, resolved.Cause =
+		schemas.StateResolved, ms(1767225700000), nil, nil, nil, nil, nil
 	for _, tc := range []struct {
 		name  string
 		event *schemas.Event
@@ -190,6 +192,10 @@ func TestNewEventRow(t *testing.T) {
 			}
 			if !r.HasOrigin || !r.OriginSilent || r.OriginNode != "gpu-017" {
 				t.Errorf("origin %v %v %q", r.HasOrigin, r.OriginSilent, r.OriginNode)
+			}
+			if r.CauseID != "receive_starvation/gpu-017/mlx5_0/1/1767225500" || r.CauseType != schemas.TypeReceiveStarvation ||
+				r.CauseNode != "gpu-017" || r.CauseDevice != "mlx5_0" || r.CausePort != 1 {
+				t.Errorf("cause %q %q %q %q %d", r.CauseID, r.CauseType, r.CauseNode, r.CauseDevice, r.CausePort)
 			}
 			if !reflect.DeepEqual(r.AffectedNode, []string{"gpu-018", "gpu-019"}) || !reflect.DeepEqual(r.AffectedHops, []uint8{2, 4}) ||
 				!reflect.DeepEqual(r.AffectedFirstSeenMs, []int64{1767225601000, 1767225602000}) {
@@ -213,6 +219,9 @@ func TestNewEventRow(t *testing.T) {
 		{"resolved port event", resolved, func(t *testing.T, r sink.EventRow) {
 			if r.EndMs == nil || *r.EndMs != 1767225700000 {
 				t.Errorf("end %v", r.EndMs)
+			}
+			if r.CauseID != "" || r.CauseType != "" || r.CausePort != 0 {
+				t.Errorf("no cause, row has %q %q %d", r.CauseID, r.CauseType, r.CausePort)
 			}
 			if r.HasOrigin || r.Evidence != "{}" || r.Affected != "[]" || r.NextChecks == nil || len(r.AffectedNode) != 0 {
 				t.Errorf("empty parts: origin %v evidence %q affected %q next %v", r.HasOrigin, r.Evidence, r.Affected, r.NextChecks)

@@ -71,6 +71,7 @@ var (
 	createMVRE    = regexp.MustCompile(`^CREATE MATERIALIZED VIEW (IF NOT EXISTS )?([A-Za-z_][A-Za-z0-9_]*) TO ([A-Za-z_][A-Za-z0-9_]*) AS\b`)
 	createViewRE  = regexp.MustCompile(`^CREATE VIEW (IF NOT EXISTS )?([A-Za-z_][A-Za-z0-9_]*) AS\b`)
 	alterRE       = regexp.MustCompile(`^ALTER TABLE ([A-Za-z_][A-Za-z0-9_]*)(\s+)`)
+	dropViewRE    = regexp.MustCompile(`^DROP TABLE IF EXISTS ([A-Za-z_][A-Za-z0-9_]*)$`)
 	engineRE      = regexp.MustCompile(`\bENGINE = ([A-Za-z]*MergeTree)\(`)
 	tableRefRE    = regexp.MustCompile(`(?i)\b(ARRAY\s+)?(FROM|JOIN)(\s+)([A-Za-z_][A-Za-z0-9_]*)\b([ \t]*[.(]?)`)
 	columnClause  = regexp.MustCompile(`(?i)^(ADD|DROP|MODIFY|RENAME) COLUMN\b`)
@@ -158,6 +159,14 @@ func (rw *clusterRewriter) rewrite(stmt string) ([]string, error) {
 		return []string{head + rw.tableRefs(stmt[len(m[0]):], false)}, nil
 	case alterRE.MatchString(stmt):
 		return rw.alter(stmt)
+	case dropViewRE.MatchString(stmt):
+		// Only a view is dropped by a migration (to create it again with
+		// new columns); a table's rows would be lost.
+		name := dropViewRE.FindStringSubmatch(stmt)[1]
+		if !rw.views[name] {
+			return nil, fmt.Errorf("cluster mode: DROP of %s: migrations drop only views", name)
+		}
+		return []string{"DROP TABLE IF EXISTS " + rw.q(name) + rw.onCluster()}, nil
 	}
 	first, _, _ := strings.Cut(stmt, "\n")
 	return nil, fmt.Errorf("cluster mode: no rewrite for statement %q", first)

@@ -160,6 +160,12 @@ func TestClusterRewriteCases(t *testing.T) {
 		{name: "new table needs a sharding key", in: "CREATE TABLE foo (x UInt8) ENGINE = MergeTree() ORDER BY x", err: "no sharding key"},
 		{name: "non-MergeTree engine", in: "CREATE TABLE events (x UInt8) ENGINE = Memory", err: "MergeTree-family"},
 		{name: "unknown statement", in: "INSERT INTO events (x) SELECT 1", err: "no rewrite"},
+		{
+			name: "drop of a view, to create it again",
+			in:   "DROP TABLE IF EXISTS events_latest",
+			want: []string{"DROP TABLE IF EXISTS rdmawatch.events_latest ON CLUSTER rdmawatch_test"},
+		},
+		{name: "drop of a table", in: "DROP TABLE IF EXISTS events", err: "migrations drop only views"},
 		{name: "alter of another table", in: "ALTER TABLE foo ADD COLUMN x UInt8", err: "not a table rdmawatch distributes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
