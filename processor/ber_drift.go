@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
+
+	"github.com/rdmawatch/rdmawatch/processor/stats"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -496,38 +497,38 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
 	// at least 3 buckets after; coarse pass every 3, then refine.
 	first, last := d.MinHistoryMinutes, n-3
-	best := berHingeResult{lr: math.Inf(-1)}
+	best := stats.HingeResult{LR: math.Inf(-1)}
 	try := func(tau float64, from int) {
-		r := berHinge(ser, from, tau, kTot, bTot)
-		if r.from >= first && r.from <= last && r.slope > 0 && r.lr > best.lr {
+		r := stats.Hinge(ser.t[:ser.n], ser.k[:ser.n], ser.b[:ser.n], from, tau, kTot, bTot)
+		if r.From >= first && r.From <= last && r.Slope > 0 && r.LR > best.LR {
 			best = r
 		}
 	}
 	for j := first; j <= last; j += 3 {
 		try(ser.t[j]-0.5, j)
 	}
-	if math.IsInf(best.lr, -1) {
+	if math.IsInf(best.LR, -1) {
 		f.why = "no rise"
 		return f
 	}
-	center := best.from
+	center := best.From
 	for j := max(first, center-2); j <= min(last, center+2); j++ {
 		if j != center {
 			try(ser.t[j]-0.5, j)
 		}
 	}
 	// Sub-minute onset around the best boundary.
-	tau0 := best.tau
+	tau0 := best.Tau
 	for _, off := range []float64{-0.75, -0.5, -0.25, 0.25, 0.5, 0.75} {
-		try(tau0+off, best.from)
+		try(tau0+off, best.From)
 	}
 
 	f.valid = true
-	f.onsetMin = best.tau
+	f.onsetMin = best.Tau
 	f.nowMin = ser.t[n-1] + 0.5
-	f.slopePerMin = best.slope
-	f.baseBER = math.Exp(best.a)
-	f.nowBER = math.Exp(best.a + best.slope*(f.nowMin-best.tau))
+	f.slopePerMin = best.Slope
+	f.baseBER = math.Exp(best.A)
+	f.nowBER = math.Exp(best.A + best.Slope*(f.nowMin-best.Tau))
 
 	// Overdispersion from the busy minutes (Pearson): quasi-Poisson. Real
 	// BER also wanders slowly (temperature, load): neighbouring minutes'
@@ -539,7 +540,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	busyN := 0
 	prevR, prevT := 0.0, math.Inf(-1)
 	for i := 0; i < n; i++ {
-		mu := ser.b[i] * math.Exp(best.a+best.slope*max(0, ser.t[i]-best.tau))
+		mu := ser.b[i] * math.Exp(best.A+best.Slope*max(0, ser.t[i]-best.Tau))
 		if mu >= 5 {
 			r := (ser.k[i] - mu) / math.Sqrt(mu)
 			pearson += r * r
@@ -550,7 +551,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 			prevR, prevT = r, ser.t[i]
 			busyN++
 		}
-		if i >= best.from {
+		if i >= best.From {
 			f.postErrors += ser.k[i]
 			if ser.k[i] > 0 {
 				f.postErrMinutes++
@@ -562,19 +563,19 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		rho := min(0.9, max(0, rr/r2))
 		f.dispersion *= (1 + rho) / (1 - rho)
 	}
-	f.lr = best.lr / f.dispersion
+	f.lr = best.LR / f.dispersion
 	f.busy = f.baseBER*ser.b[n-1] >= 20
 	f.recentMedian = berRecentMedian(ser, 3)
 
 	if f.nowBER >= critical {
 		f.minutesToCritical = 0
 	} else {
-		f.minutesToCritical = math.Log(critical/f.nowBER) / best.slope
+		f.minutesToCritical = math.Log(critical/f.nowBER) / best.Slope
 	}
 	// The rise must clear the link's own wander, not only MinRise: a link
 	// whose BER breathes with temperature by 2x is not drifting when it
 	// breathes 2x.
-	f.minRise = max(d.MinRise, math.Exp(4*berWander(ser, best.from)))
+	f.minRise = max(d.MinRise, math.Exp(4*berWander(ser, best.From)))
 	if f.busy && f.baseBER > 0 && f.baseBER < critical {
 		// Continuous counters (pre-FEC corrected bits) breathe with
 		// temperature and load by 2-3x over tens of minutes, and a link with
@@ -585,7 +586,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		// minutes; a 2-hour decade from 1e-7 passes 2.2x after 42).
 		f.minRise = max(f.minRise, d.busyMinRise(f.baseBER, critical))
 	}
-	sparse := !f.busy && d.sparseRise(ser, best.from, &f)
+	sparse := !f.busy && d.sparseRise(ser, best.From, &f)
 	f.test = "trend"
 	if sparse && f.lr < d.MinLR {
 		f.test = "sparse"
@@ -601,7 +602,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		f.why = "recent minutes do not confirm"
 	case !f.busy && f.recentLow <= f.baseBER:
 		f.why = "recent minutes do not confirm"
-	case !f.busy && !berBeyondOneBurst(ser, best.from, d.MinRise):
+	case !f.busy && !berBeyondOneBurst(ser, best.From, d.MinRise):
 		f.why = "one burst"
 	case f.busy && !d.stillRising(ser, best):
 		f.why = "not rising any more"
@@ -639,11 +640,7 @@ func berWander(ser *berSeries, from int) float64 {
 	if m < 8 {
 		return 0
 	}
-	med := berMedian(v[:m])
-	for i := range m {
-		v[i] = math.Abs(v[i] - med)
-	}
-	return 1.4826 * berMedian(v[:m])
+	return stats.RobustSpread(v[:m])
 }
 
 // sparseRise is the test for counters that show a few errors an hour
@@ -688,7 +685,7 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	expect := bw * (kh + 1) / bh
 	f.sparseErrors, f.sparseExpected = kw, expect
 	return kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
-		berRateTest(kw-1, bw, kh, bh) < 1e-5
+		stats.RateTest(kw-1, bw, kh, bh) < 1e-5
 }
 
 // berBeyondOneBurst is the burst test of sparse counters: the rise since
@@ -725,158 +722,18 @@ func berBeyondOneBurst(ser *berSeries, from int, minRise float64) bool {
 	}
 	kRest, bRest := kw-ser.k[worst], bw-ser.b[worst]
 	expect := bRest * (kh + 1) / bh
-	return kRest >= minRise*expect && berPoissonTail(kRest-1, expect) < 1e-3
-}
-
-// berRateTest compares two Poisson counts, k errors over b bits in the
-// window against kh over bh in the history: under one common rate, the
-// window's share of the k+kh errors is Binomial(k+kh, b/(b+bh)), and the
-// result is P(share >= k). It needs no prior for a history with no
-// errors (P is then (b/(b+bh))^k), and it carries the history's own
-// uncertainty: a short or error-poor history cannot make a handful of
-// errors over a long window significant, where a fixed expected count
-// from it would.
-func berRateTest(k, b, kh, bh float64) float64 {
-	return berBinomialTail(k, k+kh, b/(b+bh))
-}
-
-// berBinomialTail is P(X >= k) for X ~ Binomial(n, p).
-func berBinomialTail(k, n, p float64) float64 {
-	k, n = math.Round(k), math.Round(n)
-	switch {
-	case k <= 0:
-		return 1
-	case k > n || p <= 0:
-		return 0
-	case p >= 1:
-		return 1
-	case k <= n*p:
-		return 1 // at or below the mean: nothing to see (and not worth the sum)
-	}
-	lgn, _ := math.Lgamma(n + 1)
-	lp, lq := math.Log(p), math.Log1p(-p)
-	var sum float64
-	for j := k; j <= n; j++ {
-		lgj, _ := math.Lgamma(j + 1)
-		lgr, _ := math.Lgamma(n - j + 1)
-		term := math.Exp(lgn - lgj - lgr + j*lp + (n-j)*lq)
-		sum += term
-		if term < 1e-15*sum {
-			break // past the mode the terms fall geometrically
-		}
-	}
-	return min(1, sum)
-}
-
-// berPoissonTail is P(X >= k) for X ~ Poisson(mu).
-func berPoissonTail(k, mu float64) float64 {
-	if k <= 0 {
-		return 1
-	}
-	if mu <= 0 {
-		return 0
-	}
-	lg, _ := math.Lgamma(k + 1)
-	logPmf := k*math.Log(mu) - mu - lg
-	var sum float64
-	term := 1.0
-	for j := 1.0; j < 200 && term > 1e-12; j++ {
-		sum += term
-		term *= mu / (k + j)
-	}
-	if k < mu {
-		// The upper tail is most of the mass: the series above converges
-		// slowly; a normal approximation is enough for a rise test.
-		z := (k - 0.5 - mu) / math.Sqrt(mu)
-		return 0.5 * math.Erfc(z/math.Sqrt2)
-	}
-	return math.Exp(logPmf) * sum
-}
-
-type berHingeResult struct {
-	from       int // first bucket after the onset
-	tau        float64
-	slope, a   float64
-	lr         float64
-	iterations int
-}
-
-// hinge fits errors_i ~ Poisson(b_i exp(a + s h_i)), h_i = max(0, t_i -
-// tau), for buckets from..n-1 after tau, by profile likelihood: a is
-// solved in closed form, s by safeguarded Newton on the score.
-func berHinge(ser *berSeries, from int, tau, kTot, bTot float64) berHingeResult {
-	n := ser.n
-	for from > 0 && ser.t[from-1] > tau {
-		from--
-	}
-	for from < n && ser.t[from] <= tau {
-		from++
-	}
-	r := berHingeResult{from: from, tau: tau}
-	if n-from < 3 {
-		r.lr = math.Inf(-1)
-		return r
-	}
-	var bPre, skh float64
-	for i := 0; i < from; i++ {
-		bPre += ser.b[i]
-	}
-	for i := from; i < n; i++ {
-		skh += ser.k[i] * (ser.t[i] - tau)
-	}
-	// score(s) = skh - kTot * E_w[h], decreasing in s.
-	moments := func(s float64) (z, zh, zhh float64) {
-		z = bPre
-		for i := from; i < n; i++ {
-			h := ser.t[i] - tau
-			w := ser.b[i] * math.Exp(s*h)
-			z += w
-			zh += w * h
-			zhh += w * h * h
-		}
-		return
-	}
-	lo, hi := -0.5, 3.0 // ln BER per minute: 3 is a decade in under a minute
-	s := 0.05
-	for it := 0; it < 30; it++ {
-		z, zh, zhh := moments(s)
-		mean := zh / z
-		score := skh - kTot*mean
-		if score > 0 {
-			lo = s
-		} else {
-			hi = s
-		}
-		if math.Abs(score) <= 1e-9*kTot*(1+mean) || hi-lo < 1e-7 {
-			break
-		}
-		variance := zhh/z - mean*mean
-		next := s
-		if variance > 0 {
-			next = s + score/(kTot*variance)
-		}
-		if !(next > lo && next < hi) {
-			next = (lo + hi) / 2
-		}
-		s = next
-		r.iterations = it + 1
-	}
-	z, _, _ := moments(s)
-	r.slope = s
-	r.a = math.Log(kTot / z)
-	r.lr = 2 * (s*skh - kTot*math.Log(z/bTot))
-	return r
+	return kRest >= minRise*expect && stats.PoissonTail(kRest-1, expect) < 1e-3
 }
 
 // stillRising checks, on busy counters, that the latest minutes keep the
 // trend (Theil-Sen slope of ln BER over the post-onset minutes at least a
 // third of the fit's): a step up that then stays flat is a high BER, not a
 // drift, and one burst is neither.
-func (d *BERDrift) stillRising(ser *berSeries, h berHingeResult) bool {
+func (d *BERDrift) stillRising(ser *berSeries, h stats.HingeResult) bool {
 	const maxPts = 20
 	var xs, ys [maxPts]float64
 	m := 0
-	for i := ser.n - 1; i >= h.from && m < maxPts; i-- {
+	for i := ser.n - 1; i >= h.From && m < maxPts; i-- {
 		if ser.k[i] < 20 {
 			continue
 		}
@@ -887,27 +744,7 @@ func (d *BERDrift) stillRising(ser *berSeries, h berHingeResult) bool {
 		return true // too few busy minutes to judge: the fit decides
 	}
 	var slopes [maxPts * (maxPts - 1) / 2]float64
-	p := 0
-	for i := 0; i < m; i++ {
-		for j := i + 1; j < m; j++ {
-			if dx := xs[i] - xs[j]; dx != 0 {
-				slopes[p] = (ys[i] - ys[j]) / dx
-				p++
-			}
-		}
-	}
-	return berMedian(slopes[:p]) >= h.slope/3
-}
-
-func berMedian(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	return stats.TheilSenSlope(xs[:m], ys[:m], slopes[:]) >= h.Slope/3
 }
 
 // recentBER is the BER of the last minutes with ~95% Poisson bounds.
@@ -921,23 +758,7 @@ func berRecentBER(ser *berSeries, minutes int) (ber, low, high float64) {
 	if b <= 0 {
 		return 0, 0, 0
 	}
-	return k / b, berPoissonLow(k) / b, berPoissonHigh(k) / b
-}
-
-// poissonLow and poissonHigh are ~95% bounds of a Poisson mean given k
-// events (Wilson-Hilferty): 0 errors still allow up to ~3.7.
-func berPoissonLow(k float64) float64 {
-	if k <= 0 {
-		return 0
-	}
-	c := 1 - 1/(9*k) - 1.96/(3*math.Sqrt(k))
-	return k * c * c * c
-}
-
-func berPoissonHigh(k float64) float64 {
-	k1 := k + 1
-	c := 1 - 1/(9*k1) + 1.96/(3*math.Sqrt(k1))
-	return k1 * c * c * c
+	return k / b, stats.PoissonLow(k) / b, stats.PoissonHigh(k) / b
 }
 
 func berRecentMedian(ser *berSeries, minutes int) float64 {
@@ -947,7 +768,7 @@ func berRecentMedian(ser *berSeries, minutes int) float64 {
 		v[m] = ser.k[i] / ser.b[i]
 		m++
 	}
-	return berMedian(v[:m])
+	return stats.Median(v[:m])
 }
 
 // clear reports whether the last ResolveAfter shows the BER back near the
