@@ -107,6 +107,89 @@ const (
 	criticalPostFECBER = 1e-12
 )
 
+// Thresholds of the statistics that no operator should need to tune: each
+// is tied to the model (Poisson counts, one-minute buckets), not to a fleet.
+const (
+	// berResolveAfterEvaluations: clear evaluations in a row (one a minute)
+	// before a drift resolves, on top of ResolveAfter's clean window.
+	berResolveAfterEvaluations = 2
+	// berDecayMaxSteps caps the halvings of the evidence sums after a gap:
+	// 0.5^60 is already zero in float32.
+	berDecayMaxSteps = 60
+	// berMinPostOnset is the number of minutes after an onset a slope needs.
+	berMinPostOnset = 3
+	// berPriorErrors is the pseudo half error (Jeffreys-like prior) that
+	// keeps a link with no errors so far at a finite baseline; it makes a
+	// rise a little smaller, never larger.
+	berPriorErrors = 0.5
+	// berDoubtErrors is the benefit of the doubt a history gets: one error
+	// more than it showed.
+	berDoubtErrors = 1
+	// The cheap check: the recent minutes show at least berRisingMinErrors
+	// errors, berRisingRatio times what the history predicts and
+	// berRisingSigmas Poisson deviations above it. Loose on purpose: it
+	// only decides whether the fit is worth running.
+	berRisingMinErrors = 3
+	berRisingRatio     = 1.3
+	berRisingSigmas    = 3
+	// The onset search: a coarse pass every berCoarseStep minutes, then
+	// every minute within berRefineReach of the best coarse onset.
+	berCoarseStep  = 3
+	berRefineReach = 2
+	// berPearsonMinMean: Pearson residuals are near normal from an expected
+	// count of 5; below, a minute says little about overdispersion.
+	berPearsonMinMean = 5
+	// berNeighbourMinutes: two buckets closer than this are neighbours for
+	// the lag-1 autocorrelation (a missing minute breaks the chain).
+	berNeighbourMinutes = 1.5
+	// berMinDispersionMinutes: busy minutes needed to estimate dispersion.
+	berMinDispersionMinutes = 5
+	// berFitParams: parameters of the hinge model (level, slope, onset),
+	// the degrees of freedom the Pearson sum loses.
+	berFitParams = 3
+	// berMaxAutocorrelation caps rho: (1+rho)/(1-rho) is 19 at 0.9, so a
+	// strongly autocorrelated link still weighs like a few minutes, not none.
+	berMaxAutocorrelation = 0.9
+	// berBusyErrors: a minute with this many errors (expected at baseline
+	// for the busy test) has a per-minute BER that Poisson noise does not
+	// dominate (about +-22%).
+	berBusyErrors = 20
+	// berRecentMedianMinutes: the minutes whose median BER must confirm a
+	// rise on a busy counter.
+	berRecentMedianMinutes = 3
+	// berWanderSigmas: the rise must clear exp(4 sigma) of the link's own
+	// wander of ln BER before the onset.
+	berWanderSigmas = 4
+	// berMinWanderMinutes: busy minutes needed before the wander counts.
+	berMinWanderMinutes = 8
+	// busyRiseExponent: a busy counter must rise by (critical/base)^0.35,
+	// 0.35 of its distance to critical in decades (see fit).
+	busyRiseExponent = 0.35
+	// berSparseMaxP: the sparse test's significance, strict because it
+	// runs every minute on every port.
+	berSparseMaxP = 1e-5
+	// berBurstMaxP: the one-burst test only has to rule out that the worst
+	// bucket made the rise: looser than berSparseMaxP.
+	berBurstMaxP = 1e-3
+	// The still-rising test: a Theil-Sen slope over the latest
+	// berTrendMaxMinutes busy minutes (at least berTrendMinMinutes) must keep
+	// a third (1/berTrendKeepDivisor) of the fitted slope.
+	berTrendMaxMinutes  = 20
+	berTrendMinMinutes  = 4
+	berTrendKeepDivisor = 3
+	// clear: no more errors than berClearBaselineFactor times what the
+	// baseline explains, plus berClearSigmas Poisson deviations and
+	// berClearStrayErrors stray error (a sparse counter's one odd error).
+	berClearBaselineFactor = 1.5
+	berClearSigmas         = 2
+	berClearStrayErrors    = 1
+	// berMinSlope keeps the doubling time finite in the evidence.
+	berMinSlope = 1e-9
+	// berPostFECMinErrors: post-FEC errors before a post-FEC BER over
+	// criticalPostFECBER makes the drift critical (fewer are noise).
+	berPostFECMinErrors = 3
+)
+
 // Name implements Detector.
 func (d *BERDrift) Name() string { return schemas.TypeBERDrift }
 
@@ -121,7 +204,7 @@ func (d *BERDrift) track() *Tracker {
 		d.tracker = NewTracker(schemas.TypeBERDrift, Policy{
 			OpenAfterSamples:    d.OpenAfterEvaluations,
 			ResolveAfter:        d.ResolveAfter,
-			ResolveAfterSamples: 2,
+			ResolveAfterSamples: berResolveAfterEvaluations,
 			MinUpdateInterval:   d.MinUpdateInterval,
 			SilentResolveAfter:  d.SilentResolveAfter,
 		})
@@ -230,7 +313,7 @@ func (st *berPort) advance(minute int64) {
 		i := int(m % berBuckets)
 		st.errs[i], st.bits[i], st.flags[i] = 0, 0, 0
 	}
-	decay := float32(math.Pow(0.5, float64(min(steps, 60))))
+	decay := float32(math.Pow(0.5, float64(min(steps, berDecayMaxSteps))))
 	for i := range st.lanes {
 		st.lanes[i] *= decay
 	}
@@ -442,7 +525,7 @@ func berHasActive(t *Tracker, subject schemas.Subject) bool {
 // times the BER of the older minutes, beyond Poisson noise, or the last
 // SparseMinutes hold MinErrors errors where the history expects fewer.
 func (d *BERDrift) rising(ser *berSeries) bool {
-	if ser.n < d.MinHistoryMinutes+3 {
+	if ser.n < d.MinHistoryMinutes+berMinPostOnset {
 		return false
 	}
 	tEnd := ser.t[ser.n-1]
@@ -466,20 +549,20 @@ func (d *BERDrift) rising(ser *berSeries) bool {
 	}
 	bh += bs - br // the recent test's history starts where its window ends
 	kh += ks - kr
-	expect := br * (kh + 0.5) / bh
-	if kr >= 3 && kr >= 1.3*expect && kr >= expect+3*math.Sqrt(expect) {
+	expect := br * (kh + berPriorErrors) / bh
+	if kr >= berRisingMinErrors && kr >= berRisingRatio*expect && kr >= expect+berRisingSigmas*math.Sqrt(expect) {
 		return true
 	}
 	kh -= ks - kr
 	bh -= bs - br
-	return ks >= d.MinErrors && ks >= d.MinRise*bs*(kh+1)/bh
+	return ks >= d.MinErrors && ks >= d.MinRise*bs*(kh+berDoubtErrors)/bh
 }
 
 // fit finds the hinge model with the highest likelihood and decides.
 func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	f := berFit{critical: critical, dispersion: 1}
 	n := ser.n
-	if n < d.MinHistoryMinutes+3 {
+	if n < d.MinHistoryMinutes+berMinPostOnset {
 		f.why = "short history"
 		return f
 	}
@@ -492,11 +575,11 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	// A pseudo half error before the onset keeps the baseline finite on a
 	// link that never showed one (Jeffreys-like prior); it makes the rise a
 	// little smaller, never larger.
-	kTot += 0.5
+	kTot += berPriorErrors
 
 	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
 	// at least 3 buckets after; coarse pass every 3, then refine.
-	first, last := d.MinHistoryMinutes, n-3
+	first, last := d.MinHistoryMinutes, n-berMinPostOnset
 	best := stats.HingeResult{LR: math.Inf(-1)}
 	try := func(tau float64, from int) {
 		r := stats.Hinge(ser.t[:ser.n], ser.k[:ser.n], ser.b[:ser.n], from, tau, kTot, bTot)
@@ -504,7 +587,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 			best = r
 		}
 	}
-	for j := first; j <= last; j += 3 {
+	for j := first; j <= last; j += berCoarseStep {
 		try(ser.t[j]-0.5, j)
 	}
 	if math.IsInf(best.LR, -1) {
@@ -512,7 +595,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		return f
 	}
 	center := best.From
-	for j := max(first, center-2); j <= min(last, center+2); j++ {
+	for j := max(first, center-berRefineReach); j <= min(last, center+berRefineReach); j++ {
 		if j != center {
 			try(ser.t[j]-0.5, j)
 		}
@@ -541,11 +624,11 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	prevR, prevT := 0.0, math.Inf(-1)
 	for i := 0; i < n; i++ {
 		mu := ser.b[i] * math.Exp(best.A+best.Slope*max(0, ser.t[i]-best.Tau))
-		if mu >= 5 {
+		if mu >= berPearsonMinMean {
 			r := (ser.k[i] - mu) / math.Sqrt(mu)
 			pearson += r * r
 			r2 += r * r
-			if ser.t[i]-prevT < 1.5 {
+			if ser.t[i]-prevT < berNeighbourMinutes {
 				rr += r * prevR
 			}
 			prevR, prevT = r, ser.t[i]
@@ -558,14 +641,14 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 			}
 		}
 	}
-	if busyN >= 5 {
-		f.dispersion = max(1, pearson/float64(max(1, busyN-3)))
-		rho := min(0.9, max(0, rr/r2))
+	if busyN >= berMinDispersionMinutes {
+		f.dispersion = max(1, pearson/float64(max(1, busyN-berFitParams)))
+		rho := min(berMaxAutocorrelation, max(0, rr/r2))
 		f.dispersion *= (1 + rho) / (1 - rho)
 	}
 	f.lr = best.LR / f.dispersion
-	f.busy = f.baseBER*ser.b[n-1] >= 20
-	f.recentMedian = berRecentMedian(ser, 3)
+	f.busy = f.baseBER*ser.b[n-1] >= berBusyErrors
+	f.recentMedian = berRecentMedian(ser, berRecentMedianMinutes)
 
 	if f.nowBER >= critical {
 		f.minutesToCritical = 0
@@ -575,7 +658,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	// The rise must clear the link's own wander, not only MinRise: a link
 	// whose BER breathes with temperature by 2x is not drifting when it
 	// breathes 2x.
-	f.minRise = max(d.MinRise, math.Exp(4*berWander(ser, best.From)))
+	f.minRise = max(d.MinRise, math.Exp(berWanderSigmas*berWander(ser, best.From)))
 	if f.busy && f.baseBER > 0 && f.baseBER < critical {
 		// Continuous counters (pre-FEC corrected bits) breathe with
 		// temperature and load by 2-3x over tens of minutes, and a link with
@@ -617,7 +700,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 // busyMinRise is the rise a continuous counter must show: 0.35 of the
 // distance to critical in decades, between busyRiseFloor and MinRiseBusy.
 func (d *BERDrift) busyMinRise(baseBER, critical float64) float64 {
-	return max(d.MinRise, busyRiseFloor, min(d.MinRiseBusy, math.Pow(critical/baseBER, 0.35)))
+	return max(d.MinRise, busyRiseFloor, min(d.MinRiseBusy, math.Pow(critical/baseBER, busyRiseExponent)))
 }
 
 // busyRiseFloor: a busy counter near critical (a link already at 2e-7
@@ -632,12 +715,12 @@ func berWander(ser *berSeries, from int) float64 {
 	var v [berBuckets]float64
 	m := 0
 	for i := 0; i < from; i++ {
-		if ser.k[i] >= 20 {
+		if ser.k[i] >= berBusyErrors {
 			v[m] = math.Log(ser.k[i] / ser.b[i])
 			m++
 		}
 	}
-	if m < 8 {
+	if m < berMinWanderMinutes {
 		return 0
 	}
 	return stats.RobustSpread(v[:m])
@@ -682,10 +765,10 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	if bh <= 0 || bw <= 0 || from < sparseHistoryMinutes {
 		return false
 	}
-	expect := bw * (kh + 1) / bh
+	expect := bw * (kh + berDoubtErrors) / bh
 	f.sparseErrors, f.sparseExpected = kw, expect
 	return kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
-		stats.RateTest(kw-1, bw, kh, bh) < 1e-5
+		stats.RateTest(kw-1, bw, kh, bh) < berSparseMaxP
 }
 
 // berBeyondOneBurst is the burst test of sparse counters: the rise since
@@ -721,8 +804,8 @@ func berBeyondOneBurst(ser *berSeries, from int, minRise float64) bool {
 		return true // no history to compare with: the other tests decide
 	}
 	kRest, bRest := kw-ser.k[worst], bw-ser.b[worst]
-	expect := bRest * (kh + 1) / bh
-	return kRest >= minRise*expect && stats.PoissonTail(kRest-1, expect) < 1e-3
+	expect := bRest * (kh + berDoubtErrors) / bh
+	return kRest >= minRise*expect && stats.PoissonTail(kRest-1, expect) < berBurstMaxP
 }
 
 // stillRising checks, on busy counters, that the latest minutes keep the
@@ -730,21 +813,21 @@ func berBeyondOneBurst(ser *berSeries, from int, minRise float64) bool {
 // third of the fit's): a step up that then stays flat is a high BER, not a
 // drift, and one burst is neither.
 func (d *BERDrift) stillRising(ser *berSeries, h stats.HingeResult) bool {
-	const maxPts = 20
+	const maxPts = berTrendMaxMinutes
 	var xs, ys [maxPts]float64
 	m := 0
 	for i := ser.n - 1; i >= h.From && m < maxPts; i-- {
-		if ser.k[i] < 20 {
+		if ser.k[i] < berBusyErrors {
 			continue
 		}
 		xs[m], ys[m] = ser.t[i], math.Log(ser.k[i]/ser.b[i])
 		m++
 	}
-	if m < 4 {
+	if m < berTrendMinMinutes {
 		return true // too few busy minutes to judge: the fit decides
 	}
 	var slopes [maxPts * (maxPts - 1) / 2]float64
-	return stats.TheilSenSlope(xs[:m], ys[:m], slopes[:]) >= h.Slope/3
+	return stats.TheilSenSlope(xs[:m], ys[:m], slopes[:]) >= h.Slope/berTrendKeepDivisor
 }
 
 // recentBER is the BER of the last minutes with ~95% Poisson bounds.
@@ -792,8 +875,8 @@ func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 	if covered < max(1, minutes/2) {
 		return false
 	}
-	expect := 1.5 * st.baseBER * b
-	return k <= expect+2*math.Sqrt(expect)+1
+	expect := berClearBaselineFactor * st.baseBER * b
+	return k <= expect+berClearSigmas*math.Sqrt(expect)+berClearStrayErrors
 }
 
 func berFinite(v float64) float64 {
@@ -843,7 +926,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		"recent_ber_high":       berSig(f.recentHigh),
 		"recent_minutes":        d.RecentMinutes,
 		"slope_decades_per_h":   berSig(f.slopePerMin * 60 / math.Ln10),
-		"doubling_minutes":      berSig(math.Ln2 / max(f.slopePerMin, 1e-9)),
+		"doubling_minutes":      berSig(math.Ln2 / max(f.slopePerMin, berMinSlope)),
 		"minutes_to_critical":   berSig(f.minutesToCritical),
 		"projected_critical_at": criticalAt.String(),
 		"critical_crossed":      crossed,
@@ -879,7 +962,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		if st.pcsBits > 0 {
 			post := float64(st.pcsErrs / st.pcsBits)
 			ev["post_fec_ber"] = berSig(post)
-			if st.pcsErrs >= 3 && post > criticalPostFECBER {
+			if st.pcsErrs >= berPostFECMinErrors && post > criticalPostFECBER {
 				severity = schemas.SeverityCritical
 				ev["post_fec_critical"] = true
 			}
@@ -891,7 +974,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and is past the critical %.0e", where, what, f.baseBER, f.nowBER, onset, f.critical)
 	} else {
 		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); critical %.0e projected in %.0f min",
-			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(f.slopePerMin, 1e-9), f.critical, f.minutesToCritical)
+			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(f.slopePerMin, berMinSlope), f.critical, f.minutesToCritical)
 	}
 	if st.blind {
 		summary += "; symbol_error is saturated: the detector is blind until it is cleared"

@@ -10,6 +10,23 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
+// Rules of the silent-origin inference.
+const (
+	// pfcDefaultIntervalMs: the interval assumed for a port that has not
+	// shown one yet (the collector's default).
+	pfcDefaultIntervalMs = 10_000
+	// pfcJitterPercent: a sample is overdue when later than its interval
+	// plus 30% of it (read-time jitter).
+	pfcJitterPercent = 30
+	// pfcSilentQuorum: sustained victims under one leaf that prove a storm
+	// there; one is enough when it is paused pfcStrongVictimFraction.
+	pfcSilentQuorum         = 2
+	pfcStrongVictimFraction = 0.4
+	// pfcSilentMaxAge: a port silent for longer before the victims' onset
+	// is dead, not pausing anyone.
+	pfcSilentMaxAge = 30 * time.Minute
+)
+
 // pfcOverdue reports whether a port's next sample is late beyond read-time
 // jitter (30% of an interval) at watermark wm: every sample up to wm has
 // arrived, so the port is silent.
@@ -20,9 +37,9 @@ func pfcOverdue(p *PortState, wm schemas.Millis) bool {
 func pfcSilentAfter(p *PortState) schemas.Millis {
 	interval := p.LastIntervalMs
 	if interval <= 0 {
-		interval = 10_000
+		interval = pfcDefaultIntervalMs
 	}
-	return schemas.Millis(interval + interval*3/10)
+	return schemas.Millis(interval + interval*pfcJitterPercent/100)
 }
 
 // inferSilentOrigins looks for leaves whose victims no active storm explains
@@ -43,10 +60,10 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 			// busy (CNPs handled) is an incast sender, not a victim.
 			if d.sustainedVictim(v, wm) && v.cnpHandPerS < d.IncastEventsPerS {
 				victims = append(victims, v)
-				strong = strong || v.rxFraction >= 0.4
+				strong = strong || v.rxFraction >= pfcStrongVictimFraction
 			}
 		}
-		if len(victims) < 2 && !(len(victims) == 1 && strong) {
+		if len(victims) < pfcSilentQuorum && !(len(victims) == 1 && strong) {
 			continue
 		}
 		firstSince, firstSeen := victims[0].victimSince, victims[0].victimFirst
@@ -168,13 +185,13 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 			if !pfcOverdue(p, wm) {
 				continue
 			}
-			interval := schemas.Millis(max(p.LastIntervalMs, 1000))
-			if p.LastTime > firstSeen+interval || p.LastTime < firstSeen-millis(30*time.Minute) {
+			interval := schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
+			if p.LastTime > firstSeen+interval || p.LastTime < firstSeen-millis(pfcSilentMaxAge) {
 				continue
 			}
 			c.last = p.LastTime
 			if st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
-				c.pausing = st.prevTx >= 0.05 && st.prevTime == p.LastTime
+				c.pausing = st.prevTx >= pfcPausingFraction && st.prevTime == p.LastTime
 			}
 		case fabric.Complete():
 			// Never reported since the processor started, and this
@@ -197,9 +214,9 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 	for i := range cands {
 		c := &cands[i]
 		if !c.unseen {
-			interval := schemas.Millis(1000)
+			interval := schemas.Millis(pfcMinIntervalMs)
 			if p, ok := fabric.Port(c.id); ok {
-				interval = schemas.Millis(max(p.LastIntervalMs, 1000))
+				interval = schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
 			}
 			c.gap = int64((firstSeen - nodeLast[c.id.Node] + interval/2) / interval)
 		}

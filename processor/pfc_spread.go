@@ -14,6 +14,18 @@ import (
 // leaf may start being paused and still count as its victim.
 const remoteSpreadWithin = 30 * time.Second
 
+// Topology distances of the spread: two hops host-leaf-host on one leaf,
+// four through a spine. A storm's pause does not reach further before the
+// spines' own PFC watchdog or another storm explains it.
+const (
+	pfcSameLeafHops  = 2
+	pfcMaxVictimHops = 4
+	// pfcRemoteSpreadIntervals: with slow scrapes, remoteSpreadWithin is at
+	// least three of the victim's intervals (its pause shows one reading
+	// late at most twice over).
+	pfcRemoteSpreadIntervals = 3
+)
+
 // collectAffected adds the sustained victims nearest to st and refreshes the
 // pause fractions of the known ones; it returns how many of its victims are
 // paused now (a known victim's latest reading is enough: one clean interval
@@ -40,7 +52,7 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 				continue
 			}
 			_, known := st.byPort[v.id]
-			fresh := max(wm, v.victimLast)-v.victimLast <= 2*schemas.Millis(max(v.intervalMs, 1000))
+			fresh := max(wm, v.victimLast)-v.victimLast <= pfcFreshIntervals*schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
 			if !fresh || !known && !d.sustainedVictim(v, max(wm, v.victimLast)) {
 				continue
 			}
@@ -50,11 +62,11 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 				continue
 			}
 			hops, ok := topo.Hops(st.origin, v.id)
-			if !ok || hops > 4 || d.nearer(v.id, st, hops, topo) {
+			if !ok || hops > pfcMaxVictimHops || d.nearer(v.id, st, hops, topo) {
 				continue
 			}
 			// Pauses that began well before the storm are someone else's.
-			slack := 2 * schemas.Millis(max(v.intervalMs, 1000))
+			slack := pfcFreshIntervals * schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
 			if v.victimSince < st.onset-slack {
 				continue
 			}
@@ -67,7 +79,7 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 			// leaf pauses its own links: then the late victim is ours,
 			// reached when its flows came to cross the storm's leaf (a
 			// job shifting traffic tens of seconds after the onset).
-			late := !known && hops > 2 && v.victimSince > st.onset+max(millis(remoteSpreadWithin), 3*schemas.Millis(v.intervalMs))
+			late := !known && hops > pfcSameLeafHops && v.victimSince > st.onset+max(millis(remoteSpreadWithin), pfcRemoteSpreadIntervals*schemas.Millis(v.intervalMs))
 			if late && (!(st.holding || st.silent) || d.leafPauses(v.leaf, wm)) {
 				continue
 			}
@@ -112,7 +124,7 @@ func (d *PFCStorm) leafPauses(leaf string, wm schemas.Millis) bool {
 	found := false
 	d.fabric.Ports(func(p *PortState) bool {
 		st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
-		if ok && st.leaf == leaf && st.txStreak > 0 && wm-st.prevTime <= 2*schemas.Millis(max(st.prevIntvlMs, 1000)) {
+		if ok && st.leaf == leaf && st.txStreak > 0 && wm-st.prevTime <= pfcFreshIntervals*schemas.Millis(max(st.prevIntvlMs, pfcMinIntervalMs)) {
 			found = true
 		}
 		return !found

@@ -115,6 +115,44 @@ func (d *PFCStorm) track() *Tracker {
 	return d.tracker
 }
 
+// Thresholds tied to how pauses and samples behave rather than to a fleet
+// (the fleet-dependent ones are PFCStorm's fields).
+const (
+	// pfcQuietFraction: a port pausing and paused less than this is
+	// healthy and keeps no state (the common case, kept cheap).
+	pfcQuietFraction = 0.02
+	// pfcPausedItselfFraction: a port paused this much of an interval is a
+	// victim or a link in a cascade, never the origin (an origin drains
+	// nothing, so nothing pauses it).
+	pfcPausedItselfFraction = 0.2
+	// pfcPausingFraction: a reading paused this much already took part in
+	// the storm (the onset estimate, a silent origin's last reading).
+	pfcPausingFraction = 0.05
+	// pfcCriticalFraction: an origin pausing this much halts its priority.
+	pfcCriticalFraction = 0.8
+	// pfcStalledGbps: without a known line rate, receiving under 1 Gb/s is
+	// a stalled receive path.
+	pfcStalledGbps = 1
+	// pfcSustainReadings, pfcIncastSustainReadings: readings in a row at
+	// SustainFraction that make an origin; one more when ECN/CNP activity
+	// says it may be an incast receiver (congestion control ends those).
+	pfcSustainReadings       = 2
+	pfcIncastSustainReadings = 3
+	// pfcVictimReadings: readings in a row at VictimFraction that make a
+	// sustained victim.
+	pfcVictimReadings = 2
+	// pfcFreshIntervals: a victim's latest reading is current for two of
+	// its intervals (one may be late).
+	pfcFreshIntervals = 2
+	// pfcMinIntervalMs: intervals are taken as at least a second in the
+	// freshness and gap rules, so a sub-second scraper is not judged on
+	// read-time jitter.
+	pfcMinIntervalMs = 1000
+	// pfcGapHalfIntervals: a sample whose interval is over five half (2.5) usual
+	// intervals (plus pfcMinIntervalMs) spans a gap.
+	pfcGapHalfIntervals = 5
+)
+
 // pfcPort is the per-port state, created on the first sample with pauses
 // worth remembering; healthy ports keep none.
 type pfcPort struct {
@@ -182,7 +220,7 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		return
 	}
 	if st == nil {
-		if r.txFraction < 0.02 && r.rxFraction < 0.02 && active == nil {
+		if r.txFraction < pfcQuietFraction && r.rxFraction < pfcQuietFraction && active == nil {
 			return // the common case: a healthy port
 		}
 		st = PortLocal[pfcPort](port, schemas.TypePFCStorm)
@@ -198,7 +236,7 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		}
 	}
 
-	rxQuiet := r.rxFraction < 0.2
+	rxQuiet := r.rxFraction < pfcPausedItselfFraction
 	if r.txFraction >= d.SustainFraction && rxQuiet {
 		st.txStreak++
 	} else {
@@ -241,25 +279,25 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 // reading, one interval later, says so.
 func pfcSpansGap(port *PortState, s *Sample) bool {
 	usual := port.LastIntervalMs
-	return usual > 0 && s.IntervalMs > usual*5/2+1000
+	return usual > 0 && s.IntervalMs > usual*pfcGapHalfIntervals/2+pfcMinIntervalMs
 }
 
 // originNow decides whether the port's latest reading makes it a storm
 // origin.
 func (d *PFCStorm) originNow(st *pfcPort, r *pfcReading) bool {
-	if r.rxFraction >= 0.2 {
+	if r.rxFraction >= pfcPausedItselfFraction {
 		return false // paused itself: a victim, or a link in a cascade
 	}
 	watchdog := r.stormWarn > 0 || r.stormErr > 0
 	stalled := r.utilisation >= 0 && r.utilisation < d.StalledUtilisation ||
-		r.utilisation < 0 && r.rcvKnown && r.rcvGbps < 1
+		r.utilisation < 0 && r.rcvKnown && r.rcvGbps < pfcStalledGbps
 	incast := r.ecnPerS >= d.IncastEventsPerS || r.cnpSentPerS >= d.IncastEventsPerS
 	if r.txFraction >= d.OpenFraction && (watchdog || stalled || !incast) {
 		return true
 	}
-	need := 2
+	need := pfcSustainReadings
 	if incast && !watchdog {
-		need = 3
+		need = pfcIncastSustainReadings
 	}
 	return st.txStreak >= need
 }
@@ -268,7 +306,7 @@ func (d *PFCStorm) originNow(st *pfcPort, r *pfcReading) bool {
 // already paused a part of its interval, the storm began that part before
 // it ended, else at the start of this reading's interval.
 func (d *PFCStorm) onset(st *pfcPort, s *Sample, r *pfcReading) schemas.Millis {
-	if st.prevTime > 0 && st.prevTx >= 0.05 && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.txFraction > 0 {
+	if st.prevTime > 0 && st.prevTx >= pfcPausingFraction && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.txFraction > 0 {
 		share := min(1, st.prevTx/r.txFraction)
 		return st.prevTime - schemas.Millis(share*float64(st.prevIntvlMs))
 	}
@@ -283,7 +321,7 @@ func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pfcReading) {
 			st.victimFirst, st.victimSince = s.Time, s.Since()
 		}
 		st.victimStreak++
-		if st.victimStreak == 2 {
+		if st.victimStreak == pfcVictimReadings {
 			st.victimSure = s.Time
 		}
 		st.victimLast = s.Time
@@ -307,10 +345,10 @@ func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pfcReading) {
 // sustainedVictim reports whether a port in the index is paused now: two
 // readings in a row, the latest not older than two of its intervals.
 func (d *PFCStorm) sustainedVictim(v *pfcPort, wm schemas.Millis) bool {
-	if v.victimStreak < 2 {
+	if v.victimStreak < pfcVictimReadings {
 		return false
 	}
-	return wm-v.victimLast <= 2*schemas.Millis(max(v.intervalMs, 1000))
+	return wm-v.victimLast <= pfcFreshIntervals*schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
 }
 
 func (d *PFCStorm) clear(st *pfcIncident, now schemas.Millis, why string, em Emitter) {
@@ -352,7 +390,7 @@ func (d *PFCStorm) OnWatermark(_ context.Context, fabric FabricView, wm schemas.
 			// ResolveAfterSamples means intervals here too and a dip of one
 			// interval does not resolve the storm.
 			st.silent = true
-			if now-st.clearAt >= schemas.Millis(max(st.victimIntervalMs, 1000)) {
+			if now-st.clearAt >= schemas.Millis(max(st.victimIntervalMs, pfcMinIntervalMs)) {
 				st.clearAt = now
 				d.clear(st, now, "its victims are no longer paused", em)
 			}
@@ -380,7 +418,7 @@ func (d *PFCStorm) resolveSilent(st *pfcIncident, now schemas.Millis, em Emitter
 func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	r := st.reading
 	severity := schemas.SeverityWarning
-	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.txFraction >= 0.8 || st.silent {
+	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.txFraction >= pfcCriticalFraction || st.silent {
 		severity = schemas.SeverityCritical
 	}
 	origin := st.origin
