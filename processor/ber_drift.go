@@ -567,43 +567,10 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		return f
 	}
 	f.recentBER, f.recentLow, f.recentHigh = berRecentBER(ser, d.RecentMinutes)
-	var kTot, bTot float64
-	for i := 0; i < n; i++ {
-		kTot += ser.k[i]
-		bTot += ser.b[i]
-	}
-	// A pseudo half error before the onset keeps the baseline finite on a
-	// link that never showed one (Jeffreys-like prior); it makes the rise a
-	// little smaller, never larger.
-	kTot += berPriorErrors
-
-	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
-	// at least 3 buckets after; coarse pass every 3, then refine.
-	first, last := d.MinHistoryMinutes, n-berMinPostOnset
-	best := stats.HingeResult{LR: math.Inf(-1)}
-	try := func(tau float64, from int) {
-		r := stats.Hinge(ser.t[:ser.n], ser.k[:ser.n], ser.b[:ser.n], from, tau, kTot, bTot)
-		if r.From >= first && r.From <= last && r.Slope > 0 && r.LR > best.LR {
-			best = r
-		}
-	}
-	for j := first; j <= last; j += berCoarseStep {
-		try(ser.t[j]-0.5, j)
-	}
-	if math.IsInf(best.LR, -1) {
+	best, ok := d.bestHinge(ser)
+	if !ok {
 		f.why = "no rise"
 		return f
-	}
-	center := best.From
-	for j := max(first, center-berRefineReach); j <= min(last, center+berRefineReach); j++ {
-		if j != center {
-			try(ser.t[j]-0.5, j)
-		}
-	}
-	// Sub-minute onset around the best boundary.
-	tau0 := best.Tau
-	for _, off := range []float64{-0.75, -0.5, -0.25, 0.25, 0.5, 0.75} {
-		try(tau0+off, best.From)
 	}
 
 	f.valid = true
@@ -612,40 +579,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	f.slopePerMin = best.Slope
 	f.baseBER = math.Exp(best.A)
 	f.nowBER = math.Exp(best.A + best.Slope*(f.nowMin-best.Tau))
-
-	// Overdispersion from the busy minutes (Pearson): quasi-Poisson. Real
-	// BER also wanders slowly (temperature, load): neighbouring minutes'
-	// residuals agree, and n correlated minutes weigh like fewer
-	// independent ones. The lag-1 autocorrelation rho of the residuals
-	// inflates the dispersion by (1+rho)/(1-rho), the AR(1) variance factor
-	// of a mean, so a slow wander is not read as a significant trend.
-	var pearson, rr, r2 float64
-	busyN := 0
-	prevR, prevT := 0.0, math.Inf(-1)
-	for i := 0; i < n; i++ {
-		mu := ser.b[i] * math.Exp(best.A+best.Slope*max(0, ser.t[i]-best.Tau))
-		if mu >= berPearsonMinMean {
-			r := (ser.k[i] - mu) / math.Sqrt(mu)
-			pearson += r * r
-			r2 += r * r
-			if ser.t[i]-prevT < berNeighbourMinutes {
-				rr += r * prevR
-			}
-			prevR, prevT = r, ser.t[i]
-			busyN++
-		}
-		if i >= best.From {
-			f.postErrors += ser.k[i]
-			if ser.k[i] > 0 {
-				f.postErrMinutes++
-			}
-		}
-	}
-	if busyN >= berMinDispersionMinutes {
-		f.dispersion = max(1, pearson/float64(max(1, busyN-berFitParams)))
-		rho := min(berMaxAutocorrelation, max(0, rr/r2))
-		f.dispersion *= (1 + rho) / (1 - rho)
-	}
+	f.dispersion, f.postErrors, f.postErrMinutes = berDispersion(ser, best)
 	f.lr = best.LR / f.dispersion
 	f.busy = f.baseBER*ser.b[n-1] >= berBusyErrors
 	f.recentMedian = berRecentMedian(ser, berRecentMedianMinutes)
@@ -669,7 +603,99 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		// minutes; a 2-hour decade from 1e-7 passes 2.2x after 42).
 		f.minRise = max(f.minRise, d.busyMinRise(f.baseBER, critical))
 	}
-	sparse := !f.busy && d.sparseRise(ser, best.From, &f)
+	d.decide(ser, best, &f)
+	return f
+}
+
+// bestHinge searches the onset of the hinge model with the highest
+// likelihood; false when no onset gives a rising fit.
+func (d *BERDrift) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
+	n := ser.n
+	var kTot, bTot float64
+	for i := 0; i < n; i++ {
+		kTot += ser.k[i]
+		bTot += ser.b[i]
+	}
+	// A pseudo half error before the onset keeps the baseline finite on a
+	// link that never showed one (Jeffreys-like prior); it makes the rise a
+	// little smaller, never larger.
+	kTot += berPriorErrors
+
+	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
+	// at least berMinPostOnset buckets after; coarse pass every
+	// berCoarseStep, then refine.
+	first, last := d.MinHistoryMinutes, n-berMinPostOnset
+	best := stats.HingeResult{LR: math.Inf(-1)}
+	try := func(tau float64, from int) {
+		r := stats.Hinge(ser.t[:ser.n], ser.k[:ser.n], ser.b[:ser.n], from, tau, kTot, bTot)
+		if r.From >= first && r.From <= last && r.Slope > 0 && r.LR > best.LR {
+			best = r
+		}
+	}
+	for j := first; j <= last; j += berCoarseStep {
+		try(ser.t[j]-0.5, j)
+	}
+	if math.IsInf(best.LR, -1) {
+		return best, false
+	}
+	center := best.From
+	for j := max(first, center-berRefineReach); j <= min(last, center+berRefineReach); j++ {
+		if j != center {
+			try(ser.t[j]-0.5, j)
+		}
+	}
+	// Sub-minute onset around the best boundary.
+	tau0 := best.Tau
+	for _, off := range []float64{-0.75, -0.5, -0.25, 0.25, 0.5, 0.75} {
+		try(tau0+off, best.From)
+	}
+	return best, true
+}
+
+// berDispersion is the overdispersion of the busy minutes under the fitted
+// model (Pearson): quasi-Poisson. Real BER also wanders slowly
+// (temperature, load): neighbouring minutes' residuals agree, and n
+// correlated minutes weigh like fewer independent ones. The lag-1
+// autocorrelation rho of the residuals inflates the dispersion by
+// (1+rho)/(1-rho), the AR(1) variance factor of a mean, so a slow wander is
+// not read as a significant trend. It also counts the errors, and the
+// minutes with errors, after the onset.
+func berDispersion(ser *berSeries, best stats.HingeResult) (dispersion, postErrors float64, postErrMinutes int) {
+	dispersion = 1
+	var pearson, rr, r2 float64
+	busyN := 0
+	prevR, prevT := 0.0, math.Inf(-1)
+	for i := 0; i < ser.n; i++ {
+		mu := ser.b[i] * math.Exp(best.A+best.Slope*max(0, ser.t[i]-best.Tau))
+		if mu >= berPearsonMinMean {
+			r := (ser.k[i] - mu) / math.Sqrt(mu)
+			pearson += r * r
+			r2 += r * r
+			if ser.t[i]-prevT < berNeighbourMinutes {
+				rr += r * prevR
+			}
+			prevR, prevT = r, ser.t[i]
+			busyN++
+		}
+		if i >= best.From {
+			postErrors += ser.k[i]
+			if ser.k[i] > 0 {
+				postErrMinutes++
+			}
+		}
+	}
+	if busyN >= berMinDispersionMinutes {
+		dispersion = max(1, pearson/float64(max(1, busyN-berFitParams)))
+		rho := min(berMaxAutocorrelation, max(0, rr/r2))
+		dispersion *= (1 + rho) / (1 - rho)
+	}
+	return dispersion, postErrors, postErrMinutes
+}
+
+// decide applies the tests of a drift to a valid fit, in order; the first
+// that fails is the fit's why.
+func (d *BERDrift) decide(ser *berSeries, best stats.HingeResult, f *berFit) {
+	sparse := !f.busy && d.sparseRise(ser, best.From, f)
 	f.test = "trend"
 	if sparse && f.lr < d.MinLR {
 		f.test = "sparse"
@@ -694,7 +720,6 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	default:
 		f.holds = true
 	}
-	return f
 }
 
 // busyMinRise is the rise a continuous counter must show: 0.35 of the
@@ -946,27 +971,8 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 			ev["blind_reason"] = "symbol_error is pinned at 65535: new symbol errors are invisible until the counters are cleared"
 			keys = append(keys, "blind")
 		}
-	} else {
-		var sum float32
-		lane, top := -1, float32(0)
-		for i, v := range st.lanes {
-			sum += v
-			if v > top {
-				lane, top = i, v
-			}
-		}
-		if lane >= 0 && sum > 0 {
-			ev["lane"] = lane
-			ev["lane_share"] = berSig(float64(top / sum))
-		}
-		if st.pcsBits > 0 {
-			post := float64(st.pcsErrs / st.pcsBits)
-			ev["post_fec_ber"] = berSig(post)
-			if st.pcsErrs >= berPostFECMinErrors && post > criticalPostFECBER {
-				severity = schemas.SeverityCritical
-				ev["post_fec_critical"] = true
-			}
-		}
+	} else if berEthernetEvidence(st, ev) {
+		severity = schemas.SeverityCritical
 	}
 	where := portName(s.ID, s.Netdev)
 	var summary string
@@ -979,6 +985,48 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	if st.blind {
 		summary += "; symbol_error is saturated: the detector is blind until it is cleared"
 	}
+	return Finding{
+		Subject:  s.ID.Subject(),
+		Onset:    onset,
+		Severity: severity,
+		Layer:    schemas.LayerPhysical,
+		Summary:  summary,
+		Evidence: ev,
+		Checks:   d.checks(s, ib),
+		Keys:     keys,
+		Progress: true,
+	}
+}
+
+// berEthernetEvidence adds the Ethernet figures to the evidence: the lane
+// with most corrected bits and its share, and the post-FEC BER; true when
+// the post-FEC BER is past criticalPostFECBER (packets are being lost).
+func berEthernetEvidence(st *berPort, ev map[string]any) (postFECCritical bool) {
+	var sum float32
+	lane, top := -1, float32(0)
+	for i, v := range st.lanes {
+		sum += v
+		if v > top {
+			lane, top = i, v
+		}
+	}
+	if lane >= 0 && sum > 0 {
+		ev["lane"] = lane
+		ev["lane_share"] = berSig(float64(top / sum))
+	}
+	if st.pcsBits > 0 {
+		post := float64(st.pcsErrs / st.pcsBits)
+		ev["post_fec_ber"] = berSig(post)
+		if st.pcsErrs >= berPostFECMinErrors && post > criticalPostFECBER {
+			ev["post_fec_critical"] = true
+			return true
+		}
+	}
+	return false
+}
+
+// checks are the commands that confirm a drift on the port.
+func (d *BERDrift) checks(s *Sample, ib bool) []schemas.Check {
 	dev := s.ID.Device
 	checks := []schemas.Check{
 		onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", dev, s.ID.Port), "eye opening, FEC and per-lane BER, module temperature and power; clean and reseat the optic or cable, replace it if the BER keeps rising"),
@@ -988,20 +1036,9 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	} else {
 		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("perfquery -x -C %s -P %d", dev, s.ID.Port), "symbol_error and link_error_recovery"))
 	}
-	checks = append(checks,
+	return append(checks,
 		inRdmawatch(fmt.Sprintf("query ber_trend --node %s --device %s --port %d", s.ID.Node, dev, s.ID.Port), "the BER trend of this port and the worst ports of the fabric"),
 		onSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
-	return Finding{
-		Subject:  s.ID.Subject(),
-		Onset:    onset,
-		Severity: severity,
-		Layer:    schemas.LayerPhysical,
-		Summary:  summary,
-		Evidence: ev,
-		Checks:   checks,
-		Keys:     keys,
-		Progress: true,
-	}
 }
 
 // OnWatermark implements FabricDetector: incidents of silent ports resolve.
