@@ -699,23 +699,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 		}
 		return true
 	})
-	// What the unknown ports may have sent and received: twice their usual
-	// share of the CNPs sent while they were unknown (the window's sent CNPs
-	// prorated), or twice their usual rate if no share is known yet.
-	for i, st := range unknown {
-		switch {
-		case st.shared:
-			sentThen := w.sent * unknownMs[i] / spanMs
-			w.unknownRecv += cnpUnknownFactor * float64(st.recvShare) * sentThen
-			w.unknownSent += cnpUnknownFactor * float64(st.sentShare) * sentThen
-		case st.rated:
-			w.unknownRecv += cnpUnknownFactor * float64(st.recvPerS) * unknownMs[i] / 1000
-			w.unknownSent += cnpUnknownFactor * float64(st.sentPerS) * unknownMs[i] / 1000
-		default:
-			// Nothing known about this port yet: its share is unbounded.
-			w.unknownRecv = math.Inf(1)
-		}
-	}
+	w.allowUnknown(unknown, unknownMs, spanMs)
 	if w.sent <= 0 || w.sent < d.MinFabricLost {
 		// Even losing every CNP would prove nothing: the window shows
 		// neither loss nor balance.
@@ -753,6 +737,27 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
 	case conclusive && gap < d.MinGap/cnpClearGapDivisor:
 		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)
+	}
+}
+
+// allowUnknown adds what the unknown ports may have sent and received:
+// twice their usual share of the CNPs sent while they were unknown (the
+// window's sent CNPs prorated), or twice their usual rate if no share is
+// known yet.
+func (w *fabricWindow) allowUnknown(unknown []*cnpPort, unknownMs []float64, spanMs float64) {
+	for i, st := range unknown {
+		switch {
+		case st.shared:
+			sentThen := w.sent * unknownMs[i] / spanMs
+			w.unknownRecv += cnpUnknownFactor * float64(st.recvShare) * sentThen
+			w.unknownSent += cnpUnknownFactor * float64(st.sentShare) * sentThen
+		case st.rated:
+			w.unknownRecv += cnpUnknownFactor * float64(st.recvPerS) * unknownMs[i] / 1000
+			w.unknownSent += cnpUnknownFactor * float64(st.sentPerS) * unknownMs[i] / 1000
+		default:
+			// Nothing known about this port yet: its share is unbounded.
+			w.unknownRecv = math.Inf(1)
+		}
 	}
 }
 

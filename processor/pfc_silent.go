@@ -147,30 +147,73 @@ func (d *PFCStorm) leafExplained(leaf string) bool {
 // tie with it on everything but their names (1: it alone).
 func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
 	firstSeen, wm schemas.Millis) (id schemas.PortID, last schemas.Millis, ties int, ok bool) {
+	cands := d.silentCandidates(fabric, topo, leaf, victims, firstSeen, wm)
+	// A hung host silences all its ports at once: the node's silence is
+	// what is compared with the victims' onset, so its ports tie on it
+	// (and then name order decides between them, for nothing in the
+	// counters says which of a silent node's ports is stuck).
+	nodeLast := map[string]schemas.Millis{}
+	for _, c := range cands {
+		nodeLast[c.id.Node] = max(nodeLast[c.id.Node], c.last)
+	}
+	var best *pfcCandidate
+	for i := range cands {
+		c := &cands[i]
+		if !c.unseen {
+			interval := schemas.Millis(pfcMinIntervalMs)
+			if p, ok := fabric.Port(c.id); ok {
+				interval = schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
+			}
+			c.gap = int64((firstSeen - nodeLast[c.id.Node] + interval/2) / interval)
+		}
+		if best == nil || c.better(best) {
+			best = c
+		}
+	}
+	if best == nil {
+		return schemas.PortID{}, 0, 0, false
+	}
+	for i := range cands {
+		c := &cands[i]
+		if c.id.Node == best.id.Node && c.unseen == best.unseen && c.pausing == best.pausing && c.gap == best.gap {
+			ties++
+		}
+	}
+	return best.id, best.last, ties, true
+}
+
+// pfcCandidate is a host port that may be a silent origin.
+type pfcCandidate struct {
+	id      schemas.PortID
+	last    schemas.Millis
+	pausing bool
+	gap     int64 // intervals between the silence and the victims' onset
+	unseen  bool
+}
+
+// better is the preference of silentPortOn.
+func (a *pfcCandidate) better(b *pfcCandidate) bool {
+	if a.unseen != b.unseen {
+		return !a.unseen
+	}
+	if a.pausing != b.pausing {
+		return a.pausing
+	}
+	if a.gap != b.gap {
+		return a.gap < b.gap
+	}
+	return subjectLess(a.id.Subject(), b.id.Subject())
+}
+
+// silentCandidates lists the leaf's host ports that may be the silent
+// origin (gap not yet set).
+func (d *PFCStorm) silentCandidates(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
+	firstSeen, wm schemas.Millis) []pfcCandidate {
 	isVictim := make(map[schemas.PortID]bool, len(victims))
 	for _, v := range victims {
 		isVictim[v.id] = true
 	}
-	type candidate struct {
-		id      schemas.PortID
-		last    schemas.Millis
-		pausing bool
-		gap     int64 // intervals between the silence and the victims' onset
-		unseen  bool
-	}
-	var cands []candidate
-	better := func(a, b *candidate) bool {
-		if a.unseen != b.unseen {
-			return !a.unseen
-		}
-		if a.pausing != b.pausing {
-			return a.pausing
-		}
-		if a.gap != b.gap {
-			return a.gap < b.gap
-		}
-		return subjectLess(a.id.Subject(), b.id.Subject())
-	}
+	var cands []pfcCandidate
 	for _, q := range topo.HostPorts(leaf) {
 		if isVictim[q] {
 			continue
@@ -178,7 +221,7 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 		if _, active := d.storms[q]; active {
 			continue
 		}
-		c := candidate{id: q}
+		c := pfcCandidate{id: q}
 		p, seen := fabric.Port(q)
 		switch {
 		case seen && p.Samples > 0:
@@ -202,36 +245,5 @@ func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf 
 		}
 		cands = append(cands, c)
 	}
-	// A hung host silences all its ports at once: the node's silence is
-	// what is compared with the victims' onset, so its ports tie on it
-	// (and then name order decides between them, for nothing in the
-	// counters says which of a silent node's ports is stuck).
-	nodeLast := map[string]schemas.Millis{}
-	for _, c := range cands {
-		nodeLast[c.id.Node] = max(nodeLast[c.id.Node], c.last)
-	}
-	var best *candidate
-	for i := range cands {
-		c := &cands[i]
-		if !c.unseen {
-			interval := schemas.Millis(pfcMinIntervalMs)
-			if p, ok := fabric.Port(c.id); ok {
-				interval = schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
-			}
-			c.gap = int64((firstSeen - nodeLast[c.id.Node] + interval/2) / interval)
-		}
-		if best == nil || better(c, best) {
-			best = c
-		}
-	}
-	if best == nil {
-		return schemas.PortID{}, 0, 0, false
-	}
-	for i := range cands {
-		c := &cands[i]
-		if c.id.Node == best.id.Node && c.unseen == best.unseen && c.pausing == best.pausing && c.gap == best.gap {
-			ties++
-		}
-	}
-	return best.id, best.last, ties, true
+	return cands
 }

@@ -90,28 +90,34 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 				st.affected[i].PauseFraction = pfcRound2(v.rxFraction)
 				continue
 			}
-			if st.byPort == nil {
-				st.byPort = make(map[schemas.PortID]int)
-			}
-			st.affected = append(st.affected, schemas.Affected{Node: v.id.Node, Device: v.id.Device, Port: v.id.Port,
+			st.addAffected(schemas.Affected{Node: v.id.Node, Device: v.id.Device, Port: v.id.Port,
 				FirstSeen: v.victimFirst, Hops: hops, PauseFraction: pfcRound2(v.rxFraction)})
-			sort.SliceStable(st.affected, func(i, j int) bool {
-				a, b := st.affected[i], st.affected[j]
-				if a.FirstSeen != b.FirstSeen {
-					return a.FirstSeen < b.FirstSeen
-				}
-				if a.Hops != b.Hops {
-					return a.Hops < b.Hops
-				}
-				return subjectLess(schemas.Subject{Node: a.Node, Device: a.Device, Port: a.Port},
-					schemas.Subject{Node: b.Node, Device: b.Device, Port: b.Port})
-			})
-			for i, a := range st.affected {
-				st.byPort[schemas.PortID{Node: a.Node, Device: a.Device, Port: a.Port}] = i
-			}
 		}
 	}
 	return paused
+}
+
+// addAffected adds a victim to the storm, keeping affected ordered (first
+// seen, then nearest, then by name) and byPort pointing into it.
+func (st *pfcIncident) addAffected(v schemas.Affected) {
+	if st.byPort == nil {
+		st.byPort = make(map[schemas.PortID]int)
+	}
+	st.affected = append(st.affected, v)
+	sort.SliceStable(st.affected, func(i, j int) bool {
+		a, b := st.affected[i], st.affected[j]
+		if a.FirstSeen != b.FirstSeen {
+			return a.FirstSeen < b.FirstSeen
+		}
+		if a.Hops != b.Hops {
+			return a.Hops < b.Hops
+		}
+		return subjectLess(schemas.Subject{Node: a.Node, Device: a.Device, Port: a.Port},
+			schemas.Subject{Node: b.Node, Device: b.Device, Port: b.Port})
+	})
+	for i, a := range st.affected {
+		st.byPort[schemas.PortID{Node: a.Node, Device: a.Device, Port: a.Port}] = i
+	}
 }
 
 // leafPauses reports whether a port under leaf sends pauses itself now

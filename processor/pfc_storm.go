@@ -445,31 +445,7 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		}
 		summary += fmt.Sprintf("; the pause has reached %d port(s) on %d node(s), nearest %d hop(s) away", n, len(nodes), nearest)
 	}
-	evidence := map[string]any{
-		"tx_pause_fraction":             pfcRound2(r.txFraction),
-		"tx_pause_frames_per_s":         math.Round(pfcFinite(r.txFramesPerS)),
-		"rx_pause_fraction":             pfcRound2(r.rxFraction),
-		"rcv_gbps":                      pfcRound2(r.rcvGbps),
-		"priority":                      r.prio,
-		"tx_pause_storm_warning_events": st.warn,
-		"tx_pause_storm_error_events":   st.errs,
-		"affected_ports":                len(st.affected),
-	}
-	if st.silent {
-		// The origin's own figures are unknown: what the victims show is
-		// the evidence.
-		var sum float64
-		for _, a := range st.affected {
-			sum += a.PauseFraction
-		}
-		if len(st.affected) > 0 {
-			evidence["victim_pause_fraction_mean"] = pfcRound2(sum / float64(len(st.affected)))
-		}
-		evidence["origin_silent_s"] = math.Max(0, float64(d.now-st.silentAt)/1000)
-		delete(evidence, "tx_pause_frames_per_s")
-		delete(evidence, "rx_pause_fraction")
-		delete(evidence, "rcv_gbps")
-	}
+	evidence := d.evidence(st)
 	netdev := netdevOf(origin, st.netdev)
 	checks := []schemas.Check{
 		onHost(origin.Node, fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm'", netdev), "pause frames sent per priority and the storm watchdog's count"),
@@ -501,4 +477,36 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		Keys:     []string{"silent:" + strconv.FormatBool(st.silent)},
 		Progress: true,
 	}
+}
+
+// evidence is the storm's figures: the origin's own, or, for a silent
+// origin, what its victims show.
+func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
+	r := st.reading
+	evidence := map[string]any{
+		"tx_pause_fraction":             pfcRound2(r.txFraction),
+		"tx_pause_frames_per_s":         math.Round(pfcFinite(r.txFramesPerS)),
+		"rx_pause_fraction":             pfcRound2(r.rxFraction),
+		"rcv_gbps":                      pfcRound2(r.rcvGbps),
+		"priority":                      r.prio,
+		"tx_pause_storm_warning_events": st.warn,
+		"tx_pause_storm_error_events":   st.errs,
+		"affected_ports":                len(st.affected),
+	}
+	if st.silent {
+		// The origin's own figures are unknown: what the victims show is
+		// the evidence.
+		var sum float64
+		for _, a := range st.affected {
+			sum += a.PauseFraction
+		}
+		if len(st.affected) > 0 {
+			evidence["victim_pause_fraction_mean"] = pfcRound2(sum / float64(len(st.affected)))
+		}
+		evidence["origin_silent_s"] = math.Max(0, float64(d.now-st.silentAt)/1000)
+		delete(evidence, "tx_pause_frames_per_s")
+		delete(evidence, "rx_pause_fraction")
+		delete(evidence, "rcv_gbps")
+	}
+	return evidence
 }
