@@ -328,7 +328,7 @@ func berUsable(c schemas.CounterDelta) bool {
 	return c.Flags&(schemas.FlagFirst|schemas.FlagHeld) == 0
 }
 
-// readEthernet returns the sample's corrected bits and PHY bits.
+// berReadEthernet returns the sample's corrected bits and PHY bits.
 func berReadEthernet(s *Sample) (errs, bits float64, ok bool) {
 	ce, haveErrs := s.CounterByID(idRxCorrectedBitsPhy)
 	if haveErrs {
@@ -751,6 +751,10 @@ func berWander(ser *berSeries, from int) float64 {
 	return stats.RobustSpread(v[:m])
 }
 
+// sparseHistoryMinutes is the history the sparse test needs: a few errors
+// an hour need half an hour before "none so far" says anything.
+const sparseHistoryMinutes = 30
+
 // sparseRise is the test for counters that show a few errors an hour
 // (InfiniBand symbol errors, very clean Ethernet links). It starts at the
 // first minute with errors after the fitted onset (errors are what make a
@@ -762,10 +766,6 @@ func berWander(ser *berSeries, from int) float64 {
 // the error that chose the start. A few errors over a few minutes on a
 // clean link is the first sign a drift gives; one burst (a flap, a reseat)
 // is not, nor a handful spread over an hour.
-// sparseHistoryMinutes is the history the sparse test needs: a few errors
-// an hour need half an hour before "none so far" says anything.
-const sparseHistoryMinutes = 30
-
 func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	for from < ser.n && ser.k[from] == 0 {
 		from++
@@ -855,7 +855,7 @@ func (d *BERDrift) stillRising(ser *berSeries, h stats.HingeResult) bool {
 	return stats.TheilSenSlope(xs[:m], ys[:m], slopes[:]) >= h.Slope/berTrendKeepDivisor
 }
 
-// recentBER is the BER of the last minutes with ~95% Poisson bounds.
+// berRecentBER is the BER of the last minutes with ~95% Poisson bounds.
 func berRecentBER(ser *berSeries, minutes int) (ber, low, high float64) {
 	var k, b float64
 	tEnd := ser.t[max(0, ser.n-1)]
@@ -911,7 +911,7 @@ func berFinite(v float64) float64 {
 	return v
 }
 
-// sig rounds to 4 significant digits: the evidence is for people.
+// berSig rounds to 4 significant digits: the evidence is for people.
 func berSig(v float64) float64 {
 	v = berFinite(v)
 	if v == 0 {
