@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
+
+	"github.com/rdmawatch/rdmawatch/processor/stats"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -106,6 +107,89 @@ const (
 	criticalPostFECBER = 1e-12
 )
 
+// Thresholds of the statistics that no operator should need to tune: each
+// is tied to the model (Poisson counts, one-minute buckets), not to a fleet.
+const (
+	// berResolveAfterEvaluations: clear evaluations in a row (one a minute)
+	// before a drift resolves, on top of ResolveAfter's clean window.
+	berResolveAfterEvaluations = 2
+	// berDecayMaxSteps caps the halvings of the evidence sums after a gap:
+	// 0.5^60 is already zero in float32.
+	berDecayMaxSteps = 60
+	// berMinPostOnset is the number of minutes after an onset a slope needs.
+	berMinPostOnset = 3
+	// berPriorErrors is the pseudo half error (Jeffreys-like prior) that
+	// keeps a link with no errors so far at a finite baseline; it makes a
+	// rise a little smaller, never larger.
+	berPriorErrors = 0.5
+	// berDoubtErrors is the benefit of the doubt a history gets: one error
+	// more than it showed.
+	berDoubtErrors = 1
+	// The cheap check: the recent minutes show at least berRisingMinErrors
+	// errors, berRisingRatio times what the history predicts and
+	// berRisingSigmas Poisson deviations above it. Loose on purpose: it
+	// only decides whether the fit is worth running.
+	berRisingMinErrors = 3
+	berRisingRatio     = 1.3
+	berRisingSigmas    = 3
+	// The onset search: a coarse pass every berCoarseStep minutes, then
+	// every minute within berRefineReach of the best coarse onset.
+	berCoarseStep  = 3
+	berRefineReach = 2
+	// berPearsonMinMean: Pearson residuals are near normal from an expected
+	// count of 5; below, a minute says little about overdispersion.
+	berPearsonMinMean = 5
+	// berNeighbourMinutes: two buckets closer than this are neighbours for
+	// the lag-1 autocorrelation (a missing minute breaks the chain).
+	berNeighbourMinutes = 1.5
+	// berMinDispersionMinutes: busy minutes needed to estimate dispersion.
+	berMinDispersionMinutes = 5
+	// berFitParams: parameters of the hinge model (level, slope, onset),
+	// the degrees of freedom the Pearson sum loses.
+	berFitParams = 3
+	// berMaxAutocorrelation caps rho: (1+rho)/(1-rho) is 19 at 0.9, so a
+	// strongly autocorrelated link still weighs like a few minutes, not none.
+	berMaxAutocorrelation = 0.9
+	// berBusyErrors: a minute with this many errors (expected at baseline
+	// for the busy test) has a per-minute BER that Poisson noise does not
+	// dominate (about +-22%).
+	berBusyErrors = 20
+	// berRecentMedianMinutes: the minutes whose median BER must confirm a
+	// rise on a busy counter.
+	berRecentMedianMinutes = 3
+	// berWanderSigmas: the rise must clear exp(4 sigma) of the link's own
+	// wander of ln BER before the onset.
+	berWanderSigmas = 4
+	// berMinWanderMinutes: busy minutes needed before the wander counts.
+	berMinWanderMinutes = 8
+	// busyRiseExponent: a busy counter must rise by (critical/base)^0.35,
+	// 0.35 of its distance to critical in decades (see fit).
+	busyRiseExponent = 0.35
+	// berSparseMaxP: the sparse test's significance, strict because it
+	// runs every minute on every port.
+	berSparseMaxP = 1e-5
+	// berBurstMaxP: the one-burst test only has to rule out that the worst
+	// bucket made the rise: looser than berSparseMaxP.
+	berBurstMaxP = 1e-3
+	// The still-rising test: a Theil-Sen slope over the latest
+	// berTrendMaxMinutes busy minutes (at least berTrendMinMinutes) must keep
+	// a third (1/berTrendKeepDivisor) of the fitted slope.
+	berTrendMaxMinutes  = 20
+	berTrendMinMinutes  = 4
+	berTrendKeepDivisor = 3
+	// clear: no more errors than berClearBaselineFactor times what the
+	// baseline explains, plus berClearSigmas Poisson deviations and
+	// berClearStrayErrors stray error (a sparse counter's one odd error).
+	berClearBaselineFactor = 1.5
+	berClearSigmas         = 2
+	berClearStrayErrors    = 1
+	// berMinSlope keeps the doubling time finite in the evidence.
+	berMinSlope = 1e-9
+	// berPostFECMinErrors: post-FEC errors before a post-FEC BER over
+	// criticalPostFECBER makes the drift critical (fewer are noise).
+	berPostFECMinErrors = 3
+)
+
 // Name implements Detector.
 func (d *BERDrift) Name() string { return schemas.TypeBERDrift }
 
@@ -120,7 +204,7 @@ func (d *BERDrift) track() *Tracker {
 		d.tracker = NewTracker(schemas.TypeBERDrift, Policy{
 			OpenAfterSamples:    d.OpenAfterEvaluations,
 			ResolveAfter:        d.ResolveAfter,
-			ResolveAfterSamples: 2,
+			ResolveAfterSamples: berResolveAfterEvaluations,
 			MinUpdateInterval:   d.MinUpdateInterval,
 			SilentResolveAfter:  d.SilentResolveAfter,
 		})
@@ -229,7 +313,7 @@ func (st *berPort) advance(minute int64) {
 		i := int(m % berBuckets)
 		st.errs[i], st.bits[i], st.flags[i] = 0, 0, 0
 	}
-	decay := float32(math.Pow(0.5, float64(min(steps, 60))))
+	decay := float32(math.Pow(0.5, float64(min(steps, berDecayMaxSteps))))
 	for i := range st.lanes {
 		st.lanes[i] *= decay
 	}
@@ -244,7 +328,7 @@ func berUsable(c schemas.CounterDelta) bool {
 	return c.Flags&(schemas.FlagFirst|schemas.FlagHeld) == 0
 }
 
-// readEthernet returns the sample's corrected bits and PHY bits.
+// berReadEthernet returns the sample's corrected bits and PHY bits.
 func berReadEthernet(s *Sample) (errs, bits float64, ok bool) {
 	ce, haveErrs := s.CounterByID(idRxCorrectedBitsPhy)
 	if haveErrs {
@@ -441,7 +525,7 @@ func berHasActive(t *Tracker, subject schemas.Subject) bool {
 // times the BER of the older minutes, beyond Poisson noise, or the last
 // SparseMinutes hold MinErrors errors where the history expects fewer.
 func (d *BERDrift) rising(ser *berSeries) bool {
-	if ser.n < d.MinHistoryMinutes+3 {
+	if ser.n < d.MinHistoryMinutes+berMinPostOnset {
 		return false
 	}
 	tEnd := ser.t[ser.n-1]
@@ -465,116 +549,50 @@ func (d *BERDrift) rising(ser *berSeries) bool {
 	}
 	bh += bs - br // the recent test's history starts where its window ends
 	kh += ks - kr
-	expect := br * (kh + 0.5) / bh
-	if kr >= 3 && kr >= 1.3*expect && kr >= expect+3*math.Sqrt(expect) {
+	expect := br * (kh + berPriorErrors) / bh
+	if kr >= berRisingMinErrors && kr >= berRisingRatio*expect && kr >= expect+berRisingSigmas*math.Sqrt(expect) {
 		return true
 	}
 	kh -= ks - kr
 	bh -= bs - br
-	return ks >= d.MinErrors && ks >= d.MinRise*bs*(kh+1)/bh
+	return ks >= d.MinErrors && ks >= d.MinRise*bs*(kh+berDoubtErrors)/bh
 }
 
 // fit finds the hinge model with the highest likelihood and decides.
 func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	f := berFit{critical: critical, dispersion: 1}
 	n := ser.n
-	if n < d.MinHistoryMinutes+3 {
+	if n < d.MinHistoryMinutes+berMinPostOnset {
 		f.why = "short history"
 		return f
 	}
 	f.recentBER, f.recentLow, f.recentHigh = berRecentBER(ser, d.RecentMinutes)
-	var kTot, bTot float64
-	for i := 0; i < n; i++ {
-		kTot += ser.k[i]
-		bTot += ser.b[i]
-	}
-	// A pseudo half error before the onset keeps the baseline finite on a
-	// link that never showed one (Jeffreys-like prior); it makes the rise a
-	// little smaller, never larger.
-	kTot += 0.5
-
-	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
-	// at least 3 buckets after; coarse pass every 3, then refine.
-	first, last := d.MinHistoryMinutes, n-3
-	best := berHingeResult{lr: math.Inf(-1)}
-	try := func(tau float64, from int) {
-		r := berHinge(ser, from, tau, kTot, bTot)
-		if r.from >= first && r.from <= last && r.slope > 0 && r.lr > best.lr {
-			best = r
-		}
-	}
-	for j := first; j <= last; j += 3 {
-		try(ser.t[j]-0.5, j)
-	}
-	if math.IsInf(best.lr, -1) {
+	best, ok := d.bestHinge(ser)
+	if !ok {
 		f.why = "no rise"
 		return f
 	}
-	center := best.from
-	for j := max(first, center-2); j <= min(last, center+2); j++ {
-		if j != center {
-			try(ser.t[j]-0.5, j)
-		}
-	}
-	// Sub-minute onset around the best boundary.
-	tau0 := best.tau
-	for _, off := range []float64{-0.75, -0.5, -0.25, 0.25, 0.5, 0.75} {
-		try(tau0+off, best.from)
-	}
 
 	f.valid = true
-	f.onsetMin = best.tau
+	f.onsetMin = best.Tau
 	f.nowMin = ser.t[n-1] + 0.5
-	f.slopePerMin = best.slope
-	f.baseBER = math.Exp(best.a)
-	f.nowBER = math.Exp(best.a + best.slope*(f.nowMin-best.tau))
-
-	// Overdispersion from the busy minutes (Pearson): quasi-Poisson. Real
-	// BER also wanders slowly (temperature, load): neighbouring minutes'
-	// residuals agree, and n correlated minutes weigh like fewer
-	// independent ones. The lag-1 autocorrelation rho of the residuals
-	// inflates the dispersion by (1+rho)/(1-rho), the AR(1) variance factor
-	// of a mean, so a slow wander is not read as a significant trend.
-	var pearson, rr, r2 float64
-	busyN := 0
-	prevR, prevT := 0.0, math.Inf(-1)
-	for i := 0; i < n; i++ {
-		mu := ser.b[i] * math.Exp(best.a+best.slope*max(0, ser.t[i]-best.tau))
-		if mu >= 5 {
-			r := (ser.k[i] - mu) / math.Sqrt(mu)
-			pearson += r * r
-			r2 += r * r
-			if ser.t[i]-prevT < 1.5 {
-				rr += r * prevR
-			}
-			prevR, prevT = r, ser.t[i]
-			busyN++
-		}
-		if i >= best.from {
-			f.postErrors += ser.k[i]
-			if ser.k[i] > 0 {
-				f.postErrMinutes++
-			}
-		}
-	}
-	if busyN >= 5 {
-		f.dispersion = max(1, pearson/float64(max(1, busyN-3)))
-		rho := min(0.9, max(0, rr/r2))
-		f.dispersion *= (1 + rho) / (1 - rho)
-	}
-	f.lr = best.lr / f.dispersion
-	f.busy = f.baseBER*ser.b[n-1] >= 20
-	f.recentMedian = berRecentMedian(ser, 3)
+	f.slopePerMin = best.Slope
+	f.baseBER = math.Exp(best.A)
+	f.nowBER = math.Exp(best.A + best.Slope*(f.nowMin-best.Tau))
+	f.dispersion, f.postErrors, f.postErrMinutes = berDispersion(ser, best)
+	f.lr = best.LR / f.dispersion
+	f.busy = f.baseBER*ser.b[n-1] >= berBusyErrors
+	f.recentMedian = berRecentMedian(ser, berRecentMedianMinutes)
 
 	if f.nowBER >= critical {
 		f.minutesToCritical = 0
 	} else {
-		f.minutesToCritical = math.Log(critical/f.nowBER) / best.slope
+		f.minutesToCritical = math.Log(critical/f.nowBER) / best.Slope
 	}
 	// The rise must clear the link's own wander, not only MinRise: a link
 	// whose BER breathes with temperature by 2x is not drifting when it
 	// breathes 2x.
-	f.minRise = max(d.MinRise, math.Exp(4*berWander(ser, best.from)))
+	f.minRise = max(d.MinRise, math.Exp(berWanderSigmas*berWander(ser, best.From)))
 	if f.busy && f.baseBER > 0 && f.baseBER < critical {
 		// Continuous counters (pre-FEC corrected bits) breathe with
 		// temperature and load by 2-3x over tens of minutes, and a link with
@@ -585,7 +603,99 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		// minutes; a 2-hour decade from 1e-7 passes 2.2x after 42).
 		f.minRise = max(f.minRise, d.busyMinRise(f.baseBER, critical))
 	}
-	sparse := !f.busy && d.sparseRise(ser, best.from, &f)
+	d.decide(ser, best, &f)
+	return f
+}
+
+// bestHinge searches the onset of the hinge model with the highest
+// likelihood; false when no onset gives a rising fit.
+func (d *BERDrift) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
+	n := ser.n
+	var kTot, bTot float64
+	for i := 0; i < n; i++ {
+		kTot += ser.k[i]
+		bTot += ser.b[i]
+	}
+	// A pseudo half error before the onset keeps the baseline finite on a
+	// link that never showed one (Jeffreys-like prior); it makes the rise a
+	// little smaller, never larger.
+	kTot += berPriorErrors
+
+	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
+	// at least berMinPostOnset buckets after; coarse pass every
+	// berCoarseStep, then refine.
+	first, last := d.MinHistoryMinutes, n-berMinPostOnset
+	best := stats.HingeResult{LR: math.Inf(-1)}
+	try := func(tau float64, from int) {
+		r := stats.Hinge(ser.t[:ser.n], ser.k[:ser.n], ser.b[:ser.n], from, tau, kTot, bTot)
+		if r.From >= first && r.From <= last && r.Slope > 0 && r.LR > best.LR {
+			best = r
+		}
+	}
+	for j := first; j <= last; j += berCoarseStep {
+		try(ser.t[j]-0.5, j)
+	}
+	if math.IsInf(best.LR, -1) {
+		return best, false
+	}
+	center := best.From
+	for j := max(first, center-berRefineReach); j <= min(last, center+berRefineReach); j++ {
+		if j != center {
+			try(ser.t[j]-0.5, j)
+		}
+	}
+	// Sub-minute onset around the best boundary.
+	tau0 := best.Tau
+	for _, off := range []float64{-0.75, -0.5, -0.25, 0.25, 0.5, 0.75} {
+		try(tau0+off, best.From)
+	}
+	return best, true
+}
+
+// berDispersion is the overdispersion of the busy minutes under the fitted
+// model (Pearson): quasi-Poisson. Real BER also wanders slowly
+// (temperature, load): neighbouring minutes' residuals agree, and n
+// correlated minutes weigh like fewer independent ones. The lag-1
+// autocorrelation rho of the residuals inflates the dispersion by
+// (1+rho)/(1-rho), the AR(1) variance factor of a mean, so a slow wander is
+// not read as a significant trend. It also counts the errors, and the
+// minutes with errors, after the onset.
+func berDispersion(ser *berSeries, best stats.HingeResult) (dispersion, postErrors float64, postErrMinutes int) {
+	dispersion = 1
+	var pearson, rr, r2 float64
+	busyN := 0
+	prevR, prevT := 0.0, math.Inf(-1)
+	for i := 0; i < ser.n; i++ {
+		mu := ser.b[i] * math.Exp(best.A+best.Slope*max(0, ser.t[i]-best.Tau))
+		if mu >= berPearsonMinMean {
+			r := (ser.k[i] - mu) / math.Sqrt(mu)
+			pearson += r * r
+			r2 += r * r
+			if ser.t[i]-prevT < berNeighbourMinutes {
+				rr += r * prevR
+			}
+			prevR, prevT = r, ser.t[i]
+			busyN++
+		}
+		if i >= best.From {
+			postErrors += ser.k[i]
+			if ser.k[i] > 0 {
+				postErrMinutes++
+			}
+		}
+	}
+	if busyN >= berMinDispersionMinutes {
+		dispersion = max(1, pearson/float64(max(1, busyN-berFitParams)))
+		rho := min(berMaxAutocorrelation, max(0, rr/r2))
+		dispersion *= (1 + rho) / (1 - rho)
+	}
+	return dispersion, postErrors, postErrMinutes
+}
+
+// decide applies the tests of a drift to a valid fit, in order; the first
+// that fails is the fit's why.
+func (d *BERDrift) decide(ser *berSeries, best stats.HingeResult, f *berFit) {
+	sparse := !f.busy && d.sparseRise(ser, best.From, f)
 	f.test = "trend"
 	if sparse && f.lr < d.MinLR {
 		f.test = "sparse"
@@ -601,7 +711,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		f.why = "recent minutes do not confirm"
 	case !f.busy && f.recentLow <= f.baseBER:
 		f.why = "recent minutes do not confirm"
-	case !f.busy && !berBeyondOneBurst(ser, best.from, d.MinRise):
+	case !f.busy && !berBeyondOneBurst(ser, best.From, d.MinRise):
 		f.why = "one burst"
 	case f.busy && !d.stillRising(ser, best):
 		f.why = "not rising any more"
@@ -610,13 +720,12 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	default:
 		f.holds = true
 	}
-	return f
 }
 
 // busyMinRise is the rise a continuous counter must show: 0.35 of the
 // distance to critical in decades, between busyRiseFloor and MinRiseBusy.
 func (d *BERDrift) busyMinRise(baseBER, critical float64) float64 {
-	return max(d.MinRise, busyRiseFloor, min(d.MinRiseBusy, math.Pow(critical/baseBER, 0.35)))
+	return max(d.MinRise, busyRiseFloor, min(d.MinRiseBusy, math.Pow(critical/baseBER, busyRiseExponent)))
 }
 
 // busyRiseFloor: a busy counter near critical (a link already at 2e-7
@@ -631,20 +740,20 @@ func berWander(ser *berSeries, from int) float64 {
 	var v [berBuckets]float64
 	m := 0
 	for i := 0; i < from; i++ {
-		if ser.k[i] >= 20 {
+		if ser.k[i] >= berBusyErrors {
 			v[m] = math.Log(ser.k[i] / ser.b[i])
 			m++
 		}
 	}
-	if m < 8 {
+	if m < berMinWanderMinutes {
 		return 0
 	}
-	med := berMedian(v[:m])
-	for i := range m {
-		v[i] = math.Abs(v[i] - med)
-	}
-	return 1.4826 * berMedian(v[:m])
+	return stats.RobustSpread(v[:m])
 }
+
+// sparseHistoryMinutes is the history the sparse test needs: a few errors
+// an hour need half an hour before "none so far" says anything.
+const sparseHistoryMinutes = 30
 
 // sparseRise is the test for counters that show a few errors an hour
 // (InfiniBand symbol errors, very clean Ethernet links). It starts at the
@@ -657,10 +766,6 @@ func berWander(ser *berSeries, from int) float64 {
 // the error that chose the start. A few errors over a few minutes on a
 // clean link is the first sign a drift gives; one burst (a flap, a reseat)
 // is not, nor a handful spread over an hour.
-// sparseHistoryMinutes is the history the sparse test needs: a few errors
-// an hour need half an hour before "none so far" says anything.
-const sparseHistoryMinutes = 30
-
 func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	for from < ser.n && ser.k[from] == 0 {
 		from++
@@ -685,10 +790,10 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	if bh <= 0 || bw <= 0 || from < sparseHistoryMinutes {
 		return false
 	}
-	expect := bw * (kh + 1) / bh
+	expect := bw * (kh + berDoubtErrors) / bh
 	f.sparseErrors, f.sparseExpected = kw, expect
 	return kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
-		berRateTest(kw-1, bw, kh, bh) < 1e-5
+		stats.RateTest(kw-1, bw, kh, bh) < berSparseMaxP
 }
 
 // berBeyondOneBurst is the burst test of sparse counters: the rise since
@@ -724,193 +829,33 @@ func berBeyondOneBurst(ser *berSeries, from int, minRise float64) bool {
 		return true // no history to compare with: the other tests decide
 	}
 	kRest, bRest := kw-ser.k[worst], bw-ser.b[worst]
-	expect := bRest * (kh + 1) / bh
-	return kRest >= minRise*expect && berPoissonTail(kRest-1, expect) < 1e-3
-}
-
-// berRateTest compares two Poisson counts, k errors over b bits in the
-// window against kh over bh in the history: under one common rate, the
-// window's share of the k+kh errors is Binomial(k+kh, b/(b+bh)), and the
-// result is P(share >= k). It needs no prior for a history with no
-// errors (P is then (b/(b+bh))^k), and it carries the history's own
-// uncertainty: a short or error-poor history cannot make a handful of
-// errors over a long window significant, where a fixed expected count
-// from it would.
-func berRateTest(k, b, kh, bh float64) float64 {
-	return berBinomialTail(k, k+kh, b/(b+bh))
-}
-
-// berBinomialTail is P(X >= k) for X ~ Binomial(n, p).
-func berBinomialTail(k, n, p float64) float64 {
-	k, n = math.Round(k), math.Round(n)
-	switch {
-	case k <= 0:
-		return 1
-	case k > n || p <= 0:
-		return 0
-	case p >= 1:
-		return 1
-	case k <= n*p:
-		return 1 // at or below the mean: nothing to see (and not worth the sum)
-	}
-	lgn, _ := math.Lgamma(n + 1)
-	lp, lq := math.Log(p), math.Log1p(-p)
-	var sum float64
-	for j := k; j <= n; j++ {
-		lgj, _ := math.Lgamma(j + 1)
-		lgr, _ := math.Lgamma(n - j + 1)
-		term := math.Exp(lgn - lgj - lgr + j*lp + (n-j)*lq)
-		sum += term
-		if term < 1e-15*sum {
-			break // past the mode the terms fall geometrically
-		}
-	}
-	return min(1, sum)
-}
-
-// berPoissonTail is P(X >= k) for X ~ Poisson(mu).
-func berPoissonTail(k, mu float64) float64 {
-	if k <= 0 {
-		return 1
-	}
-	if mu <= 0 {
-		return 0
-	}
-	lg, _ := math.Lgamma(k + 1)
-	logPmf := k*math.Log(mu) - mu - lg
-	var sum float64
-	term := 1.0
-	for j := 1.0; j < 200 && term > 1e-12; j++ {
-		sum += term
-		term *= mu / (k + j)
-	}
-	if k < mu {
-		// The upper tail is most of the mass: the series above converges
-		// slowly; a normal approximation is enough for a rise test.
-		z := (k - 0.5 - mu) / math.Sqrt(mu)
-		return 0.5 * math.Erfc(z/math.Sqrt2)
-	}
-	return math.Exp(logPmf) * sum
-}
-
-type berHingeResult struct {
-	from       int // first bucket after the onset
-	tau        float64
-	slope, a   float64
-	lr         float64
-	iterations int
-}
-
-// hinge fits errors_i ~ Poisson(b_i exp(a + s h_i)), h_i = max(0, t_i -
-// tau), for buckets from..n-1 after tau, by profile likelihood: a is
-// solved in closed form, s by safeguarded Newton on the score.
-func berHinge(ser *berSeries, from int, tau, kTot, bTot float64) berHingeResult {
-	n := ser.n
-	for from > 0 && ser.t[from-1] > tau {
-		from--
-	}
-	for from < n && ser.t[from] <= tau {
-		from++
-	}
-	r := berHingeResult{from: from, tau: tau}
-	if n-from < 3 {
-		r.lr = math.Inf(-1)
-		return r
-	}
-	var bPre, skh float64
-	for i := 0; i < from; i++ {
-		bPre += ser.b[i]
-	}
-	for i := from; i < n; i++ {
-		skh += ser.k[i] * (ser.t[i] - tau)
-	}
-	// score(s) = skh - kTot * E_w[h], decreasing in s.
-	moments := func(s float64) (z, zh, zhh float64) {
-		z = bPre
-		for i := from; i < n; i++ {
-			h := ser.t[i] - tau
-			w := ser.b[i] * math.Exp(s*h)
-			z += w
-			zh += w * h
-			zhh += w * h * h
-		}
-		return
-	}
-	lo, hi := -0.5, 3.0 // ln BER per minute: 3 is a decade in under a minute
-	s := 0.05
-	for it := 0; it < 30; it++ {
-		z, zh, zhh := moments(s)
-		mean := zh / z
-		score := skh - kTot*mean
-		if score > 0 {
-			lo = s
-		} else {
-			hi = s
-		}
-		if math.Abs(score) <= 1e-9*kTot*(1+mean) || hi-lo < 1e-7 {
-			break
-		}
-		variance := zhh/z - mean*mean
-		next := s
-		if variance > 0 {
-			next = s + score/(kTot*variance)
-		}
-		if !(next > lo && next < hi) {
-			next = (lo + hi) / 2
-		}
-		s = next
-		r.iterations = it + 1
-	}
-	z, _, _ := moments(s)
-	r.slope = s
-	r.a = math.Log(kTot / z)
-	r.lr = 2 * (s*skh - kTot*math.Log(z/bTot))
-	return r
+	expect := bRest * (kh + berDoubtErrors) / bh
+	return kRest >= minRise*expect && stats.PoissonTail(kRest-1, expect) < berBurstMaxP
 }
 
 // stillRising checks, on busy counters, that the latest minutes keep the
 // trend (Theil-Sen slope of ln BER over the post-onset minutes at least a
 // third of the fit's): a step up that then stays flat is a high BER, not a
 // drift, and one burst is neither.
-func (d *BERDrift) stillRising(ser *berSeries, h berHingeResult) bool {
-	const maxPts = 20
+func (d *BERDrift) stillRising(ser *berSeries, h stats.HingeResult) bool {
+	const maxPts = berTrendMaxMinutes
 	var xs, ys [maxPts]float64
 	m := 0
-	for i := ser.n - 1; i >= h.from && m < maxPts; i-- {
-		if ser.k[i] < 20 {
+	for i := ser.n - 1; i >= h.From && m < maxPts; i-- {
+		if ser.k[i] < berBusyErrors {
 			continue
 		}
 		xs[m], ys[m] = ser.t[i], math.Log(ser.k[i]/ser.b[i])
 		m++
 	}
-	if m < 4 {
+	if m < berTrendMinMinutes {
 		return true // too few busy minutes to judge: the fit decides
 	}
 	var slopes [maxPts * (maxPts - 1) / 2]float64
-	p := 0
-	for i := 0; i < m; i++ {
-		for j := i + 1; j < m; j++ {
-			if dx := xs[i] - xs[j]; dx != 0 {
-				slopes[p] = (ys[i] - ys[j]) / dx
-				p++
-			}
-		}
-	}
-	return berMedian(slopes[:p]) >= h.slope/3
+	return stats.TheilSenSlope(xs[:m], ys[:m], slopes[:]) >= h.Slope/berTrendKeepDivisor
 }
 
-func berMedian(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
-// recentBER is the BER of the last minutes with ~95% Poisson bounds.
+// berRecentBER is the BER of the last minutes with ~95% Poisson bounds.
 func berRecentBER(ser *berSeries, minutes int) (ber, low, high float64) {
 	var k, b float64
 	tEnd := ser.t[max(0, ser.n-1)]
@@ -921,23 +866,7 @@ func berRecentBER(ser *berSeries, minutes int) (ber, low, high float64) {
 	if b <= 0 {
 		return 0, 0, 0
 	}
-	return k / b, berPoissonLow(k) / b, berPoissonHigh(k) / b
-}
-
-// poissonLow and poissonHigh are ~95% bounds of a Poisson mean given k
-// events (Wilson-Hilferty): 0 errors still allow up to ~3.7.
-func berPoissonLow(k float64) float64 {
-	if k <= 0 {
-		return 0
-	}
-	c := 1 - 1/(9*k) - 1.96/(3*math.Sqrt(k))
-	return k * c * c * c
-}
-
-func berPoissonHigh(k float64) float64 {
-	k1 := k + 1
-	c := 1 - 1/(9*k1) + 1.96/(3*math.Sqrt(k1))
-	return k1 * c * c * c
+	return k / b, stats.PoissonLow(k) / b, stats.PoissonHigh(k) / b
 }
 
 func berRecentMedian(ser *berSeries, minutes int) float64 {
@@ -947,7 +876,7 @@ func berRecentMedian(ser *berSeries, minutes int) float64 {
 		v[m] = ser.k[i] / ser.b[i]
 		m++
 	}
-	return berMedian(v[:m])
+	return stats.Median(v[:m])
 }
 
 // clear reports whether the last ResolveAfter shows the BER back near the
@@ -971,8 +900,8 @@ func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 	if covered < max(1, minutes/2) {
 		return false
 	}
-	expect := 1.5 * st.baseBER * b
-	return k <= expect+2*math.Sqrt(expect)+1
+	expect := berClearBaselineFactor * st.baseBER * b
+	return k <= expect+berClearSigmas*math.Sqrt(expect)+berClearStrayErrors
 }
 
 func berFinite(v float64) float64 {
@@ -982,7 +911,7 @@ func berFinite(v float64) float64 {
 	return v
 }
 
-// sig rounds to 4 significant digits: the evidence is for people.
+// berSig rounds to 4 significant digits: the evidence is for people.
 func berSig(v float64) float64 {
 	v = berFinite(v)
 	if v == 0 {
@@ -1022,7 +951,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		"recent_ber_high":       berSig(f.recentHigh),
 		"recent_minutes":        d.RecentMinutes,
 		"slope_decades_per_h":   berSig(f.slopePerMin * 60 / math.Ln10),
-		"doubling_minutes":      berSig(math.Ln2 / max(f.slopePerMin, 1e-9)),
+		"doubling_minutes":      berSig(math.Ln2 / max(f.slopePerMin, berMinSlope)),
 		"minutes_to_critical":   berSig(f.minutesToCritical),
 		"projected_critical_at": criticalAt.String(),
 		"critical_crossed":      crossed,
@@ -1042,27 +971,8 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 			ev["blind_reason"] = "symbol_error is pinned at 65535: new symbol errors are invisible until the counters are cleared"
 			keys = append(keys, "blind")
 		}
-	} else {
-		var sum float32
-		lane, top := -1, float32(0)
-		for i, v := range st.lanes {
-			sum += v
-			if v > top {
-				lane, top = i, v
-			}
-		}
-		if lane >= 0 && sum > 0 {
-			ev["lane"] = lane
-			ev["lane_share"] = berSig(float64(top / sum))
-		}
-		if st.pcsBits > 0 {
-			post := float64(st.pcsErrs / st.pcsBits)
-			ev["post_fec_ber"] = berSig(post)
-			if st.pcsErrs >= 3 && post > criticalPostFECBER {
-				severity = schemas.SeverityCritical
-				ev["post_fec_critical"] = true
-			}
-		}
+	} else if berEthernetEvidence(st, ev) {
+		severity = schemas.SeverityCritical
 	}
 	where := portName(s.ID, s.Netdev)
 	var summary string
@@ -1070,11 +980,53 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and is past the critical %.0e", where, what, f.baseBER, f.nowBER, onset, f.critical)
 	} else {
 		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); critical %.0e projected in %.0f min",
-			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(f.slopePerMin, 1e-9), f.critical, f.minutesToCritical)
+			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(f.slopePerMin, berMinSlope), f.critical, f.minutesToCritical)
 	}
 	if st.blind {
 		summary += "; symbol_error is saturated: the detector is blind until it is cleared"
 	}
+	return Finding{
+		Subject:  s.ID.Subject(),
+		Onset:    onset,
+		Severity: severity,
+		Layer:    schemas.LayerPhysical,
+		Summary:  summary,
+		Evidence: ev,
+		Checks:   d.checks(s, ib),
+		Keys:     keys,
+		Progress: true,
+	}
+}
+
+// berEthernetEvidence adds the Ethernet figures to the evidence: the lane
+// with most corrected bits and its share, and the post-FEC BER; true when
+// the post-FEC BER is past criticalPostFECBER (packets are being lost).
+func berEthernetEvidence(st *berPort, ev map[string]any) (postFECCritical bool) {
+	var sum float32
+	lane, top := -1, float32(0)
+	for i, v := range st.lanes {
+		sum += v
+		if v > top {
+			lane, top = i, v
+		}
+	}
+	if lane >= 0 && sum > 0 {
+		ev["lane"] = lane
+		ev["lane_share"] = berSig(float64(top / sum))
+	}
+	if st.pcsBits > 0 {
+		post := float64(st.pcsErrs / st.pcsBits)
+		ev["post_fec_ber"] = berSig(post)
+		if st.pcsErrs >= berPostFECMinErrors && post > criticalPostFECBER {
+			ev["post_fec_critical"] = true
+			return true
+		}
+	}
+	return false
+}
+
+// checks are the commands that confirm a drift on the port.
+func (d *BERDrift) checks(s *Sample, ib bool) []schemas.Check {
 	dev := s.ID.Device
 	checks := []schemas.Check{
 		onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", dev, s.ID.Port), "eye opening, FEC and per-lane BER, module temperature and power; clean and reseat the optic or cable, replace it if the BER keeps rising"),
@@ -1084,20 +1036,9 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	} else {
 		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("perfquery -x -C %s -P %d", dev, s.ID.Port), "symbol_error and link_error_recovery"))
 	}
-	checks = append(checks,
+	return append(checks,
 		inRdmawatch(fmt.Sprintf("query ber_trend --node %s --device %s --port %d", s.ID.Node, dev, s.ID.Port), "the BER trend of this port and the worst ports of the fabric"),
 		onSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
-	return Finding{
-		Subject:  s.ID.Subject(),
-		Onset:    onset,
-		Severity: severity,
-		Layer:    schemas.LayerPhysical,
-		Summary:  summary,
-		Evidence: ev,
-		Checks:   checks,
-		Keys:     keys,
-		Progress: true,
-	}
 }
 
 // OnWatermark implements FabricDetector: incidents of silent ports resolve.

@@ -539,35 +539,6 @@ func TestBERDriftRates(t *testing.T) {
 	}
 }
 
-// TestBERRateTest: the sparse test's comparison of the window's errors
-// with the history's, by the conditional binomial test of two Poisson
-// rates.
-func TestBERRateTest(t *testing.T) {
-	tests := []struct {
-		name          string
-		k, b, kh, bh  float64
-		wantLo, wantH float64 // P within [wantLo, wantH]
-	}{
-		// No errors in the history: P = (b/(b+bh))^k, no prior needed.
-		{"4 errors in 5 min after 58 silent", 4, 5, 0, 58, 3.9e-5, 4.0e-5},
-		{"7 errors in 6 min after 58 silent", 7, 6, 0, 58, 6.3e-8, 6.4e-8},
-		// A short silent history cannot make a slow trickle significant.
-		{"14 errors in 67 min after 30 silent", 13, 67, 0, 30, 0.005, 0.02},
-		// The same rate in window and history: nothing.
-		{"same rate", 10, 10, 60, 60, 1, 1},
-		{"below the history's rate", 2, 10, 30, 60, 1, 1},
-		// A rise against a history with errors.
-		{"5x the history's rate", 25, 10, 30, 60, 1e-9, 1e-6},
-		{"no errors", 0, 10, 0, 60, 1, 1},
-	}
-	for _, tc := range tests {
-		got := berRateTest(tc.k, tc.b, tc.kh, tc.bh)
-		if got < tc.wantLo || got > tc.wantH {
-			t.Errorf("%s: P %.3g, want in [%g, %g]", tc.name, got, tc.wantLo, tc.wantH)
-		}
-	}
-}
-
 // TestBERDriftRiseScalesWithDistance: on a continuous counter a 2-3x
 // wander far from critical is not a drift; the rise asked for shrinks as
 // the link nears critical, so a one-decade drift is still caught early.

@@ -206,6 +206,42 @@ const (
 	cnpBuckets     = 18
 )
 
+// Thresholds tied to the counters' behaviour rather than to a fleet (the
+// fleet-dependent ones are CNPECNImbalance's fields).
+const (
+	// cnpMinIgnoringReadings and cnpIgnoringReadingsDivisor: rp_cnp_ignored
+	// must rise in at least 3 readings and a third of the window's: one
+	// burst of ignored CNPs is not a disabled reaction point.
+	cnpMinIgnoringReadings     = 3
+	cnpIgnoringReadingsDivisor = 3
+	// cnpHealthyNPFactor: a notification point answering more than twice
+	// MaxNPRatio of its marks is healthy (it ends a run, it clears); the
+	// band between keeps a port near the ratio from flapping.
+	cnpHealthyNPFactor = 2
+	// cnpClearMarksDivisor, cnpClearRPDivisor: clearing needs a third of
+	// MinMarked marks (NP) or half of MinIgnored handled CNPs with under half
+	// of MinIgnoredFraction ignored (RP): enough traffic to see it healthy,
+	// less than opening needs, so the incident does not outlive the fault.
+	cnpClearMarksDivisor = 3
+	cnpClearRPDivisor    = 2
+	// cnpAverageSeconds: the usual rates and shares are exponential
+	// averages over about 5 min.
+	cnpAverageSeconds = 300
+	// cnpCoverageSlackDivisor: a port whose clean time falls short of the
+	// window by more than a hundredth of a bucket was unknown for part of it
+	// (less is the rounding of prorated intervals).
+	cnpCoverageSlackDivisor = 100
+	// cnpUnknownFactor: an unknown port may have sent and received twice
+	// its usual share or rate (see MaxUnknownShare).
+	cnpUnknownFactor = 2
+	// cnpClearGapDivisor: the fabric incident clears, and the onset run of
+	// buckets ends, below half of MinGap: hysteresis against a gap near it.
+	cnpClearGapDivisor = 2
+	// cnpCriticalGap: half the CNPs lost (after the unknown allowance)
+	// leaves DCQCN mostly blind: critical.
+	cnpCriticalGap = 0.5
+)
+
 // The congestion counters, in the order of cnpPort.prevOK bits.
 const (
 	cnpMarked = iota
@@ -371,7 +407,7 @@ func (d *CNPECNImbalance) learnRates(st *cnpPort, deltas [cnpCounters]uint64, se
 		st.sentPerS, st.recvPerS, st.rated = sent, recv, true
 		return
 	}
-	a := float32(min(1, seconds/300))
+	a := float32(min(1, seconds/cnpAverageSeconds))
 	st.sentPerS += a * (sent - st.sentPerS)
 	st.recvPerS += a * (recv - st.recvPerS)
 }
@@ -386,7 +422,7 @@ func (d *CNPECNImbalance) trackRuns(st *cnpPort, s *Sample, deltas [cnpCounters]
 		if st.npRun == 0 {
 			st.npRun = s.Since()
 		}
-	case sent > 0 && sent > 2*d.MaxNPRatio*marked:
+	case sent > 0 && sent > cnpHealthyNPFactor*d.MaxNPRatio*marked:
 		st.npRun = 0
 	}
 	switch {
@@ -412,7 +448,7 @@ func (d *CNPECNImbalance) judgePort(st *cnpPort, port *PortState, s *Sample, em 
 	enoughMarks := marked >= d.MinMarked && marked/secs >= d.MinMarkedPerS
 	np := enoughMarks && sent <= d.MaxNPRatio*marked
 	rp := ignored >= d.MinIgnored && ignored/secs >= d.MinIgnoredPerS && ignored >= d.MinIgnoredFraction*(handled+ignored) &&
-		w.ignoring >= max(3, w.readings/3)
+		w.ignoring >= max(cnpMinIgnoringReadings, w.readings/cnpIgnoringReadingsDivisor)
 	if enoughMarks || handled+ignored >= d.MinIgnored {
 		st.lastCongested = s.Time
 	}
@@ -432,8 +468,8 @@ func (d *CNPECNImbalance) judgePort(st *cnpPort, port *PortState, s *Sample, em 
 	// Clearing needs the port to show healthy figures for each kind the
 	// incident showed; with no congestion at all it can neither confirm nor
 	// clear, and resolves only after IdleResolveAfter.
-	npOK := !st.npSeen || (marked >= d.MinMarked/3 && sent > 2*d.MaxNPRatio*marked)
-	rpOK := !st.rpSeen || (handled >= d.MinIgnored/2 && ignored < d.MinIgnoredFraction/2*(handled+ignored))
+	npOK := !st.npSeen || (marked >= d.MinMarked/cnpClearMarksDivisor && sent > cnpHealthyNPFactor*d.MaxNPRatio*marked)
+	rpOK := !st.rpSeen || (handled >= d.MinIgnored/cnpClearRPDivisor && ignored < d.MinIgnoredFraction/cnpClearRPDivisor*(handled+ignored))
 	idle := s.Time-max(st.lastCongested, st.lastHold) >= schemas.Millis(d.IdleResolveAfter.Milliseconds())
 	if npOK && rpOK {
 		t.Clear(s.Time, subject, fmt.Sprintf("CNPs have matched the ECN marks again for %s", d.ResolveAfter), d.portEvidence(&w), em)
@@ -654,7 +690,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 			w.bucketSent[b] += st.sums[cnpSent].Sum(bf, bf+width)
 			w.bucketRecv[b] += st.sums[cnpHandled].Sum(bf, bf+width) + st.sums[cnpIgnored].Sum(bf, bf+width)
 		}
-		if ms := spanMs - pw.coveredMs; ms > float64(width)/100 {
+		if ms := spanMs - pw.coveredMs; ms > float64(width)/cnpCoverageSlackDivisor {
 			w.uncovered++
 			unknown = append(unknown, st)
 			unknownMs = append(unknownMs, ms)
@@ -663,23 +699,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 		}
 		return true
 	})
-	// What the unknown ports may have sent and received: twice their usual
-	// share of the CNPs sent while they were unknown (the window's sent CNPs
-	// prorated), or twice their usual rate if no share is known yet.
-	for i, st := range unknown {
-		switch {
-		case st.shared:
-			sentThen := w.sent * unknownMs[i] / spanMs
-			w.unknownRecv += 2 * float64(st.recvShare) * sentThen
-			w.unknownSent += 2 * float64(st.sentShare) * sentThen
-		case st.rated:
-			w.unknownRecv += 2 * float64(st.recvPerS) * unknownMs[i] / 1000
-			w.unknownSent += 2 * float64(st.sentPerS) * unknownMs[i] / 1000
-		default:
-			// Nothing known about this port yet: its share is unbounded.
-			w.unknownRecv = math.Inf(1)
-		}
-	}
+	w.allowUnknown(unknown, unknownMs, spanMs)
 	if w.sent <= 0 || w.sent < d.MinFabricLost {
 		// Even losing every CNP would prove nothing: the window shows
 		// neither loss nor balance.
@@ -715,8 +735,29 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	case d.fab.proven && lossy &&
 		(t.Active() > 0 || end-d.fab.lastBalanced <= schemas.Millis(d.StepWithin.Milliseconds())):
 		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
-	case conclusive && gap < d.MinGap/2:
+	case conclusive && gap < d.MinGap/cnpClearGapDivisor:
 		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)
+	}
+}
+
+// allowUnknown adds what the unknown ports may have sent and received:
+// twice their usual share of the CNPs sent while they were unknown (the
+// window's sent CNPs prorated), or twice their usual rate if no share is
+// known yet.
+func (w *fabricWindow) allowUnknown(unknown []*cnpPort, unknownMs []float64, spanMs float64) {
+	for i, st := range unknown {
+		switch {
+		case st.shared:
+			sentThen := w.sent * unknownMs[i] / spanMs
+			w.unknownRecv += cnpUnknownFactor * float64(st.recvShare) * sentThen
+			w.unknownSent += cnpUnknownFactor * float64(st.sentShare) * sentThen
+		case st.rated:
+			w.unknownRecv += cnpUnknownFactor * float64(st.recvPerS) * unknownMs[i] / 1000
+			w.unknownSent += cnpUnknownFactor * float64(st.sentPerS) * unknownMs[i] / 1000
+		default:
+			// Nothing known about this port yet: its share is unbounded.
+			w.unknownRecv = math.Inf(1)
+		}
 	}
 }
 
@@ -727,7 +768,7 @@ func (d *CNPECNImbalance) learnShares(covered []cnpKnown, sent, seconds float64)
 	if sent <= 0 || seconds <= 0 {
 		return
 	}
-	a := float32(min(1, seconds/300))
+	a := float32(min(1, seconds/cnpAverageSeconds))
 	for _, k := range covered {
 		ss, rs := float32(k.sent/sent), float32(k.recv/sent)
 		if !k.st.shared {
@@ -752,7 +793,7 @@ func (d *CNPECNImbalance) fabricOnset(w *fabricWindow) schemas.Millis {
 	onset := w.to - width
 	for b := w.buckets - 1; b >= 0; b-- {
 		s := w.bucketSent[b]
-		if s <= 0 || (s-w.bucketRecv[b])/s < d.MinGap/2 {
+		if s <= 0 || (s-w.bucketRecv[b])/s < d.MinGap/cnpClearGapDivisor {
 			break
 		}
 		onset = w.from + schemas.Millis(b)*width
@@ -784,7 +825,7 @@ func (d *CNPECNImbalance) fabricEvidence(w *fabricWindow, gap, gapLow float64) m
 
 func (d *CNPECNImbalance) fabricFinding(w *fabricWindow, gap, gapLow float64, now schemas.Millis) Finding {
 	severity := schemas.SeverityWarning
-	if gapLow >= 0.5 {
+	if gapLow >= cnpCriticalGap {
 		severity = schemas.SeverityCritical
 	}
 	secs := float64(w.to-w.from) / 1000

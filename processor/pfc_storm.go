@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -51,6 +49,10 @@ func init() {
 // (the watermark says it is overdue, so it is not just late): that port is the
 // origin, origin.silent is true. A processor that does not see every
 // partition never treats an unseen port as silent.
+//
+// Files: pfc_storm.go holds the per-sample decisions and the lifecycle,
+// pfc_read.go reads the counters, pfc_spread.go joins victims to storms
+// through the topology, pfc_silent.go infers silent origins.
 //
 // Lifecycle: one incident per origin; it resolves after ResolveAfterSamples
 // clear observations in a row, so a storm that dips for an interval stays
@@ -113,27 +115,43 @@ func (d *PFCStorm) track() *Tracker {
 	return d.tracker
 }
 
-// remoteSpreadWithin bounds how long after a storm's onset a port on another
-// leaf may start being paused and still count as its victim.
-const remoteSpreadWithin = 30 * time.Second
-
-// pfcReading is what one sample says about pauses and traffic.
-type pfcReading struct {
-	valid        bool // the tx pause duration of some priority has a real delta
-	prio         int  // busiest tx priority
-	txFraction   float64
-	txFramesPerS float64
-	rxFraction   float64
-	rxFramesPerS float64
-	rcvGbps      float64
-	rcvKnown     bool
-	utilisation  float64 // receive Gb/s over the line rate; -1 unknown
-	ecnPerS      float64
-	cnpSentPerS  float64
-	cnpHandPerS  float64
-	stormWarn    uint64 // watchdog deltas
-	stormErr     uint64
-}
+// Thresholds tied to how pauses and samples behave rather than to a fleet
+// (the fleet-dependent ones are PFCStorm's fields).
+const (
+	// pfcQuietFraction: a port pausing and paused less than this is
+	// healthy and keeps no state (the common case, kept cheap).
+	pfcQuietFraction = 0.02
+	// pfcPausedItselfFraction: a port paused this much of an interval is a
+	// victim or a link in a cascade, never the origin (an origin drains
+	// nothing, so nothing pauses it).
+	pfcPausedItselfFraction = 0.2
+	// pfcPausingFraction: a reading paused this much already took part in
+	// the storm (the onset estimate, a silent origin's last reading).
+	pfcPausingFraction = 0.05
+	// pfcCriticalFraction: an origin pausing this much halts its priority.
+	pfcCriticalFraction = 0.8
+	// pfcStalledGbps: without a known line rate, receiving under 1 Gb/s is
+	// a stalled receive path.
+	pfcStalledGbps = 1
+	// pfcSustainReadings, pfcIncastSustainReadings: readings in a row at
+	// SustainFraction that make an origin; one more when ECN/CNP activity
+	// says it may be an incast receiver (congestion control ends those).
+	pfcSustainReadings       = 2
+	pfcIncastSustainReadings = 3
+	// pfcVictimReadings: readings in a row at VictimFraction that make a
+	// sustained victim.
+	pfcVictimReadings = 2
+	// pfcFreshIntervals: a victim's latest reading is current for two of
+	// its intervals (one may be late).
+	pfcFreshIntervals = 2
+	// pfcMinIntervalMs: intervals are taken as at least a second in the
+	// freshness and gap rules, so a sub-second scraper is not judged on
+	// read-time jitter.
+	pfcMinIntervalMs = 1000
+	// pfcGapHalfIntervals: a sample whose interval is over five half (2.5) usual
+	// intervals (plus pfcMinIntervalMs) spans a gap.
+	pfcGapHalfIntervals = 5
+)
 
 // pfcPort is the per-port state, created on the first sample with pauses
 // worth remembering; healthy ports keep none.
@@ -202,7 +220,7 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		return
 	}
 	if st == nil {
-		if r.txFraction < 0.02 && r.rxFraction < 0.02 && active == nil {
+		if r.txFraction < pfcQuietFraction && r.rxFraction < pfcQuietFraction && active == nil {
 			return // the common case: a healthy port
 		}
 		st = PortLocal[pfcPort](port, schemas.TypePFCStorm)
@@ -218,7 +236,7 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		}
 	}
 
-	rxQuiet := r.rxFraction < 0.2
+	rxQuiet := r.rxFraction < pfcPausedItselfFraction
 	if r.txFraction >= d.SustainFraction && rxQuiet {
 		st.txStreak++
 	} else {
@@ -261,25 +279,25 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 // reading, one interval later, says so.
 func pfcSpansGap(port *PortState, s *Sample) bool {
 	usual := port.LastIntervalMs
-	return usual > 0 && s.IntervalMs > usual*5/2+1000
+	return usual > 0 && s.IntervalMs > usual*pfcGapHalfIntervals/2+pfcMinIntervalMs
 }
 
 // originNow decides whether the port's latest reading makes it a storm
 // origin.
 func (d *PFCStorm) originNow(st *pfcPort, r *pfcReading) bool {
-	if r.rxFraction >= 0.2 {
+	if r.rxFraction >= pfcPausedItselfFraction {
 		return false // paused itself: a victim, or a link in a cascade
 	}
 	watchdog := r.stormWarn > 0 || r.stormErr > 0
 	stalled := r.utilisation >= 0 && r.utilisation < d.StalledUtilisation ||
-		r.utilisation < 0 && r.rcvKnown && r.rcvGbps < 1
+		r.utilisation < 0 && r.rcvKnown && r.rcvGbps < pfcStalledGbps
 	incast := r.ecnPerS >= d.IncastEventsPerS || r.cnpSentPerS >= d.IncastEventsPerS
 	if r.txFraction >= d.OpenFraction && (watchdog || stalled || !incast) {
 		return true
 	}
-	need := 2
+	need := pfcSustainReadings
 	if incast && !watchdog {
-		need = 3
+		need = pfcIncastSustainReadings
 	}
 	return st.txStreak >= need
 }
@@ -288,7 +306,7 @@ func (d *PFCStorm) originNow(st *pfcPort, r *pfcReading) bool {
 // already paused a part of its interval, the storm began that part before
 // it ended, else at the start of this reading's interval.
 func (d *PFCStorm) onset(st *pfcPort, s *Sample, r *pfcReading) schemas.Millis {
-	if st.prevTime > 0 && st.prevTx >= 0.05 && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.txFraction > 0 {
+	if st.prevTime > 0 && st.prevTx >= pfcPausingFraction && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.txFraction > 0 {
 		share := min(1, st.prevTx/r.txFraction)
 		return st.prevTime - schemas.Millis(share*float64(st.prevIntvlMs))
 	}
@@ -303,7 +321,7 @@ func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pfcReading) {
 			st.victimFirst, st.victimSince = s.Time, s.Since()
 		}
 		st.victimStreak++
-		if st.victimStreak == 2 {
+		if st.victimStreak == pfcVictimReadings {
 			st.victimSure = s.Time
 		}
 		st.victimLast = s.Time
@@ -327,10 +345,10 @@ func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pfcReading) {
 // sustainedVictim reports whether a port in the index is paused now: two
 // readings in a row, the latest not older than two of its intervals.
 func (d *PFCStorm) sustainedVictim(v *pfcPort, wm schemas.Millis) bool {
-	if v.victimStreak < 2 {
+	if v.victimStreak < pfcVictimReadings {
 		return false
 	}
-	return wm-v.victimLast <= 2*schemas.Millis(max(v.intervalMs, 1000))
+	return wm-v.victimLast <= pfcFreshIntervals*schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
 }
 
 func (d *PFCStorm) clear(st *pfcIncident, now schemas.Millis, why string, em Emitter) {
@@ -372,7 +390,7 @@ func (d *PFCStorm) OnWatermark(_ context.Context, fabric FabricView, wm schemas.
 			// ResolveAfterSamples means intervals here too and a dip of one
 			// interval does not resolve the storm.
 			st.silent = true
-			if now-st.clearAt >= schemas.Millis(max(st.victimIntervalMs, 1000)) {
+			if now-st.clearAt >= schemas.Millis(max(st.victimIntervalMs, pfcMinIntervalMs)) {
 				st.clearAt = now
 				d.clear(st, now, "its victims are no longer paused", em)
 			}
@@ -397,482 +415,10 @@ func (d *PFCStorm) resolveSilent(st *pfcIncident, now schemas.Millis, em Emitter
 	}
 }
 
-// pfcOverdue reports whether a port's next sample is late beyond read-time
-// jitter (30% of an interval) at watermark wm: every sample up to wm has
-// arrived, so the port is silent.
-func pfcOverdue(p *PortState, wm schemas.Millis) bool {
-	return wm-p.LastTime > pfcSilentAfter(p)
-}
-
-func pfcSilentAfter(p *PortState) schemas.Millis {
-	interval := p.LastIntervalMs
-	if interval <= 0 {
-		interval = 10_000
-	}
-	return schemas.Millis(interval + interval*3/10)
-}
-
-// collectAffected adds the sustained victims nearest to st and refreshes the
-// pause fractions of the known ones; it returns how many of its victims are
-// paused now (a known victim's latest reading is enough: one clean interval
-// of a victim must not end a storm).
-func (d *PFCStorm) collectAffected(st *pfcIncident) int {
-	var topo *schemas.Topology
-	if d.fabric != nil {
-		topo = d.fabric.Topology()
-	}
-	if topo == nil {
-		return 0
-	}
-	wm := d.now
-	if d.fabric != nil {
-		wm = max(d.fabric.Watermark(), 0)
-	}
-	paused := 0
-	for _, leaf := range pfcSortedLeaves(d.victims) {
-		if leaf == "" {
-			continue
-		}
-		for _, v := range pfcSortedVictims(d.victims[leaf]) {
-			if v.id.Node == st.origin.Node {
-				continue
-			}
-			_, known := st.byPort[v.id]
-			fresh := max(wm, v.victimLast)-v.victimLast <= 2*schemas.Millis(max(v.intervalMs, 1000))
-			if !fresh || !known && !d.sustainedVictim(v, max(wm, v.victimLast)) {
-				continue
-			}
-			// A port paused in bursts while congestion control slows it
-			// (CNPs handled) is an incast sender: that pause is not ours.
-			if !known && v.cnpHandPerS >= d.IncastEventsPerS {
-				continue
-			}
-			hops, ok := topo.Hops(st.origin, v.id)
-			if !ok || hops > 4 || d.nearer(v.id, st, hops, topo) {
-				continue
-			}
-			// Pauses that began well before the storm are someone else's.
-			slack := 2 * schemas.Millis(max(v.intervalMs, 1000))
-			if v.victimSince < st.onset-slack {
-				continue
-			}
-			// Through the spines the pause spreads within seconds of the
-			// onset (buffers fill in milliseconds); a port on another leaf
-			// paused long after is paused by something else, such as a
-			// second storm there.
-			//
-			// Unless the storm still lasts and nothing on the victim's
-			// leaf pauses its own links: then the late victim is ours,
-			// reached when its flows came to cross the storm's leaf (a
-			// job shifting traffic tens of seconds after the onset).
-			late := !known && hops > 2 && v.victimSince > st.onset+max(millis(remoteSpreadWithin), 3*schemas.Millis(v.intervalMs))
-			if late && (!(st.holding || st.silent) || d.leafPauses(v.leaf, wm)) {
-				continue
-			}
-			paused++
-			st.lastVictim = max(st.lastVictim, v.victimLast)
-			st.victimIntervalMs = max(st.victimIntervalMs, v.intervalMs)
-			if i, ok := st.byPort[v.id]; ok {
-				st.affected[i].PauseFraction = pfcRound2(v.rxFraction)
-				continue
-			}
-			if st.byPort == nil {
-				st.byPort = make(map[schemas.PortID]int)
-			}
-			st.affected = append(st.affected, schemas.Affected{Node: v.id.Node, Device: v.id.Device, Port: v.id.Port,
-				FirstSeen: v.victimFirst, Hops: hops, PauseFraction: pfcRound2(v.rxFraction)})
-			sort.SliceStable(st.affected, func(i, j int) bool {
-				a, b := st.affected[i], st.affected[j]
-				if a.FirstSeen != b.FirstSeen {
-					return a.FirstSeen < b.FirstSeen
-				}
-				if a.Hops != b.Hops {
-					return a.Hops < b.Hops
-				}
-				return subjectLess(schemas.Subject{Node: a.Node, Device: a.Device, Port: a.Port},
-					schemas.Subject{Node: b.Node, Device: b.Device, Port: b.Port})
-			})
-			for i, a := range st.affected {
-				st.byPort[schemas.PortID{Node: a.Node, Device: a.Device, Port: a.Port}] = i
-			}
-		}
-	}
-	return paused
-}
-
-// leafPauses reports whether a port under leaf sends pauses itself now
-// (a tx pause streak in its latest readings): a storm of its own there, or
-// the start of one, explains its leaf's victims better than a remote storm.
-func (d *PFCStorm) leafPauses(leaf string, wm schemas.Millis) bool {
-	if d.fabric == nil || leaf == "" {
-		return true
-	}
-	found := false
-	d.fabric.Ports(func(p *PortState) bool {
-		st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
-		if ok && st.leaf == leaf && st.txStreak > 0 && wm-st.prevTime <= 2*schemas.Millis(max(st.prevIntvlMs, 1000)) {
-			found = true
-		}
-		return !found
-	})
-	return found
-}
-
-// nearer reports whether another active storm is closer to port v than st
-// (or as close and earlier): a victim belongs to one storm.
-func (d *PFCStorm) nearer(v schemas.PortID, st *pfcIncident, hops int, topo *schemas.Topology) bool {
-	for id, other := range d.storms {
-		if other == st || id.Node == v.Node {
-			continue
-		}
-		h, ok := topo.Hops(id, v)
-		if !ok {
-			continue
-		}
-		if h < hops || h == hops && (other.onset < st.onset || other.onset == st.onset && subjectLess(id.Subject(), st.origin.Subject())) {
-			return true
-		}
-	}
-	return false
-}
-
-// inferSilentOrigins looks for leaves whose victims no active storm explains
-// and a host port on the leaf that stopped reporting as the pauses began.
-func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis, em Emitter) {
-	topo := fabric.Topology()
-	if topo == nil {
-		return
-	}
-	for _, leaf := range pfcSortedLeaves(d.victims) {
-		if leaf == "" || d.leafExplained(leaf) {
-			continue
-		}
-		var victims []*pfcPort
-		strong := false
-		for _, v := range pfcSortedVictims(d.victims[leaf]) {
-			// A sender paused in bursts while congestion control is
-			// busy (CNPs handled) is an incast sender, not a victim.
-			if d.sustainedVictim(v, wm) && v.cnpHandPerS < d.IncastEventsPerS {
-				victims = append(victims, v)
-				strong = strong || v.rxFraction >= 0.4
-			}
-		}
-		if len(victims) < 2 && !(len(victims) == 1 && strong) {
-			continue
-		}
-		firstSince, firstSeen := victims[0].victimSince, victims[0].victimFirst
-		for _, v := range victims[1:] {
-			firstSince, firstSeen = min(firstSince, v.victimSince), min(firstSeen, v.victimFirst)
-		}
-		// The evidence must be complete: every host port of the leaf that
-		// reports must have reported past the victims' onset. Lines of
-		// different nodes arrive up to an interval out of order, so a port
-		// that is merely late may be the real (not silent) origin whose
-		// storm opens when its sample arrives.
-		if d.leafLagging(fabric, topo, leaf, firstSeen, wm) {
-			continue
-		}
-		origin, last, ties, ok := d.silentPortOn(fabric, topo, leaf, victims, firstSeen, wm)
-		if !ok {
-			continue
-		}
-		// The decision's data time is when its evidence was complete: the
-		// victims' quorum sustained, and the origin's silence provable
-		// (overdue by the watermark's rule, plus the lateness the
-		// watermark keeps). A processor fed in bursts (a replayed trace
-		// delivers a node's scrape when its next one starts) ticks later
-		// than that; the decision does not depend on when it ticked.
-		sure := make([]schemas.Millis, len(victims))
-		for i, v := range victims {
-			sure[i] = v.victimSure
-		}
-		sort.Slice(sure, func(i, j int) bool { return sure[i] < sure[j] })
-		decided := sure[min(1, len(sure)-1)]
-		if p, seen := fabric.Port(origin); seen && p.Samples > 0 {
-			decided = max(decided, p.LastTime+pfcSilentAfter(p)+(now-wm))
-		}
-		decided = min(max(decided, wm), now)
-		onset := max(firstSince, last)
-		st := &pfcIncident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last, ambiguous: ties > 1, ties: ties}
-		if p, seen := fabric.Port(origin); seen {
-			st.netdev = p.Netdev
-			if prev, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
-				st.reading.txFraction = prev.prevTx
-			}
-		}
-		d.storms[origin] = st
-		d.collectAffected(st)
-		d.track().Hold(decided, d.finding(st), em)
-	}
-}
-
-// leafLagging reports whether a host port of the leaf that is not overdue
-// (so not silent) has not yet delivered a reading past firstSeen: its
-// reading for the victims' onset may still be on its way.
-func (d *PFCStorm) leafLagging(fabric FabricView, topo *schemas.Topology, leaf string, firstSeen, wm schemas.Millis) bool {
-	for _, q := range topo.HostPorts(leaf) {
-		p, seen := fabric.Port(q)
-		if !seen || p.Samples == 0 || pfcOverdue(p, wm) {
-			continue
-		}
-		if p.LastTime < firstSeen {
-			return true
-		}
-	}
-	return false
-}
-
-// leafExplained reports whether an active storm's origin is on the leaf.
-func (d *PFCStorm) leafExplained(leaf string) bool {
-	for _, st := range d.storms {
-		if st.leaf == leaf {
-			return true
-		}
-	}
-	return false
-}
-
-// silentPortOn picks the silent origin on a leaf: a host port, not a victim,
-// overdue at the watermark, whose silence began no later than an interval
-// after the first victim reading (and not long before: a port dead for an
-// hour is not pausing anyone). Preference: its last reading already paused,
-// then the silence nearest the victims' onset in whole intervals, then name
-// order. Its last sample time is returned, and how many ports of its node
-// tie with it on everything but their names (1: it alone).
-func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
-	firstSeen, wm schemas.Millis) (id schemas.PortID, last schemas.Millis, ties int, ok bool) {
-	isVictim := make(map[schemas.PortID]bool, len(victims))
-	for _, v := range victims {
-		isVictim[v.id] = true
-	}
-	type candidate struct {
-		id      schemas.PortID
-		last    schemas.Millis
-		pausing bool
-		gap     int64 // intervals between the silence and the victims' onset
-		unseen  bool
-	}
-	var cands []candidate
-	better := func(a, b *candidate) bool {
-		if a.unseen != b.unseen {
-			return !a.unseen
-		}
-		if a.pausing != b.pausing {
-			return a.pausing
-		}
-		if a.gap != b.gap {
-			return a.gap < b.gap
-		}
-		return subjectLess(a.id.Subject(), b.id.Subject())
-	}
-	for _, q := range topo.HostPorts(leaf) {
-		if isVictim[q] {
-			continue
-		}
-		if _, active := d.storms[q]; active {
-			continue
-		}
-		c := candidate{id: q}
-		p, seen := fabric.Port(q)
-		switch {
-		case seen && p.Samples > 0:
-			if !pfcOverdue(p, wm) {
-				continue
-			}
-			interval := schemas.Millis(max(p.LastIntervalMs, 1000))
-			if p.LastTime > firstSeen+interval || p.LastTime < firstSeen-millis(30*time.Minute) {
-				continue
-			}
-			c.last = p.LastTime
-			if st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
-				c.pausing = st.prevTx >= 0.05 && st.prevTime == p.LastTime
-			}
-		case fabric.Complete():
-			// Never reported since the processor started, and this
-			// processor sees every node: its collector is down.
-			c.unseen, c.last = true, firstSeen
-		default:
-			continue
-		}
-		cands = append(cands, c)
-	}
-	// A hung host silences all its ports at once: the node's silence is
-	// what is compared with the victims' onset, so its ports tie on it
-	// (and then name order decides between them, for nothing in the
-	// counters says which of a silent node's ports is stuck).
-	nodeLast := map[string]schemas.Millis{}
-	for _, c := range cands {
-		nodeLast[c.id.Node] = max(nodeLast[c.id.Node], c.last)
-	}
-	var best *candidate
-	for i := range cands {
-		c := &cands[i]
-		if !c.unseen {
-			interval := schemas.Millis(1000)
-			if p, ok := fabric.Port(c.id); ok {
-				interval = schemas.Millis(max(p.LastIntervalMs, 1000))
-			}
-			c.gap = int64((firstSeen - nodeLast[c.id.Node] + interval/2) / interval)
-		}
-		if best == nil || better(c, best) {
-			best = c
-		}
-	}
-	if best == nil {
-		return schemas.PortID{}, 0, 0, false
-	}
-	for i := range cands {
-		c := &cands[i]
-		if c.id.Node == best.id.Node && c.unseen == best.unseen && c.pausing == best.pausing && c.gap == best.gap {
-			ties++
-		}
-	}
-	return best.id, best.last, ties, true
-}
-
-func pfcSortedStorms(m map[schemas.PortID]*pfcIncident) []schemas.PortID {
-	ids := make([]schemas.PortID, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return subjectLess(ids[i].Subject(), ids[j].Subject()) })
-	return ids
-}
-
-func pfcSortedLeaves(m map[string]map[schemas.PortID]*pfcPort) []string {
-	out := make([]string, 0, len(m))
-	for l := range m {
-		out = append(out, l)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func pfcSortedVictims(m map[schemas.PortID]*pfcPort) []*pfcPort {
-	out := make([]*pfcPort, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	sort.Slice(out, func(i, j int) bool { return subjectLess(out[i].id.Subject(), out[j].id.Subject()) })
-	return out
-}
-
-// pfcReadPauses reads the sample's pause, traffic and congestion figures. A
-// counter that is a baseline, was reset or held says nothing about this
-// interval; a reading without one usable tx pause duration is not valid.
-func pfcReadPauses(s *Sample) pfcReading {
-	var r pfcReading
-	if s.IntervalMs <= 0 {
-		return r
-	}
-	sec := float64(s.IntervalMs) / 1000
-	var txDur, txFrames, rxDur, rxFrames [8]float64
-	var txOK [8]bool
-	const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
-	// The pause counters: one of them that says nothing about this
-	// interval makes the whole reading invalid.
-	for p := range 8 {
-		for k, id := range [4]schemas.CounterID{idTxPauseDuration[p], idTxPause[p], idRxPauseDuration[p], idRxPause[p]} {
-			c, ok := s.CounterByID(id)
-			if !ok {
-				continue
-			}
-			if c.Flags&unusable != 0 {
-				return pfcReading{}
-			}
-			v := float64(c.Delta)
-			switch k {
-			case 0:
-				txDur[p], txOK[p] = v, true
-			case 1:
-				txFrames[p] = v
-			case 2:
-				rxDur[p] = v
-			default:
-				rxFrames[p] = v
-			}
-		}
-	}
-	if c, ok := s.CounterByID(idStormWarning); ok && c.Flags&unusable == 0 {
-		r.stormWarn = c.Delta
-	}
-	if c, ok := s.CounterByID(idStormError); ok && c.Flags&unusable == 0 {
-		r.stormErr = c.Delta
-	}
-	if c, ok := s.CounterByID(idPortRcvData); ok && c.Flags&unusable == 0 {
-		r.rcvGbps = float64(c.Delta) * 8 / sec / 1e9
-		r.rcvKnown = true
-	}
-	if c, ok := s.CounterByID(idCNP[cnpMarked]); ok && c.Flags&unusable == 0 {
-		r.ecnPerS = float64(c.Delta) / sec
-	}
-	if c, ok := s.CounterByID(idCNP[cnpSent]); ok && c.Flags&unusable == 0 {
-		r.cnpSentPerS = float64(c.Delta) / sec
-	}
-	if c, ok := s.CounterByID(idCNP[cnpHandled]); ok && c.Flags&unusable == 0 {
-		r.cnpHandPerS = float64(c.Delta) / sec
-	}
-	micros := float64(s.IntervalMs) * 1000
-	for p := range 8 {
-		if !txOK[p] {
-			continue
-		}
-		if f := min(1, txDur[p]/micros); !r.valid || f > r.txFraction {
-			r.valid, r.prio, r.txFraction, r.txFramesPerS = true, p, f, txFrames[p]/sec
-		}
-		if f := min(1, rxDur[p]/micros); f > r.rxFraction {
-			r.rxFraction, r.rxFramesPerS = f, rxFrames[p]/sec
-		}
-	}
-	r.utilisation = -1
-	if gbps := pfcRateGbps(s.Rate); gbps > 0 && r.rcvKnown {
-		r.utilisation = r.rcvGbps / gbps
-	}
-	return r
-}
-
-// pfcPauseCounter parses {tx,rx}_prio<N>_pause[_duration].
-func pfcPauseCounter(name string) (dir byte, prio int, duration, ok bool) {
-	if len(name) < len("tx_prio0_pause") || name[1] != 'x' || name[2:7] != "_prio" {
-		return 0, 0, false, false
-	}
-	dir = name[0]
-	if dir != 't' && dir != 'r' || name[7] < '0' || name[7] > '7' {
-		return 0, 0, false, false
-	}
-	switch name[8:] {
-	case "_pause":
-		return dir, int(name[7] - '0'), false, true
-	case "_pause_duration":
-		return dir, int(name[7] - '0'), true, true
-	}
-	return 0, 0, false, false
-}
-
-// pfcRateGbps reads the sysfs rate text ("200 Gb/sec (4X HDR)").
-func pfcRateGbps(rate string) float64 {
-	f, _, ok := strings.Cut(strings.TrimSpace(rate), " ")
-	if !ok {
-		return 0
-	}
-	v, err := strconv.ParseFloat(f, 64)
-	if err != nil || v <= 0 {
-		return 0
-	}
-	return v
-}
-
-func pfcRound2(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
-	}
-	return math.Round(x*100) / 100
-}
-
 func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	r := st.reading
 	severity := schemas.SeverityWarning
-	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.txFraction >= 0.8 || st.silent {
+	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.txFraction >= pfcCriticalFraction || st.silent {
 		severity = schemas.SeverityCritical
 	}
 	origin := st.origin
@@ -899,31 +445,7 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		}
 		summary += fmt.Sprintf("; the pause has reached %d port(s) on %d node(s), nearest %d hop(s) away", n, len(nodes), nearest)
 	}
-	evidence := map[string]any{
-		"tx_pause_fraction":             pfcRound2(r.txFraction),
-		"tx_pause_frames_per_s":         math.Round(pfcFinite(r.txFramesPerS)),
-		"rx_pause_fraction":             pfcRound2(r.rxFraction),
-		"rcv_gbps":                      pfcRound2(r.rcvGbps),
-		"priority":                      r.prio,
-		"tx_pause_storm_warning_events": st.warn,
-		"tx_pause_storm_error_events":   st.errs,
-		"affected_ports":                len(st.affected),
-	}
-	if st.silent {
-		// The origin's own figures are unknown: what the victims show is
-		// the evidence.
-		var sum float64
-		for _, a := range st.affected {
-			sum += a.PauseFraction
-		}
-		if len(st.affected) > 0 {
-			evidence["victim_pause_fraction_mean"] = pfcRound2(sum / float64(len(st.affected)))
-		}
-		evidence["origin_silent_s"] = math.Max(0, float64(d.now-st.silentAt)/1000)
-		delete(evidence, "tx_pause_frames_per_s")
-		delete(evidence, "rx_pause_fraction")
-		delete(evidence, "rcv_gbps")
-	}
+	evidence := d.evidence(st)
 	netdev := netdevOf(origin, st.netdev)
 	checks := []schemas.Check{
 		onHost(origin.Node, fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm'", netdev), "pause frames sent per priority and the storm watchdog's count"),
@@ -957,9 +479,34 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	}
 }
 
-func pfcFinite(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
+// evidence is the storm's figures: the origin's own, or, for a silent
+// origin, what its victims show.
+func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
+	r := st.reading
+	evidence := map[string]any{
+		"tx_pause_fraction":             pfcRound2(r.txFraction),
+		"tx_pause_frames_per_s":         math.Round(pfcFinite(r.txFramesPerS)),
+		"rx_pause_fraction":             pfcRound2(r.rxFraction),
+		"rcv_gbps":                      pfcRound2(r.rcvGbps),
+		"priority":                      r.prio,
+		"tx_pause_storm_warning_events": st.warn,
+		"tx_pause_storm_error_events":   st.errs,
+		"affected_ports":                len(st.affected),
 	}
-	return x
+	if st.silent {
+		// The origin's own figures are unknown: what the victims show is
+		// the evidence.
+		var sum float64
+		for _, a := range st.affected {
+			sum += a.PauseFraction
+		}
+		if len(st.affected) > 0 {
+			evidence["victim_pause_fraction_mean"] = pfcRound2(sum / float64(len(st.affected)))
+		}
+		evidence["origin_silent_s"] = math.Max(0, float64(d.now-st.silentAt)/1000)
+		delete(evidence, "tx_pause_frames_per_s")
+		delete(evidence, "rx_pause_fraction")
+		delete(evidence, "rcv_gbps")
+	}
+	return evidence
 }

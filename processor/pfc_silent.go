@@ -1,0 +1,249 @@
+package processor
+
+// This file infers a storm origin that stopped reporting from its victims
+// under one leaf (see PFCStorm).
+
+import (
+	"sort"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Rules of the silent-origin inference.
+const (
+	// pfcDefaultIntervalMs: the interval assumed for a port that has not
+	// shown one yet (the collector's default).
+	pfcDefaultIntervalMs = 10_000
+	// pfcJitterPercent: a sample is overdue when later than its interval
+	// plus 30% of it (read-time jitter).
+	pfcJitterPercent = 30
+	// pfcSilentQuorum: sustained victims under one leaf that prove a storm
+	// there; one is enough when it is paused pfcStrongVictimFraction.
+	pfcSilentQuorum         = 2
+	pfcStrongVictimFraction = 0.4
+	// pfcSilentMaxAge: a port silent for longer before the victims' onset
+	// is dead, not pausing anyone.
+	pfcSilentMaxAge = 30 * time.Minute
+)
+
+// pfcOverdue reports whether a port's next sample is late beyond read-time
+// jitter (30% of an interval) at watermark wm: every sample up to wm has
+// arrived, so the port is silent.
+func pfcOverdue(p *PortState, wm schemas.Millis) bool {
+	return wm-p.LastTime > pfcSilentAfter(p)
+}
+
+func pfcSilentAfter(p *PortState) schemas.Millis {
+	interval := p.LastIntervalMs
+	if interval <= 0 {
+		interval = pfcDefaultIntervalMs
+	}
+	return schemas.Millis(interval + interval*pfcJitterPercent/100)
+}
+
+// inferSilentOrigins looks for leaves whose victims no active storm explains
+// and a host port on the leaf that stopped reporting as the pauses began.
+func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis, em Emitter) {
+	topo := fabric.Topology()
+	if topo == nil {
+		return
+	}
+	for _, leaf := range pfcSortedLeaves(d.victims) {
+		if leaf == "" || d.leafExplained(leaf) {
+			continue
+		}
+		var victims []*pfcPort
+		strong := false
+		for _, v := range pfcSortedVictims(d.victims[leaf]) {
+			// A sender paused in bursts while congestion control is
+			// busy (CNPs handled) is an incast sender, not a victim.
+			if d.sustainedVictim(v, wm) && v.cnpHandPerS < d.IncastEventsPerS {
+				victims = append(victims, v)
+				strong = strong || v.rxFraction >= pfcStrongVictimFraction
+			}
+		}
+		if len(victims) < pfcSilentQuorum && !(len(victims) == 1 && strong) {
+			continue
+		}
+		firstSince, firstSeen := victims[0].victimSince, victims[0].victimFirst
+		for _, v := range victims[1:] {
+			firstSince, firstSeen = min(firstSince, v.victimSince), min(firstSeen, v.victimFirst)
+		}
+		// The evidence must be complete: every host port of the leaf that
+		// reports must have reported past the victims' onset. Lines of
+		// different nodes arrive up to an interval out of order, so a port
+		// that is merely late may be the real (not silent) origin whose
+		// storm opens when its sample arrives.
+		if d.leafLagging(fabric, topo, leaf, firstSeen, wm) {
+			continue
+		}
+		origin, last, ties, ok := d.silentPortOn(fabric, topo, leaf, victims, firstSeen, wm)
+		if !ok {
+			continue
+		}
+		// The decision's data time is when its evidence was complete: the
+		// victims' quorum sustained, and the origin's silence provable
+		// (overdue by the watermark's rule, plus the lateness the
+		// watermark keeps). A processor fed in bursts (a replayed trace
+		// delivers a node's scrape when its next one starts) ticks later
+		// than that; the decision does not depend on when it ticked.
+		sure := make([]schemas.Millis, len(victims))
+		for i, v := range victims {
+			sure[i] = v.victimSure
+		}
+		sort.Slice(sure, func(i, j int) bool { return sure[i] < sure[j] })
+		decided := sure[min(1, len(sure)-1)]
+		if p, seen := fabric.Port(origin); seen && p.Samples > 0 {
+			decided = max(decided, p.LastTime+pfcSilentAfter(p)+(now-wm))
+		}
+		decided = min(max(decided, wm), now)
+		onset := max(firstSince, last)
+		st := &pfcIncident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last, ambiguous: ties > 1, ties: ties}
+		if p, seen := fabric.Port(origin); seen {
+			st.netdev = p.Netdev
+			if prev, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
+				st.reading.txFraction = prev.prevTx
+			}
+		}
+		d.storms[origin] = st
+		d.collectAffected(st)
+		d.track().Hold(decided, d.finding(st), em)
+	}
+}
+
+// leafLagging reports whether a host port of the leaf that is not overdue
+// (so not silent) has not yet delivered a reading past firstSeen: its
+// reading for the victims' onset may still be on its way.
+func (d *PFCStorm) leafLagging(fabric FabricView, topo *schemas.Topology, leaf string, firstSeen, wm schemas.Millis) bool {
+	for _, q := range topo.HostPorts(leaf) {
+		p, seen := fabric.Port(q)
+		if !seen || p.Samples == 0 || pfcOverdue(p, wm) {
+			continue
+		}
+		if p.LastTime < firstSeen {
+			return true
+		}
+	}
+	return false
+}
+
+// leafExplained reports whether an active storm's origin is on the leaf.
+func (d *PFCStorm) leafExplained(leaf string) bool {
+	for _, st := range d.storms {
+		if st.leaf == leaf {
+			return true
+		}
+	}
+	return false
+}
+
+// silentPortOn picks the silent origin on a leaf: a host port, not a victim,
+// overdue at the watermark, whose silence began no later than an interval
+// after the first victim reading (and not long before: a port dead for an
+// hour is not pausing anyone). Preference: its last reading already paused,
+// then the silence nearest the victims' onset in whole intervals, then name
+// order. Its last sample time is returned, and how many ports of its node
+// tie with it on everything but their names (1: it alone).
+func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
+	firstSeen, wm schemas.Millis) (id schemas.PortID, last schemas.Millis, ties int, ok bool) {
+	cands := d.silentCandidates(fabric, topo, leaf, victims, firstSeen, wm)
+	// A hung host silences all its ports at once: the node's silence is
+	// what is compared with the victims' onset, so its ports tie on it
+	// (and then name order decides between them, for nothing in the
+	// counters says which of a silent node's ports is stuck).
+	nodeLast := map[string]schemas.Millis{}
+	for _, c := range cands {
+		nodeLast[c.id.Node] = max(nodeLast[c.id.Node], c.last)
+	}
+	var best *pfcCandidate
+	for i := range cands {
+		c := &cands[i]
+		if !c.unseen {
+			interval := schemas.Millis(pfcMinIntervalMs)
+			if p, ok := fabric.Port(c.id); ok {
+				interval = schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
+			}
+			c.gap = int64((firstSeen - nodeLast[c.id.Node] + interval/2) / interval)
+		}
+		if best == nil || c.better(best) {
+			best = c
+		}
+	}
+	if best == nil {
+		return schemas.PortID{}, 0, 0, false
+	}
+	for i := range cands {
+		c := &cands[i]
+		if c.id.Node == best.id.Node && c.unseen == best.unseen && c.pausing == best.pausing && c.gap == best.gap {
+			ties++
+		}
+	}
+	return best.id, best.last, ties, true
+}
+
+// pfcCandidate is a host port that may be a silent origin.
+type pfcCandidate struct {
+	id      schemas.PortID
+	last    schemas.Millis
+	pausing bool
+	gap     int64 // intervals between the silence and the victims' onset
+	unseen  bool
+}
+
+// better is the preference of silentPortOn.
+func (a *pfcCandidate) better(b *pfcCandidate) bool {
+	if a.unseen != b.unseen {
+		return !a.unseen
+	}
+	if a.pausing != b.pausing {
+		return a.pausing
+	}
+	if a.gap != b.gap {
+		return a.gap < b.gap
+	}
+	return subjectLess(a.id.Subject(), b.id.Subject())
+}
+
+// silentCandidates lists the leaf's host ports that may be the silent
+// origin (gap not yet set).
+func (d *PFCStorm) silentCandidates(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
+	firstSeen, wm schemas.Millis) []pfcCandidate {
+	isVictim := make(map[schemas.PortID]bool, len(victims))
+	for _, v := range victims {
+		isVictim[v.id] = true
+	}
+	var cands []pfcCandidate
+	for _, q := range topo.HostPorts(leaf) {
+		if isVictim[q] {
+			continue
+		}
+		if _, active := d.storms[q]; active {
+			continue
+		}
+		c := pfcCandidate{id: q}
+		p, seen := fabric.Port(q)
+		switch {
+		case seen && p.Samples > 0:
+			if !pfcOverdue(p, wm) {
+				continue
+			}
+			interval := schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
+			if p.LastTime > firstSeen+interval || p.LastTime < firstSeen-millis(pfcSilentMaxAge) {
+				continue
+			}
+			c.last = p.LastTime
+			if st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
+				c.pausing = st.prevTx >= pfcPausingFraction && st.prevTime == p.LastTime
+			}
+		case fabric.Complete():
+			// Never reported since the processor started, and this
+			// processor sees every node: its collector is down.
+			c.unseen, c.last = true, firstSeen
+		default:
+			continue
+		}
+		cands = append(cands, c)
+	}
+	return cands
+}
