@@ -5,8 +5,6 @@ package processor
 
 import (
 	"math"
-	"strconv"
-	"strings"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -97,7 +95,7 @@ func pfcReadPauses(s *Sample) pfcReading {
 		}
 	}
 	r.utilisation = -1
-	if gbps := pfcRateGbps(s.Rate); gbps > 0 && r.rcvKnown {
+	if gbps := rateGbps(s.Rate); gbps > 0 && r.rcvKnown {
 		r.utilisation = r.rcvGbps / gbps
 	}
 	return r
@@ -119,19 +117,6 @@ func pfcPauseCounter(name string) (dir byte, prio int, duration, ok bool) {
 		return dir, int(name[7] - '0'), true, true
 	}
 	return 0, 0, false, false
-}
-
-// pfcRateGbps reads the sysfs rate text ("200 Gb/sec (4X HDR)").
-func pfcRateGbps(rate string) float64 {
-	f, _, ok := strings.Cut(strings.TrimSpace(rate), " ")
-	if !ok {
-		return 0
-	}
-	v, err := strconv.ParseFloat(f, 64)
-	if err != nil || v <= 0 {
-		return 0
-	}
-	return v
 }
 
 func pfcRound2(x float64) float64 {

@@ -414,7 +414,7 @@ func TestPFCReadPauses(t *testing.T) {
 			t.Errorf("%s parsed as a pause counter", name)
 		}
 	}
-	if pfcRateGbps("100 Gb/sec (4X EDR)") != 100 || pfcRateGbps("") != 0 {
+	if rateGbps("100 Gb/sec (4X EDR)") != 100 || rateGbps("") != 0 {
 		t.Error("rate")
 	}
 }
