@@ -106,21 +106,7 @@ write_config() {
 	# merges users.d/ next to the users file it is given.
 	if [[ ! -r $users || $with_users == 1 ]]; then
 		users=$dir/users.xml
-		cat >"$users" <<'XML'
-<?xml version="1.0"?>
-<yandex>
-    <profiles><default></default></profiles>
-    <users>
-        <default>
-            <password></password>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>default</profile>
-            <quota>default</quota>
-        </default>
-    </users>
-    <quotas><default></default></quotas>
-</yandex>
-XML
+		cp "$script_dir/users-default.xml" "$users"
 	fi
 	# <yandex> is the root 18.16 requires; current releases still accept it.
 	# No interserver, MySQL, PostgreSQL or HTTPS ports are configured, so two

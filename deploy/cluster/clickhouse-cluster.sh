@@ -100,21 +100,7 @@ config_replica() {
 	for r in "${replicas[@]}"; do
 		shards+="                <replica><host>127.0.0.1</host><port>$(tcp_port "$r")</port></replica>"$'\n'
 	done
-	cat >"$d/users.xml" <<'XML'
-<?xml version="1.0"?>
-<yandex>
-    <profiles><default></default></profiles>
-    <users>
-        <default>
-            <password></password>
-            <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
-            <profile>default</profile>
-            <quota>default</quota>
-        </default>
-    </users>
-    <quotas><default></default></quotas>
-</yandex>
-XML
+	cp "$root/deploy/clickhouse/users-default.xml" "$d/users.xml"
 	# <yandex> is the root 18.16 requires. internal_replication: a write
 	# through the Distributed table goes to one replica and ZooKeeper
 	# replication copies it, instead of the Distributed table writing every
