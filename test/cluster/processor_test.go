@@ -176,25 +176,40 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 	t.Logf("all batches published %v after the kill", time.Since(killed))
 
 	want := uint64(3 * len(flapping))
-	waitFor(t, 60*time.Second, func() error {
+	// The survivors rebuild from the stream while the cluster elects new
+	// leaders after the node's return: give them two minutes.
+	waitFor(t, 120*time.Second, func() error {
 		if n := events(); n != want {
 			return fmt.Errorf("%d events, want %d", n, want)
 		}
 		return nil
 	})
 	time.Sleep(time.Second) // a late duplicate would show now
-	c, err := js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := c.Fetch(int(want)+100, jetstream.FetchMaxWait(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Read the whole stream back; a fetch right after a node's return can
+	// come back short, so read until the stream's count is in hand.
+	var all []jetstream.Msg
+	waitFor(t, 30*time.Second, func() error {
+		all = all[:0]
+		c, err := js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			return err
+		}
+		msgs, err := c.Fetch(int(want)+100, jetstream.FetchMaxWait(3*time.Second))
+		if err != nil {
+			return err
+		}
+		for m := range msgs.Messages() {
+			all = append(all, m)
+		}
+		if uint64(len(all)) < want {
+			return fmt.Errorf("read %d events back, the stream holds %d", len(all), want)
+		}
+		return nil
+	})
 	msgIDs := map[string]int{}
 	states := map[string][]string{}
 	ids := map[string]map[string]bool{}
-	for m := range msgs.Messages() {
+	for _, m := range all {
 		msgIDs[m.Headers().Get(jetstream.MsgIDHeader)]++
 		ev, err := schemas.DecodeEvent(m.Data())
 		if err != nil {
