@@ -19,16 +19,8 @@ func init() {
 // resp_cqe_flush_error) follow other errors, when a QP in error flushes its
 // queue: they are evidence, never a trigger on their own.
 type CompletionErrors struct {
-	// Factor and Floor: a sample is in excess above Factor x the port's
-	// (or the fabric's) usual figure + Floor; MinRate is the least excess
-	// count per second. The figure is failed completions per second.
-	Factor, Floor, MinRate float64
-	// OpenAfter and OpenAfterSamples: how long and how many samples in a
-	// row the excess must hold; ResolveAfter: how long clear to resolve.
-	OpenAfter        time.Duration
-	OpenAfterSamples int
-	ResolveAfter     time.Duration
-
+	// JudgedTunables: the figure they judge is failed completions per second.
+	JudgedTunables
 	judged
 }
 
@@ -53,11 +45,7 @@ func NewCompletionErrors() *CompletionErrors {
 		},
 	}}
 	d.describe = describeCompletionErrors
-	d.Factor, d.Floor, d.MinRate = d.factor, d.floor, d.minRate
-	d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter = d.policy.OpenAfter, d.policy.OpenAfterSamples, d.policy.ResolveAfter
-	d.settings = func(j *judged) {
-		j.adopt(d.Factor, d.Floor, d.MinRate, d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter)
-	}
+	d.exportTunables(&d.JudgedTunables)
 	return d
 }
 

@@ -63,9 +63,9 @@ type judged struct {
 	// storm are that storm's, not an incident of their own).
 	veto func(s *Sample) bool
 
-	// settings copies the detector's exported tunables (set from a
-	// configuration file after NewDetectors) in before the first sample.
-	settings func(j *judged)
+	// tunables are the detector's exported settings (from a configuration
+	// file after NewDetectors), taken in before the first sample.
+	tunables *JudgedTunables
 
 	// describe writes the summary, evidence additions, severity and checks.
 	describe func(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (summary, severity string, checks []schemas.Check)
@@ -93,12 +93,32 @@ func jc(src schemas.Source, names ...string) []judgedCounter {
 	return out
 }
 
-// adopt takes the detector's exported tunables (settings in the
+// JudgedTunables are the settings every judged detector shares (in the
 // configuration file: factor, floor, min_rate, open_after,
-// open_after_samples, resolve_after).
-func (j *judged) adopt(factor, floor, minRate float64, openAfter time.Duration, openSamples int, resolveAfter time.Duration) {
-	j.factor, j.floor, j.minRate = factor, floor, minRate
-	j.policy.OpenAfter, j.policy.OpenAfterSamples, j.policy.ResolveAfter = openAfter, openSamples, resolveAfter
+// open_after_samples, resolve_after). Factor and Floor: a sample is in
+// excess above Factor x the port's (or the fabric's) usual figure + Floor;
+// MinRate is the least excess count per second. OpenAfter and
+// OpenAfterSamples: how long and how many samples in a row the excess must
+// hold; ResolveAfter: how long clear to resolve. What the figure is, is the
+// detector's own (its type's comment says).
+type JudgedTunables struct {
+	Factor, Floor, MinRate float64
+	OpenAfter              time.Duration
+	OpenAfterSamples       int
+	ResolveAfter           time.Duration
+}
+
+// exportTunables shows the defaults in t and keeps t to take in later.
+func (j *judged) exportTunables(t *JudgedTunables) {
+	*t = JudgedTunables{j.factor, j.floor, j.minRate, j.policy.OpenAfter, j.policy.OpenAfterSamples, j.policy.ResolveAfter}
+	j.tunables = t
+}
+
+// adopt takes the exported tunables in.
+func (j *judged) adopt() {
+	t := j.tunables
+	j.factor, j.floor, j.minRate = t.Factor, t.Floor, t.MinRate
+	j.policy.OpenAfter, j.policy.OpenAfterSamples, j.policy.ResolveAfter = t.OpenAfter, t.OpenAfterSamples, t.ResolveAfter
 }
 
 // judgedMax bounds the counters of one detector (primary + secondary +
@@ -132,8 +152,8 @@ func (j *judged) Init(fabric FabricView) error {
 
 func (j *judged) track() *Tracker {
 	if j.tracker == nil {
-		if j.settings != nil {
-			j.settings(j)
+		if j.tunables != nil {
+			j.adopt()
 		}
 		j.tracker = NewTracker(j.typ, j.policy)
 	}

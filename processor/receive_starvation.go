@@ -25,16 +25,8 @@ func init() {
 // senders whose RNR retries run out (rnr_nak_retry_err) are its evidence
 // ("peers"), and become subjects only when no monitored port starves.
 type ReceiveStarvation struct {
-	// Factor and Floor: a sample is in excess above Factor x the port's
-	// (or the fabric's) usual figure + Floor; MinRate is the least excess
-	// count per second. The figure is dropped packets per second.
-	Factor, Floor, MinRate float64
-	// OpenAfter and OpenAfterSamples: how long and how many samples in a
-	// row the excess must hold; ResolveAfter: how long clear to resolve.
-	OpenAfter        time.Duration
-	OpenAfterSamples int
-	ResolveAfter     time.Duration
-
+	// JudgedTunables: the figure they judge is dropped packets per second.
+	JudgedTunables
 	judged
 }
 
@@ -63,11 +55,7 @@ func NewReceiveStarvation() *ReceiveStarvation {
 		},
 	}}
 	d.describe = describeStarvation
-	d.Factor, d.Floor, d.MinRate = d.factor, d.floor, d.minRate
-	d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter = d.policy.OpenAfter, d.policy.OpenAfterSamples, d.policy.ResolveAfter
-	d.settings = func(j *judged) {
-		j.adopt(d.Factor, d.Floor, d.MinRate, d.OpenAfter, d.OpenAfterSamples, d.ResolveAfter)
-	}
+	d.exportTunables(&d.JudgedTunables)
 	d.veto = pausesItsLink
 	return d
 }

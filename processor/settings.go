@@ -70,10 +70,20 @@ func tunableFields(d Detector) map[string]reflect.Value {
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return out
 	}
-	v = v.Elem()
+	addFields(out, v.Elem())
+	return out
+}
+
+// addFields adds v's settable fields, and those of the exported structs it
+// embeds (JudgedTunables), by setting name.
+func addFields(out map[string]reflect.Value, v reflect.Value) {
 	for i := 0; i < v.NumField(); i++ {
 		sf := v.Type().Field(i)
 		if !sf.IsExported() {
+			continue
+		}
+		if sf.Anonymous && sf.Type.Kind() == reflect.Struct {
+			addFields(out, v.Field(i))
 			continue
 		}
 		switch sf.Type.Kind() {
@@ -81,7 +91,6 @@ func tunableFields(d Detector) map[string]reflect.Value {
 			out[snake(sf.Name)] = v.Field(i)
 		}
 	}
-	return out
 }
 
 func setValue(f reflect.Value, s string) error {
