@@ -51,6 +51,13 @@ if [[ ${#targets[@]} -eq 0 ]]; then
 	exit 1
 fi
 
+# bare_deadline FILE: the run's only complaint is the coordinator's
+# "context deadline exceeded" (no panic, no failing input, no test error).
+bare_deadline() {
+	grep -q '^    context deadline exceeded$' "$1" &&
+		! grep -qE 'panic:|Failing input written|fuzz: minimizing|_test\.go:[0-9]+:' "$1"
+}
+
 echo "fuzz.sh: ${#targets[@]} targets, $fuzztime each"
 failed=()
 summary=()
@@ -60,12 +67,26 @@ for t in "${targets[@]}"; do
 	name=${t#* }
 	t0=$SECONDS
 	echo "=== $name ($pkg)"
-	if "$go" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg"; then
+	corpus="$("$go" list -f '{{.Dir}}' "$pkg" 2>/dev/null)/testdata/fuzz/$name"
+	before=$(ls "$corpus" 2>/dev/null | sort)
+	out=$(mktemp)
+	"$go" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	after=$(ls "$corpus" 2>/dev/null | sort)
+	if [[ $rc -eq 0 ]]; then
 		summary+=("ok    $name ($pkg) $((SECONDS - t0))s")
+	elif [[ "$before" == "$after" ]] && bare_deadline "$out" &&
+		"$go" test -count=1 -run "^${name}\$" "$pkg" >/dev/null 2>&1; then
+		# Go 1.26's fuzz coordinator can report its own -fuzztime deadline as
+		# a failure when a starved worker misses the stop (Go issue 75804,
+		# fixed in 1.27): nothing was written and the whole corpus, new
+		# entries included, passes when replayed, so there is no finding.
+		summary+=("ok    $name ($pkg) $((SECONDS - t0))s (coordinator deadline race; corpus replayed clean)")
 	else
-		summary+=("FAIL  $name ($pkg) $((SECONDS - t0))s: the crashing input is under $(go list -f '{{.Dir}}' "$pkg" 2>/dev/null)/testdata/fuzz/$name/")
+		summary+=("FAIL  $name ($pkg) $((SECONDS - t0))s: the crashing input is under $corpus/")
 		failed+=("$name")
 	fi
+	rm -f "$out"
 done
 echo
 echo "fuzz.sh: summary ($((SECONDS - start))s)"
