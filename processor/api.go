@@ -2,7 +2,7 @@
 // the fabric view with the topology, an event emitter, the incident
 // lifecycle, and the registry detectors add themselves to in init().
 //
-// It does not import the runtime (processor/runtime), which consumes the
+// It does not import the engine (processor/engine), which consumes the
 // counters stream, owns the port states and the watermark, and calls the
 // detectors; the runtime imports this package.
 //

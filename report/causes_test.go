@@ -10,10 +10,10 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/report"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
@@ -44,7 +44,7 @@ func causeChainDB(t *testing.T) (driver.Conn, map[string]*schemas.Event) {
 	conn := chtest.Open(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := chschema.Migrate(ctx, conn); err != nil {
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	g17 := schemas.Subject{Node: "gpu-017", Device: "mlx5_0", Port: 1}

@@ -1,4 +1,4 @@
-// Package report runs the queries shipped in schemas/clickhouse/queries
+// Package report runs the queries shipped in schemas/ddl/queries
 // and writes the postmortem report: the events of a time range in order, the
 // counters that moved, and an SVG plot of the key series around each event.
 package report
@@ -19,7 +19,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
 
 // Params are the filters every shipped query takes.
@@ -33,7 +33,7 @@ type Params struct {
 	Type, Severity, State, Layer string
 }
 
-func (p Params) validate(q chschema.Query) error {
+func (p Params) validate(q chdb.Query) error {
 	if p.From.IsZero() || p.To.IsZero() {
 		return fmt.Errorf("query %s: --from and --to are required", q.Name)
 	}
@@ -150,7 +150,7 @@ func bytesIEC(b float64) string {
 
 // Run runs the shipped query name with p.
 func Run(ctx context.Context, conn driver.Conn, name string, p Params) (*Result, error) {
-	q, err := chschema.QueryByName(name)
+	q, err := chdb.QueryByName(name)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func Run(ctx context.Context, conn driver.Conn, name string, p Params) (*Result,
 }
 
 // RunQuery runs q with p.
-func RunQuery(ctx context.Context, conn driver.Conn, q chschema.Query, p Params) (*Result, error) {
+func RunQuery(ctx context.Context, conn driver.Conn, q chdb.Query, p Params) (*Result, error) {
 	if err := p.validate(q); err != nil {
 		return nil, err
 	}

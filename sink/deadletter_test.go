@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 

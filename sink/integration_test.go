@@ -15,10 +15,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
@@ -35,7 +35,7 @@ func migrated(t *testing.T, serverDSN string) (driver.Conn, string) {
 	conn := chtest.Open(t, dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	return conn, dsn

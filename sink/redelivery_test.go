@@ -11,9 +11,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
@@ -226,10 +226,10 @@ func TestSinkNeedsNoDDL(t *testing.T) {
 		return nil
 	})
 	time.Sleep(3 * cfg.RetryMax) // a few rounds of waiting, nothing created
-	if err := clickhouse.CheckSchema(ctx, admin); err == nil {
+	if err := chdb.CheckSchema(ctx, admin); err == nil {
 		t.Fatal("the sink created the schema")
 	}
-	if _, err := clickhouse.Migrate(ctx, admin); err != nil {
+	if _, err := chdb.Migrate(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
 	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, s.Ready)

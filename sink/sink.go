@@ -25,9 +25,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
 // Role is the name the sink's dead letters carry (rdmawatch.deadletter.sink.<stream>).
@@ -54,7 +54,7 @@ type Sink struct {
 }
 
 // New checks cfg and returns a sink; nothing runs until Run. The tables must
-// exist (schemas/clickhouse.Migrate, run by an admin: `rdmawatch migrate`)
+// exist (schemas/chdb.Migrate, run by an admin: `rdmawatch migrate`)
 // in the connection's database; the sink itself needs only SELECT and INSERT.
 func New(js jetstream.JetStream, conn driver.Conn, cfg Config, log *slog.Logger) (*Sink, error) {
 	if js == nil || conn == nil {
@@ -192,7 +192,7 @@ func (s *Sink) Run(ctx context.Context) error {
 func (s *Sink) waitSchema(ctx context.Context) bool {
 	backoff := s.cfg.RetryMin
 	for {
-		err := clickhouse.CheckSchema(ctx, s.conn)
+		err := chdb.CheckSchema(ctx, s.conn)
 		if err == nil {
 			return true
 		}

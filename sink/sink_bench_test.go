@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/sink"
 	"github.com/rdmawatch/rdmawatch/test/bench"
 )
@@ -40,7 +40,7 @@ func BenchmarkSinkInsert(b *testing.B) {
 	dsn := chtest.NewDatabase(b, chtest.DSN(b))
 	conn := chtest.Open(b, dsn)
 	ctx := context.Background()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
 		b.Fatal(err)
 	}
 	u, err := url.Parse(dsn)

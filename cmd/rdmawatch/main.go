@@ -17,10 +17,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/redact"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
 // stopProfile ends a --profile-cpu profile; a no-op without one.
@@ -199,11 +199,11 @@ func (g *global) natsOptions(name string) natsutil.ConnectOptions {
 
 // chOptions are the connection settings of every command that opens
 // ClickHouse besides its DSN.
-func (g *global) chOptions() []chschema.Option {
+func (g *global) chOptions() []chdb.Option {
 	if g.chTLSCA == "" {
 		return nil
 	}
-	return []chschema.Option{chschema.WithTLSCA(g.chTLSCA)}
+	return []chdb.Option{chdb.WithTLSCA(g.chTLSCA)}
 }
 
 // natsURLForLog is --nats as it may be logged: without credentials.

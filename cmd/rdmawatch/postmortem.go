@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/report"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
 func newPostmortemCmd(g *global) *cobra.Command {
@@ -35,7 +35,7 @@ data the database holds.`,
 			if err != nil {
 				return err
 			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
+			conn, err := chdb.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
 			if err != nil {
 				return err
 			}

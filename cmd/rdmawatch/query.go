@@ -11,8 +11,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/spf13/cobra"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/report"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
 // parseTimeFlag parses --from/--to: RFC 3339 ("2026-03-14T00:05:00Z"), a
@@ -122,7 +122,7 @@ func newQueryCmd(g *global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "query NAME --from T --to T [--node N --device D --port P] [--format table|json|csv]",
 		Short: "Run one of the shipped ClickHouse queries (no NAME: list them)",
-		Long: `query runs a query of schemas/clickhouse/queries against the ClickHouse
+		Long: `query runs a query of schemas/ddl/queries against the ClickHouse
 --clickhouse names. Without NAME (or with --list) it lists the queries and the
 question each answers. --event ID sets --from/--to around that incident and
 its subject as --node/--device/--port, for port_timeline.`,
@@ -130,7 +130,7 @@ its subject as --node/--device/--port, for port_timeline.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			if len(args) == 0 || list {
-				qs, err := chschema.Queries()
+				qs, err := chdb.Queries()
 				if err != nil {
 					return err
 				}
@@ -143,7 +143,7 @@ its subject as --node/--device/--port, for port_timeline.`,
 			if err := g.requireClickHouse(); err != nil {
 				return err
 			}
-			q, err := chschema.QueryByName(args[0])
+			q, err := chdb.QueryByName(args[0])
 			if err != nil {
 				return err
 			}
@@ -151,7 +151,7 @@ its subject as --node/--device/--port, for port_timeline.`,
 			if err != nil {
 				return err
 			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
+			conn, err := chdb.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
 			if err != nil {
 				return err
 			}

@@ -7,12 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
 
 func newRetentionCmd(g *global) *cobra.Command {
 	var (
-		r      = chschema.DefaultRetention
+		r      = chdb.DefaultRetention
 		dryRun bool
 		now    string
 	)
@@ -38,12 +38,12 @@ Events, inventory and topology are kept.`,
 				}
 				at = t
 			}
-			conn, err := chschema.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
+			conn, err := chdb.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			parts, err := chschema.ApplyRetention(cmd.Context(), conn, r, at, dryRun)
+			parts, err := chdb.ApplyRetention(cmd.Context(), conn, r, at, dryRun)
 			out := cmd.OutOrStdout()
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "table\tpartition\trows\tbytes\taction")

@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
-	"github.com/rdmawatch/rdmawatch/processor/runtime"
+	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -95,7 +95,7 @@ duplicate window.`,
 			if err != nil {
 				return err
 			}
-			cfg := runtime.Config{
+			cfg := engine.Config{
 				ConfigureDetectors: settings.Apply,
 				Partitions:         partitions,
 				Topology:           topo,
@@ -104,17 +104,17 @@ duplicate window.`,
 			}
 			var p interface {
 				Run(context.Context) error
-				Stats() runtime.Stats
+				Stats() engine.Stats
 			}
 			if group != "" {
 				if cmd.Flags().Changed("instance") || cmd.Flags().Changed("instances") {
 					return errors.New("--group shares the partitions among its live members: drop --instance and --instances")
 				}
 				cfg.Group, cfg.Member, cfg.MemberTTL = group, member, memberTTL
-				p, err = runtime.NewElastic(js, cfg, g.log)
+				p, err = engine.NewElastic(js, cfg, g.log)
 			} else {
 				cfg.Instances, cfg.Instance = instances, instance
-				p, err = runtime.New(js, cfg, g.log)
+				p, err = engine.New(js, cfg, g.log)
 			}
 			if err != nil {
 				return err
@@ -140,7 +140,7 @@ duplicate window.`,
 	f.IntVar(&instances, "instances", 1, "number of processor instances sharing the partitions")
 	f.StringVar(&group, "group", "", "share the partitions with the live members of this processor group instead of --instance/--instances: a member that dies is taken over within --member-ttl plus a warm-up")
 	f.StringVar(&member, "member", "", "this processor's name in --group (default: host, pid and a random tail)")
-	f.DurationVar(&memberTTL, "member-ttl", runtime.DefaultMemberTTL, "how long a silent group member keeps its partitions")
+	f.DurationVar(&memberTTL, "member-ttl", engine.DefaultMemberTTL, "how long a silent group member keeps its partitions")
 	deprecatePartitions(cmd)
 	f.DurationVar(&lateness, "allowed-lateness", 0, "how late (data time) a sample may arrive behind the newest one; 0 adapts to the observed collection interval")
 	f.DurationVar(&warmup, "warmup", 2*time.Hour, "how much of the stream to re-read at start to rebuild windows")

@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/redact"
 	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
@@ -27,7 +27,7 @@ func openSink(ctx context.Context, js jetstream.JetStream, dsn string, cfg sink.
 	return openSinkCluster(ctx, js, dsn, clusterFlags{}, cfg, topo, log)
 }
 
-// clusterFlags select cluster mode (schemas/clickhouse/README.md): the
+// clusterFlags select cluster mode (internal/chdb/README.md): the
 // migrations run ON CLUSTER, and the user-facing tables the sink writes are
 // Distributed tables over Replicated *_local ones.
 type clusterFlags struct {
@@ -36,35 +36,35 @@ type clusterFlags struct {
 
 func (c *clusterFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.name, "cluster", envOr("RDMAWATCH_CLICKHOUSE_CLUSTER", ""), "ClickHouse cluster (remote_servers) for cluster mode: DDL ON CLUSTER, Replicated *_local tables under Distributed ones (env RDMAWATCH_CLICKHOUSE_CLUSTER)")
-	cmd.Flags().StringVar(&c.zkPath, "cluster-zookeeper-path", chschema.DefaultZooKeeperPath, "cluster mode: ZooKeeper path of the replicated tables, the table name appended")
+	cmd.Flags().StringVar(&c.zkPath, "cluster-zookeeper-path", chdb.DefaultZooKeeperPath, "cluster mode: ZooKeeper path of the replicated tables, the table name appended")
 }
 
 // ensureAndMigrate creates the DSN's database (on every node in cluster
 // mode), connects and applies the migrations.
-func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags, opts ...chschema.Option) (driver.Conn, []string, error) {
+func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags, opts ...chdb.Option) (driver.Conn, []string, error) {
 	var ensure error
 	if c.name != "" {
-		ensure = chschema.EnsureDatabaseOnCluster(ctx, dsn, c.name, opts...)
+		ensure = chdb.EnsureDatabaseOnCluster(ctx, dsn, c.name, opts...)
 	} else {
-		ensure = chschema.EnsureDatabase(ctx, dsn, opts...)
+		ensure = chdb.EnsureDatabase(ctx, dsn, opts...)
 	}
 	if ensure != nil {
 		return nil, nil, ensure
 	}
-	conn, err := chschema.Open(ctx, dsn, opts...)
+	conn, err := chdb.Open(ctx, dsn, opts...)
 	if err != nil {
 		return nil, nil, err
 	}
 	var applied []string
 	if c.name == "" {
-		applied, err = chschema.Migrate(ctx, conn)
+		applied, err = chdb.Migrate(ctx, conn)
 	} else {
-		applied, err = chschema.MigrateCluster(ctx, conn, chschema.Cluster{Name: c.name, ZooKeeperPath: c.zkPath})
+		applied, err = chdb.MigrateCluster(ctx, conn, chdb.Cluster{Name: c.name, ZooKeeperPath: c.zkPath})
 	}
 	return conn, applied, err
 }
 
-func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cluster clusterFlags, cfg sink.Config, topo *schemas.Topology, log *slog.Logger, opts ...chschema.Option) (*sink.Sink, func(), error) {
+func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cluster clusterFlags, cfg sink.Config, topo *schemas.Topology, log *slog.Logger, opts ...chdb.Option) (*sink.Sink, func(), error) {
 	if topo != nil && cluster.name != "" {
 		return nil, nil, errTopologyCluster
 	}
@@ -80,7 +80,7 @@ func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cl
 		log.Info("clickhouse migration applied", "migration", m)
 	}
 	if topo != nil {
-		if _, _, err := chschema.LoadTopology(ctx, conn, topo); err != nil {
+		if _, _, err := chdb.LoadTopology(ctx, conn, topo); err != nil {
 			conn.Close()
 			return nil, nil, err
 		}
@@ -96,7 +96,7 @@ func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cl
 
 // errTopologyCluster: LoadTopology replaces a fabric by dropping its
 // partition, which a Distributed table does not have.
-var errTopologyCluster = fmt.Errorf("--topology is not supported with --cluster yet: loading replaces a fabric by dropping its partition, which the Distributed topology tables do not have (schemas/clickhouse/README.md)")
+var errTopologyCluster = fmt.Errorf("--topology is not supported with --cluster yet: loading replaces a fabric by dropping its partition, which the Distributed topology tables do not have (internal/chdb/README.md)")
 
 func newSinkCmd(g *global) *cobra.Command {
 	var (
@@ -128,9 +128,9 @@ func newSinkCmd(g *global) *cobra.Command {
 			// yet is waited for; one that answers with an error (password,
 			// permissions) is not.
 			conn, err := retry.Do(ctx, g.log, "clickhouse", retry.Policy{}, func(ctx context.Context) (driver.Conn, error) {
-				conn, err := chschema.Open(ctx, g.clickhouse, g.chOptions()...)
+				conn, err := chdb.Open(ctx, g.clickhouse, g.chOptions()...)
 				var exc *ch.Exception
-				if errors.As(err, &exc) || errors.Is(err, chschema.ErrInvalidOption) {
+				if errors.As(err, &exc) || errors.Is(err, chdb.ErrInvalidOption) {
 					err = retry.Permanent(err)
 				}
 				return conn, err
@@ -166,7 +166,7 @@ func newMigrateCmd(g *global) *cobra.Command {
 		Use:   "migrate [--topology FILE] [--cluster NAME]",
 		Short: "Create or upgrade the ClickHouse tables (idempotent); load a topology for the per-leaf queries",
 		Long: `migrate applies, in order, every migration the database has not seen
-(schemas/clickhouse/migrations; the variant the server's version supports)
+(schemas/ddl/migrations; the variant the server's version supports)
 and prints each one it applied with the server's version. With --topology it
 then loads the fabric topology (format v1) into topology_ports and
 topology_links, replacing what was loaded for that fabric, so the
@@ -178,7 +178,7 @@ every statement runs ON CLUSTER NAME: the data lives in Replicated
 <table>_local tables on each node and the user-facing names (port_samples,
 events, ...) are Distributed tables over them, so the sink and the queries
 need no other setting than the same --cluster. See
-schemas/clickhouse/README.md.`,
+internal/chdb/README.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.requireClickHouse(); err != nil {
@@ -201,7 +201,7 @@ schemas/clickhouse/README.md.`,
 			}
 			defer conn.Close()
 			out := cmd.OutOrStdout()
-			server, verr := chschema.ServerVersion(cmd.Context(), conn)
+			server, verr := chdb.ServerVersion(cmd.Context(), conn)
 			if verr != nil && err == nil {
 				return verr
 			}
@@ -220,7 +220,7 @@ schemas/clickhouse/README.md.`,
 				fmt.Fprintf(out, "cluster mode: ON CLUSTER %s, Distributed tables over *_local\n", cluster.name)
 			}
 			if topo != nil {
-				ports, links, err := chschema.LoadTopology(cmd.Context(), conn, topo)
+				ports, links, err := chdb.LoadTopology(cmd.Context(), conn, topo)
 				if err != nil {
 					return err
 				}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
-	"github.com/rdmawatch/rdmawatch/processor/runtime"
+	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
@@ -96,7 +96,7 @@ type Pipeline struct {
 	groupCtx context.Context // cancelled when a part fails (or at shutdown)
 
 	events    *eventWriter
-	procs     []*runtime.Processor
+	procs     []*engine.Processor
 	sink      *sink.Sink
 	closeSink func()
 	src       *trackingSource
@@ -184,14 +184,14 @@ func (p *Pipeline) startBroker(ctx context.Context) error {
 
 func (p *Pipeline) startProcessors() error {
 	n := p.cfg.Processors
-	p.procs = make([]*runtime.Processor, n)
+	p.procs = make([]*engine.Processor, n)
 	for i := range p.procs {
-		proc, err := runtime.New(p.js, runtime.Config{
+		proc, err := engine.New(p.js, engine.Config{
 			Partitions: p.cfg.Partitions,
 			Instances:  n,
 			Instance:   i,
 			Topology:   p.cfg.Topology,
-			Start:      runtime.StartAll,
+			Start:      engine.StartAll,
 		}, p.log.With("processor", i))
 		if err != nil {
 			return err

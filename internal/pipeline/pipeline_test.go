@@ -20,8 +20,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 

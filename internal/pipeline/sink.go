@@ -7,8 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
@@ -20,10 +20,10 @@ const sinkFlushInterval = 200 * time.Millisecond
 // topology when given and returns the sink on js and a function that closes
 // its connection.
 func OpenSink(ctx context.Context, js jetstream.JetStream, dsn string, topo *schemas.Topology, log *slog.Logger) (*sink.Sink, func(), error) {
-	if err := chschema.EnsureDatabase(ctx, dsn); err != nil {
+	if err := chdb.EnsureDatabase(ctx, dsn); err != nil {
 		return nil, nil, err
 	}
-	conn, err := chschema.Open(ctx, dsn)
+	conn, err := chdb.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -31,7 +31,7 @@ func OpenSink(ctx context.Context, js jetstream.JetStream, dsn string, topo *sch
 		conn.Close()
 		return nil, nil, err
 	}
-	applied, err := chschema.Migrate(ctx, conn)
+	applied, err := chdb.Migrate(ctx, conn)
 	if err != nil {
 		return fail(err)
 	}
@@ -39,7 +39,7 @@ func OpenSink(ctx context.Context, js jetstream.JetStream, dsn string, topo *sch
 		log.Info("clickhouse migration applied", "migration", m)
 	}
 	if topo != nil {
-		if _, _, err := chschema.LoadTopology(ctx, conn, topo); err != nil {
+		if _, _, err := chdb.LoadTopology(ctx, conn, topo); err != nil {
 			return fail(err)
 		}
 	}

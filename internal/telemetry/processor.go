@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/rdmawatch/rdmawatch/processor/runtime"
+	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -35,7 +35,7 @@ var deadLetters = desc("dead_letters_total", "Messages this role copied to the d
 
 // RegisterProcessor exports a processor's Stats and the partition count of
 // the counters stream it read at start.
-func (s *Server) RegisterProcessor(stats func() runtime.Stats, streamPartitions int) {
+func (s *Server) RegisterProcessor(stats func() engine.Stats, streamPartitions int) {
 	s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "processor_stream_partitions",
 		Help: "Partitions of the counters stream; the processors' partitions_owned sum to it when every partition has an owner.",

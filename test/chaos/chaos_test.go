@@ -21,9 +21,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
 // The simulated fleet of the main phase: 8 hosts (16 ports) read every 5 s,
@@ -333,7 +333,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 
-	conn, err := chschema.Open(ctx, dsn)
+	conn, err := chdb.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

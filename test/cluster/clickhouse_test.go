@@ -14,9 +14,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	chschema "github.com/rdmawatch/rdmawatch/schemas/clickhouse"
 )
 
 // chCluster starts ZooKeeper and the two replicas in a temporary state
@@ -140,7 +140,7 @@ func TestClickHouseReplicaKilled(t *testing.T) {
 
 	conns := make([]driver.Conn, len(dsns))
 	for i, dsn := range dsns {
-		if conns[i], err = chschema.Open(ctx, withDB(dsn, db)); err != nil {
+		if conns[i], err = chdb.Open(ctx, withDB(dsn, db)); err != nil {
 			t.Fatal(err)
 		}
 		defer conns[i].Close()

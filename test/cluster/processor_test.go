@@ -14,7 +14,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
-	"github.com/rdmawatch/rdmawatch/processor/runtime"
+	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -42,7 +42,7 @@ func flapBatch(node string, i int, downs []int) *schemas.CounterBatch {
 }
 
 type groupMember struct {
-	e    *runtime.Elastic
+	e    *engine.Elastic
 	nc   *nats.Conn
 	stop context.CancelFunc
 	done chan error
@@ -83,7 +83,7 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 	var members []*groupMember
 	for i := 0; i < 3; i++ {
 		mnc, mjs := connect(i, fmt.Sprintf("processor-%d", i))
-		e, err := runtime.NewElastic(mjs, runtime.Config{
+		e, err := engine.NewElastic(mjs, engine.Config{
 			Group: "cluster", Member: fmt.Sprintf("p%d", i), MemberTTL: 3 * time.Second,
 			DetectorNames: []string{schemas.TypeLinkFlap}, StartTime: time.Now().Add(-time.Hour),
 		}, log.With("member", i))

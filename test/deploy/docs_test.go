@@ -288,7 +288,7 @@ func TestDocsTablesMatchMigrations(t *testing.T) {
 	}
 	for name := range objects {
 		if !strings.Contains(tables, "`"+name+"`") {
-			t.Errorf("table or view %q (schemas/clickhouse/migrations) is not in the tables reference", name)
+			t.Errorf("table or view %q (schemas/ddl/migrations) is not in the tables reference", name)
 		}
 	}
 	// And the other way: every name in the first column of the reference's

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 )
 
 type grafanaDashboard struct {
@@ -97,12 +97,12 @@ func TestGrafanaDashboard(t *testing.T) {
 	dsn := chtest.NewDatabase(t, chtest.DSN(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := clickhouse.Open(ctx, dsn)
+	conn, err := chdb.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := clickhouse.Migrate(ctx, conn); err != nil {
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
 	macros := strings.NewReplacer("$__fromTime", "toDateTime('2026-03-14 00:00:00')", "$__toTime", "toDateTime('2026-03-15 00:00:00')")

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 

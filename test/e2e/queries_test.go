@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 )
 
 // rdmawatch runs the binary against dsn and returns its stdout.

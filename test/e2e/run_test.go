@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 )
 
 // runLive runs `rdmawatch run` (live mode) with args and env, and returns

@@ -16,8 +16,8 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/nats-io/nats.go"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 )
 
 // Passwords of the least-privilege tests: nothing else in the output may

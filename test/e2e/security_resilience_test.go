@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
 )
 
 // TestSecurityResilientStart: a collector and a sink started before NATS

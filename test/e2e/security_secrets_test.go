@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/schemas/clickhouse/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 )
 
 // TestSecuritySecretsNeverPrinted runs every role and the admin, reader and

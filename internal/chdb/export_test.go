@@ -1,0 +1,35 @@
+package chdb
+
+// LocalCluster is a Cluster that a server without ZooKeeper can run: with
+// unreplicated the MergeTree engines stay unreplicated, with local the
+// statements run without ON CLUSTER on the connected server only.
+func LocalCluster(name string, unreplicated, local bool) Cluster {
+	return Cluster{Name: name, unreplicated: unreplicated, local: local}
+}
+
+// ClusterStatements is what MigrateCluster would run on a server of this
+// version in database db: schema_migrations, then every planned file.
+func ClusterStatements(c Cluster, db string, server Version) ([]string, error) {
+	rw, err := newRewriter(migrationFS, "migrations", c, db)
+	if err != nil {
+		return nil, err
+	}
+	out, err := rw.rewrite(createMigrationsTable)
+	if err != nil {
+		return nil, err
+	}
+	p, err := plan(migrationFS, "migrations", server)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range p {
+		for _, s := range m.stmts {
+			r, err := rw.rewrite(s)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r...)
+		}
+	}
+	return out, nil
+}

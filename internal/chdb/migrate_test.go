@@ -1,0 +1,191 @@
+package chdb_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+)
+
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	dsn := chtest.NewDatabase(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := chtest.Open(t, dsn)
+
+	v, err := chdb.ServerVersion(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("server %s", v)
+
+	first, err := chdb.Migrate(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) < 3 {
+		t.Fatalf("first run applied %v, want at least the three tables", first)
+	}
+	second, err := chdb.Migrate(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second) != 0 {
+		t.Fatalf("second run applied %v, want nothing", second)
+	}
+
+	// The tables are in the DSN's database, and every applied file is
+	// recorded exactly once.
+	var tables []string
+	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, n)
+	}
+	rows.Close()
+	want := []string{"events", "events_latest", "inventory", "inventory_latest",
+		"port_hour", "port_hour_mv", "port_hour_v", "port_minute", "port_minute_mv", "port_minute_v",
+		"port_samples", "schema_migrations", "topology_links", "topology_ports"}
+	if !reflect.DeepEqual(tables, want) {
+		t.Fatalf("tables %v, want %v", tables, want)
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM schema_migrations").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if int(n) != len(first) {
+		t.Fatalf("schema_migrations has %d rows, applied %d files", n, len(first))
+	}
+}
+
+// schemaText is every table's and view's CREATE statement in the database.
+func schemaText(ctx context.Context, t *testing.T, conn interface {
+	Query(context.Context, string, ...any) (driver.Rows, error)
+}) string {
+	t.Helper()
+	rows, err := conn.Query(ctx, "SELECT name, create_table_query FROM system.tables WHERE database = currentDatabase() AND name != 'schema_migrations' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var name, q string
+		if err := rows.Scan(&name, &q); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(q + "\n")
+	}
+	return b.String()
+}
+
+// TestMigrateRerunsCutShortStep: a step whose ALTER ... ADD COLUMN ran but
+// that was not recorded (the migrator died in between) runs again cleanly,
+// and a second full run changes no table's definition.
+func TestMigrateRerunsCutShortStep(t *testing.T) {
+	t.Parallel()
+	dsn := chtest.NewDatabase(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := chtest.Open(t, dsn)
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	before := schemaText(ctx, t, conn)
+	// Forget every step from 0004 on, as if the run had died after its DDL.
+	if err := conn.Exec(ctx, "ALTER TABLE schema_migrations DELETE WHERE version >= 4"); err != nil {
+		t.Fatal(err)
+	}
+	chtest.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM schema_migrations WHERE version >= 4").Scan(&n); err != nil {
+			return err
+		}
+		if n != 0 {
+			return fmt.Errorf("%d rows from 0004 on still in schema_migrations", n)
+		}
+		return nil
+	})
+	again, err := chdb.Migrate(ctx, conn)
+	if err != nil {
+		t.Fatalf("re-running cut-short steps: %v", err)
+	}
+	if len(again) == 0 || !strings.HasPrefix(again[0], "0004_") {
+		t.Fatalf("re-run applied %v, want 0004 first", again)
+	}
+	if after := schemaText(ctx, t, conn); after != before {
+		t.Errorf("schema changed on re-run:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if third, err := chdb.Migrate(ctx, conn); err != nil || len(third) != 0 {
+		t.Fatalf("third run applied %v, %v; want nothing", third, err)
+	}
+	if after := schemaText(ctx, t, conn); after != before {
+		t.Errorf("schema changed on a run that applied nothing")
+	}
+}
+
+func TestOpenBadDSN(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := chdb.Open(ctx, "clickhouse://127.0.0.1:1/default"); err == nil {
+		t.Fatal("Open of a closed port succeeded")
+	} else {
+		t.Log(err)
+	}
+	if _, err := chdb.Open(ctx, "http://127.0.0.1:18123/default"); err == nil {
+		t.Fatal("Open accepted the HTTP protocol")
+	}
+}
+
+func TestOpenUnknownDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := chtest.WithDatabase(t, chtest.DSN(t), "no_such_database_rdmawatch")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := chdb.Open(ctx, dsn)
+	if err == nil {
+		t.Fatal("Open of an unknown database succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Open retried a server exception for %v: %v", d, err)
+	}
+	t.Log(err)
+}
+
+func TestEnsureDatabaseThenMigrate(t *testing.T) {
+	base := chtest.DSN(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := fmt.Sprintf("test_ensure_%d", time.Now().UnixNano())
+	dsn := chtest.WithDatabase(t, base, db)
+	admin := chtest.Open(t, base)
+	t.Cleanup(func() { _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	for i := 0; i < 2; i++ {
+		if err := chdb.EnsureDatabase(ctx, dsn); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	conn, err := chdb.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+}

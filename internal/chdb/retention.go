@@ -1,0 +1,116 @@
+package chdb
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Retention is how long each table keeps its rows. 18.16 has no TTL, so
+// `rdmawatch retention` drops the partitions whose every row is older than
+// the table's limit; newer servers also have TTL at the defaults (0008).
+type Retention struct {
+	Raw    time.Duration // port_samples (day partitions)
+	Minute time.Duration // port_minute (day partitions)
+	Hour   time.Duration // port_hour (month partitions)
+}
+
+// DefaultRetention: raw 14 days, minute rollup 90 days, hour rollup 2 years.
+var DefaultRetention = Retention{Raw: 14 * 24 * time.Hour, Minute: 90 * 24 * time.Hour, Hour: 730 * 24 * time.Hour}
+
+// Partition is one partition of a table retention manages.
+type Partition struct {
+	Table     string
+	ID        string    // partition value, e.g. 20260314 or 202603
+	End       time.Time // first instant after the partition's span (UTC)
+	Rows      uint64
+	Bytes     uint64
+	Dropped   bool
+	KeepUntil time.Time // when retention will drop it
+}
+
+// retained lists the tables retention manages and how their partition ids
+// read: toYYYYMMDD or toYYYYMM of the row time.
+var retained = []struct {
+	table, layout string
+	limit         func(Retention) time.Duration
+}{
+	{"port_samples", "20060102", func(r Retention) time.Duration { return r.Raw }},
+	{"port_minute", "20060102", func(r Retention) time.Duration { return r.Minute }},
+	{"port_hour", "200601", func(r Retention) time.Duration { return r.Hour }},
+}
+
+// ApplyRetention drops, in the connection's database, every partition of
+// port_samples, port_minute and port_hour that ends at or before now minus
+// the table's limit (a limit of 0 keeps the table whole). With dryRun it
+// only reports. It returns every partition it looked at, dropped or kept,
+// so the caller can print what happened.
+//
+// Partitions are cut on the server's time zone (toYYYYMMDD), read here as
+// UTC: on a server in another zone a partition is kept up to a day longer.
+func ApplyRetention(ctx context.Context, conn driver.Conn, r Retention, now time.Time, dryRun bool) ([]Partition, error) {
+	var out []Partition
+	for _, t := range retained {
+		parts, err := partitions(ctx, conn, t.table, t.layout)
+		if err != nil {
+			return out, err
+		}
+		limit := t.limit(r)
+		for _, p := range parts {
+			if limit > 0 {
+				p.KeepUntil = p.End.Add(limit)
+				if !now.Before(p.KeepUntil) {
+					p.Dropped = true
+					if !dryRun {
+						if err := conn.Exec(ctx, "ALTER TABLE "+t.table+" DROP PARTITION "+p.ID); err != nil {
+							return out, fmt.Errorf("retention: drop partition %s of %s: %w", p.ID, t.table, err)
+						}
+					}
+				}
+			}
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func partitions(ctx context.Context, conn driver.Conn, table, layout string) ([]Partition, error) {
+	rows, err := conn.Query(ctx, `SELECT partition, sum(rows), sum(bytes_on_disk)
+FROM system.parts
+WHERE database = currentDatabase() AND table = @table AND active
+GROUP BY partition ORDER BY partition`, namedArg("table", table))
+	if err != nil {
+		return nil, fmt.Errorf("retention: partitions of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []Partition
+	for rows.Next() {
+		var p Partition
+		if err := rows.Scan(&p.ID, &p.Rows, &p.Bytes); err != nil {
+			return nil, fmt.Errorf("retention: partitions of %s: %w", table, err)
+		}
+		if _, err := strconv.ParseUint(p.ID, 10, 32); err != nil {
+			return nil, fmt.Errorf("retention: %s partition %q is not a %s date: was the table created by rdmawatch?", table, p.ID, layout)
+		}
+		start, err := time.Parse(layout, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("retention: %s partition %q is not a %s date: %w", table, p.ID, layout, err)
+		}
+		p.Table = table
+		if layout == "200601" {
+			p.End = start.AddDate(0, 1, 0)
+		} else {
+			p.End = start.AddDate(0, 0, 1)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("retention: partitions of %s: %w", table, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}

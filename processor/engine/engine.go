@@ -1,0 +1,681 @@
+// Package runtime runs the detectors of package processor over the counters
+// stream: it consumes the partitions this instance owns from JetStream, keeps
+// the per-port state and the watermark in data time, calls the detectors and
+// publishes their events.
+//
+// Determinism: one ordered consumer with one filter per owned partition (a
+// single filter, schemas.CountersAllFilter, when the instance owns them all)
+// delivers the owned messages in stream order, and one goroutine handles
+// them one by one. The same stream therefore gives the same events in the
+// same order on every run, across partitions too, and the watermark cannot
+// be pushed ahead by one partition being read faster than another.
+//
+// Refusals: a message that does not decode, whose batch names another node
+// than its subject, or whose handling panics, and the samples dated
+// implausibly (plausible.go), are refused, counted in Stats and copied to
+// the dead-letter stream with the reason (refuse.go); the processor goes
+// on. Restarts: the events stream's own history says which incident
+// revisions are already published (published.go).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// Stats are a processor's counters, one consistent-enough snapshot for
+// monitoring; every field is safe to read while it runs.
+type Stats struct {
+	// Processed counts the counters-stream messages handled, including the
+	// refused ones.
+	Processed uint64
+	// Samples were accepted and went to the detectors.
+	Samples uint64
+	// StaleSamples were not newer than their port's last sample: duplicates
+	// and out-of-order redeliveries, dropped before the detectors.
+	StaleSamples uint64
+	// LateSamples arrived behind the watermark: port detectors saw them,
+	// fabric detectors may have decided without them. They are counted in
+	// Samples too.
+	LateSamples uint64
+	// ImplausibleSamples were refused for their data time (see
+	// plausible.go); their message was dead-lettered, the plausible samples
+	// of the same message were used. A message the decoder refuses as a
+	// whole (a time outside 2000..2100) counts once.
+	ImplausibleSamples uint64
+	// DecodeErrors, SpoofedNode and Panics count whole messages refused:
+	// undecodable, a batch whose node is not its subject's, a panic while
+	// decoding or applying it.
+	DecodeErrors uint64
+	SpoofedNode  uint64
+	Panics       uint64
+	// DeadLetters were copied to the dead-letter stream by this run;
+	// DeadLettersKnown were refused again while re-reading the stream and
+	// found there already, from a previous run.
+	DeadLetters      uint64
+	DeadLettersKnown uint64
+	Events           uint64
+	// DuplicateEvents were dropped by the events stream's de-duplication.
+	DuplicateEvents uint64
+	// KnownEvents were decided again (a warm-up, a re-run over the same
+	// stream) and found on the events stream already: not published.
+	KnownEvents uint64
+	// Ports is the number of tracked ports.
+	Ports uint64
+	// Watermark is the processor's watermark (one for all its partitions:
+	// they are read in stream order by one goroutine).
+	Watermark schemas.Millis
+	// PartitionsOwned is len(Partitions).
+	PartitionsOwned int
+	Partitions      []PartitionStats
+	// Incidents counts the events this run decided, by incident type and
+	// state (open, update, resolved), whether it published them or found
+	// them on the events stream already; OpenIncidents counts the
+	// incidents open now, by type.
+	Incidents     map[string]map[string]uint64
+	OpenIncidents map[string]uint64
+}
+
+// PartitionStats is one owned partition.
+type PartitionStats struct {
+	Partition int
+	// Samples accepted from the partition.
+	Samples uint64
+	// DataTime is the newest accepted data time of the partition, 0 before
+	// the first sample.
+	DataTime schemas.Millis
+	// Lag is how far DataTime is behind the wall clock at the snapshot (the
+	// processing delay of a live fleet; large in a replay of old data), 0
+	// before the first sample.
+	Lag time.Duration
+	// WatermarkLag is how far the processor's watermark is behind DataTime.
+	WatermarkLag time.Duration
+}
+
+type stats struct {
+	processed, samples, stale, late, implausible          atomic.Uint64
+	decodeErrors, spoofed, panics, deadLetters, deadKnown atomic.Uint64
+	events, dupEvents, known, ports                       atomic.Uint64
+	watermark                                             atomic.Int64
+	// parts is indexed like Processor.owned.
+	parts []partStats
+
+	mu        sync.Mutex
+	incidents map[string]map[string]uint64
+	open      map[string]map[string]struct{} // type -> open incident ids
+}
+
+type partStats struct {
+	samples  atomic.Uint64
+	dataTime atomic.Int64
+}
+
+// Processor consumes counter batches and publishes incident events.
+type Processor struct {
+	js  jetstream.JetStream
+	cfg Config
+	log *slog.Logger
+
+	owned     []int
+	portDets  []processor.PortDetector
+	fabDets   []processor.FabricDetector
+	fabric    *fabric
+	started   atomic.Bool
+	st        stats
+	startWall time.Time
+
+	// Data-time state of the processing goroutine.
+	maxTime   schemas.Millis
+	nextTick  schemas.Millis
+	nextEvict schemas.Millis
+	pending   []*schemas.Event
+	intervals intervalEstimator
+	// sample is the one being processed: reused, so that handing it to the
+	// detectors (through an interface, it escapes) costs no allocation.
+	sample processor.Sample
+	// partIndex maps a partition to its index in owned (-1: not owned).
+	partIndex []int
+
+	// What previous runs left on the streams, read at the start of Run:
+	// the last published revision per incident id and the incidents left
+	// open (published.go), and the counters sequences already
+	// dead-lettered. Pruned once caught up with the counters stream.
+	published *publishedLog
+	deadKnown map[uint64]struct{}
+	caughtUp  bool
+}
+
+// New checks the config and builds the detectors; Run does the work.
+func New(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Processor, error) {
+	if js == nil {
+		return nil, fmt.Errorf("%w: nil JetStream", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dets := cfg.Detectors
+	if dets == nil {
+		var err error
+		if dets, err = processor.NewDetectors(cfg.DetectorNames...); err != nil {
+			return nil, err
+		}
+		if cfg.ConfigureDetectors != nil {
+			if err := cfg.ConfigureDetectors(dets); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p := &Processor{js: js, cfg: cfg, owned: cfg.owned()}
+	p.partIndex = make([]int, cfg.Partitions)
+	for i := range p.partIndex {
+		p.partIndex[i] = -1
+	}
+	for i, part := range p.owned {
+		p.partIndex[part] = i
+	}
+	p.st.parts = make([]partStats, len(p.owned))
+	p.st.incidents = map[string]map[string]uint64{}
+	p.st.open = map[string]map[string]struct{}{}
+	p.log = log.With("instance", cfg.Instance, "partitions", p.owned)
+	p.fabric = newFabric(cfg.Topology, len(p.owned) == cfg.Partitions)
+	for _, d := range dets {
+		if in, ok := d.(processor.Initializer); ok {
+			if err := in.Init(p.fabric); err != nil {
+				return nil, fmt.Errorf("detector %s: %w", d.Name(), err)
+			}
+		}
+		pd, isPort := d.(processor.PortDetector)
+		fd, isFabric := d.(processor.FabricDetector)
+		if !isPort && !isFabric {
+			return nil, fmt.Errorf("%w: detector %s implements neither PortDetector nor FabricDetector", ErrInvalidConfig, d.Name())
+		}
+		if isPort {
+			p.portDets = append(p.portDets, pd)
+		}
+		if isFabric {
+			p.fabDets = append(p.fabDets, fd)
+		}
+	}
+	return p, nil
+}
+
+// Partitions returns the partitions this processor owns.
+func (p *Processor) Partitions() []int { return append([]int(nil), p.owned...) }
+
+// Processed is the number of counters-stream messages handled so far,
+// events published included. replay waits for it to reach the number of
+// messages in the stream (stream info State.Msgs, summed over instances).
+func (p *Processor) Processed() uint64 { return p.st.processed.Load() }
+
+// Stats returns a snapshot of the processor's counters.
+func (p *Processor) Stats() Stats {
+	st := Stats{
+		Processed:          p.st.processed.Load(),
+		Samples:            p.st.samples.Load(),
+		StaleSamples:       p.st.stale.Load(),
+		LateSamples:        p.st.late.Load(),
+		ImplausibleSamples: p.st.implausible.Load(),
+		DecodeErrors:       p.st.decodeErrors.Load(),
+		SpoofedNode:        p.st.spoofed.Load(),
+		Panics:             p.st.panics.Load(),
+		DeadLetters:        p.st.deadLetters.Load(),
+		DeadLettersKnown:   p.st.deadKnown.Load(),
+		Events:             p.st.events.Load(),
+		DuplicateEvents:    p.st.dupEvents.Load(),
+		KnownEvents:        p.st.known.Load(),
+		Ports:              p.st.ports.Load(),
+		Watermark:          schemas.Millis(p.st.watermark.Load()),
+		PartitionsOwned:    len(p.owned),
+		Partitions:         make([]PartitionStats, len(p.owned)),
+		Incidents:          map[string]map[string]uint64{},
+		OpenIncidents:      map[string]uint64{},
+	}
+	now := time.Now().UnixMilli()
+	for i, part := range p.owned {
+		ps := PartitionStats{Partition: part, Samples: p.st.parts[i].samples.Load(), DataTime: schemas.Millis(p.st.parts[i].dataTime.Load())}
+		if ps.DataTime > 0 {
+			ps.Lag = time.Duration(now-int64(ps.DataTime)) * time.Millisecond
+			if st.Watermark > 0 {
+				ps.WatermarkLag = time.Duration(ps.DataTime-st.Watermark) * time.Millisecond
+			}
+		}
+		st.Partitions[i] = ps
+	}
+	p.st.mu.Lock()
+	for typ, byState := range p.st.incidents {
+		m := make(map[string]uint64, len(byState))
+		for state, n := range byState {
+			m[state] = n
+		}
+		st.Incidents[typ] = m
+	}
+	for typ, ids := range p.st.open {
+		st.OpenIncidents[typ] = uint64(len(ids))
+	}
+	p.st.mu.Unlock()
+	return st
+}
+
+// countEvent notes a published event for Stats.
+func (s *stats) countEvent(ev *schemas.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byState := s.incidents[ev.Type]
+	if byState == nil {
+		byState = map[string]uint64{}
+		s.incidents[ev.Type] = byState
+	}
+	byState[ev.State]++
+	open := s.open[ev.Type]
+	if open == nil {
+		open = map[string]struct{}{}
+		s.open[ev.Type] = open
+	}
+	if ev.State == schemas.StateResolved {
+		delete(open, ev.ID)
+	} else {
+		open[ev.ID] = struct{}{}
+	}
+}
+
+var partitionsInTransform = regexp.MustCompile(`partition\((\d+)`)
+
+// Run consumes until ctx is cancelled (then it returns nil) or the stream is
+// unusable. It may be called once.
+func (p *Processor) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("processor: Run called twice")
+	}
+	rctx, cancel := requestContext(ctx)
+	stream, err := p.js.Stream(rctx, schemas.StreamCounters)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("counters stream: %w", err)
+	}
+	if tr := stream.CachedInfo().Config.SubjectTransform; tr != nil {
+		if m := partitionsInTransform.FindStringSubmatch(tr.Destination); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n != p.cfg.Partitions {
+				return fmt.Errorf("%w: the counters stream has %d partitions, config says %d", ErrInvalidConfig, n, p.cfg.Partitions)
+			}
+		}
+	}
+
+	// No fixed consumer name: an ordered consumer of a previous run (or of
+	// the old process in a rolling restart) may still exist on the server,
+	// and reusing its name would hand us its cursor.
+	occ := jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{"rdmawatch": fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)},
+	}
+	if len(p.owned) == p.cfg.Partitions {
+		occ.FilterSubjects = []string{schemas.CountersAllFilter}
+	} else {
+		for _, part := range p.owned {
+			occ.FilterSubjects = append(occ.FilterSubjects, schemas.CountersPartitionFilter(part))
+		}
+	}
+	p.startWall = time.Now()
+	// What a previous run left: events published (read since the warm-up's
+	// start less WarmUp, see published.go) and messages dead-lettered (a
+	// dead letter is stored after the message it copies, so since the
+	// warm-up's start). Zero: the whole history, for StartAll.
+	var eventsFrom, deadFrom time.Time
+	if p.cfg.Start == StartWarmUp {
+		from := p.cfg.StartTime
+		if from.IsZero() {
+			from = p.startWall.Add(-p.cfg.WarmUp)
+		}
+		occ.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		occ.OptStartTime = &from
+		eventsFrom, deadFrom = from.Add(-p.cfg.WarmUp), from
+	}
+	var unreadable int
+	if p.published, unreadable, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	if p.deadKnown, err = loadDeadLetters(ctx, p.js, deadFrom); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown))
+	rctx, cancel = requestContext(ctx)
+	cons, err := p.js.OrderedConsumer(rctx, schemas.StreamCounters, occ)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("counters consumer: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("counters consumer: %w", err)
+	}
+	defer it.Stop()
+	p.log.Info("processor started", "filters", occ.FilterSubjects, "start", occ.DeliverPolicy.String())
+
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return fmt.Errorf("counters consumer: %w", err)
+			}
+			// The ordered consumer recreates itself after gaps and
+			// server restarts; anything left is transient.
+			p.log.Warn("counters consumer", "err", err)
+			if !waitCtx(ctx, 200*time.Millisecond) {
+				return nil
+			}
+			continue
+		}
+		if err := p.handle(ctx, msg); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// handle processes one message: decode, check, detectors, publish, count.
+// A message refused (undecodable, spoofed, implausible time, a panic while
+// applying it) is copied to the dead-letter stream with the reason, and
+// the processor goes on: one poison message must never stop detection for
+// the fleet, nor crash the processor again on every restart while it
+// re-reads the stream.
+func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
+	var seq, pending uint64
+	var storedMs int64
+	if meta, err := msg.Metadata(); err == nil {
+		seq, pending, storedMs = meta.Sequence.Stream, meta.NumPending, meta.Timestamp.UnixMilli()
+	}
+	p.pending = p.pending[:0]
+	reason := p.apply(ctx, msg, storedMs)
+	// Events decided before a panic are published all the same: their
+	// tracker counted them, and a missing revision would leave a gap.
+	for _, ev := range p.pending {
+		if err := p.publish(ctx, ev); err != nil {
+			return err
+		}
+	}
+	clear(p.pending)
+	p.pending = p.pending[:0]
+	if reason != "" {
+		p.log.Warn("refused counters message", "stream_seq", seq, "subject", msg.Subject(), "reason", reason)
+		if err := p.deadLetter(ctx, msg, seq, reason); err != nil {
+			return err
+		}
+	}
+	if !p.caughtUp && pending == 0 {
+		// Every message stored when the history was read has been read:
+		// none of them can be refused again. After a warm-up, incidents it
+		// did not decide again cannot come back either; a StartAll run may
+		// be reading a stream still being filled (replay), so it keeps
+		// them.
+		p.caughtUp = true
+		p.deadKnown = nil
+		var (
+			forgotten, leftOpen int
+			resolve             []*schemas.Event
+		)
+		if p.cfg.Start == StartWarmUp {
+			forgotten, leftOpen, resolve = p.published.caughtUp(p.reads, p.fabric.Watermark())
+		}
+		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
+			"left_open_not_found_again", leftOpen, "resolved_not_found_again", len(resolve))
+		for _, ev := range resolve {
+			if err := p.publish(ctx, ev); err != nil {
+				return err
+			}
+		}
+	}
+	p.st.processed.Add(1)
+	return nil
+}
+
+// apply decodes, checks and processes one message; it returns why the
+// message is refused, "" when it is not. A panic anywhere in there refuses
+// the message instead of killing the processor.
+func (p *Processor) apply(ctx context.Context, msg jetstream.Msg, storedMs int64) (reason string) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.sample = processor.Sample{}
+			p.st.panics.Add(1)
+			reason = fmt.Sprintf("%s: %v", ReasonPanic, r)
+			p.log.Error("panic while applying a counters message", "subject", msg.Subject(), "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	batch, err := schemas.DecodeBatch(msg.Data())
+	if errors.Is(err, schemas.ErrImplausibleTime) {
+		// Outside any plausible data time: the decoder refuses the whole
+		// message before a sample could move a watermark.
+		p.st.implausible.Add(1)
+		return ReasonImplausibleTime + ": " + err.Error()
+	}
+	if err != nil {
+		p.st.decodeErrors.Add(1)
+		return ReasonDecode + ": " + err.Error()
+	}
+	if err := schemas.CheckBatchSubject(msg.Subject(), batch); err != nil {
+		p.st.spoofed.Add(1)
+		return ReasonSpoofedNode + ": " + err.Error()
+	}
+	part := -1
+	if n := partitionOf(msg.Subject()); n >= 0 && n < len(p.partIndex) {
+		part = p.partIndex[n]
+	}
+	return p.process(ctx, batch, storedMs, part)
+}
+
+// process runs the detectors over one batch stored at storedMs (0:
+// unknown) from the part-th owned partition (-1: unknown). It returns why
+// samples were refused, "" when none was.
+func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, storedMs int64, part int) string {
+	// The counters are added once per batch: an atomic add per sample costs
+	// more than the bookkeeping it does.
+	var samples, stale, late uint64
+	var refused implausible
+	limit := p.aheadLimit(storedMs)
+	newest := schemas.Millis(0)
+	for i := range b.Ports {
+		ps := &b.Ports[i]
+		t := schemas.Millis(ps.TimeMs)
+		if t == 0 {
+			t = schemas.Millis(b.TimeMs)
+		}
+		if t <= 0 || (limit > 0 && t > limit) {
+			// Before anything is touched: an implausible time must not
+			// reach a port's LastTime nor the watermark.
+			refused.add(schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}, t, p.maxTime, storedMs)
+			continue
+		}
+		id := schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}
+		port, known := p.fabric.ports[id]
+		if !known {
+			port = p.fabric.get(id)
+			p.st.ports.Store(uint64(len(p.fabric.ports)))
+		}
+		if port.Samples > 0 && t <= port.LastTime {
+			stale++
+			continue
+		}
+		samples++
+		if t < p.fabric.wm {
+			late++
+		}
+		p.sample = processor.Sample{ID: id, Time: t, PortSample: ps}
+		s := &p.sample
+		for _, d := range p.portDets {
+			d.OnSample(ctx, port, s, (*emitter)(p))
+		}
+		port.Observe(s)
+		p.intervals.observe(ps.IntervalMs)
+		newest = max(newest, t)
+	}
+	p.sample = processor.Sample{} // keep no reference to the batch
+	p.maxTime = max(p.maxTime, newest)
+	if samples > 0 {
+		p.st.samples.Add(samples)
+		if part >= 0 {
+			ps := &p.st.parts[part]
+			ps.samples.Add(samples)
+			if int64(newest) > ps.dataTime.Load() {
+				ps.dataTime.Store(int64(newest))
+			}
+		}
+	}
+	if stale > 0 {
+		p.st.stale.Add(stale)
+	}
+	if late > 0 {
+		p.st.late.Add(late)
+	}
+	if refused.n > 0 {
+		p.st.implausible.Add(uint64(refused.n))
+	}
+	p.advance(ctx)
+	return refused.reason(len(b.Ports))
+}
+
+// advance moves the watermark and runs what hangs on it.
+func (p *Processor) advance(ctx context.Context) {
+	wm := p.maxTime - p.lateness()
+	if wm <= p.fabric.wm {
+		return
+	}
+	p.fabric.wm = wm
+	p.st.watermark.Store(int64(wm))
+	// The next steps are set before the calls: a detector that panics (and
+	// so refuses the message being applied) is not called again for every
+	// following message, only at the next tick.
+	if wm >= p.nextEvict {
+		first := p.nextEvict == 0
+		p.nextEvict = wm + schemas.Millis(time.Minute.Milliseconds())
+		if !first {
+			if n := p.fabric.evict(wm - schemas.Millis(p.cfg.PortTTL.Milliseconds())); n > 0 {
+				p.log.Info("forgot silent ports", "ports", n, "watermark", wm)
+				p.st.ports.Store(uint64(len(p.fabric.ports)))
+			}
+		}
+	}
+	if wm >= p.nextTick {
+		p.nextTick = wm + p.tick()
+		for _, d := range p.fabDets {
+			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
+		}
+	}
+}
+
+// emitter is the processor.Emitter the detectors get: events wait until the
+// message that caused them is processed. Not exported: only the processing
+// goroutine may emit.
+type emitter Processor
+
+// Resume implements processor.Resumer from the events stream's history.
+func (e *emitter) Resume(typ, scope string, subject schemas.Subject, id string, start schemas.Millis) (processor.Resumed, bool) {
+	return (*Processor)(e).published.resume(typ, scope, subject, id, start)
+}
+
+func (e *emitter) Emit(ev *schemas.Event) {
+	p := (*Processor)(e)
+	if err := ev.Validate(); err != nil {
+		p.log.Error("detector emitted an invalid event; dropped", "type", ev.Type, "err", err)
+		return
+	}
+	p.pending = append(p.pending, ev)
+}
+
+// publish sends one event, retrying until it is stored or ctx ends: an
+// event decided is never dropped, and a retry that did reach the stream is
+// dropped there by its Nats-Msg-Id.
+func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
+	p.st.countEvent(ev)
+	if p.published.seen(ev) {
+		p.st.known.Add(1)
+		return nil
+	}
+	data, err := schemas.EncodeEvent(ev)
+	if err != nil {
+		p.log.Error("cannot encode event; dropped", "id", ev.ID, "err", err)
+		return nil
+	}
+	subject := schemas.EventSubject(ev)
+	backoff := 100 * time.Millisecond
+	for {
+		ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(ev.MsgID()))
+		if err == nil {
+			if ack.Duplicate {
+				p.st.dupEvents.Add(1)
+			} else {
+				p.st.events.Add(1)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.log.Warn("publish event; retrying", "id", ev.MsgID(), "err", err, "backoff", backoff)
+		if !waitCtx(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// RequestTimeout bounds each JetStream control request (stream info,
+// consumer creation) a processor makes: a reply lost while a cluster node
+// dies must fail the request, not hang it for as long as ctx lives.
+const RequestTimeout = 10 * time.Second
+
+func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, RequestTimeout)
+}
+
+// waitCtx waits d of wall time for an I/O retry; false if ctx ended first.
+func waitCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// reads reports whether this processor reads the subject's port (port
+// scope) or any port of its node (node scope): whether it owns the incident.
+func (p *Processor) reads(s schemas.Subject) bool {
+	if s.Device != "" {
+		_, ok := p.fabric.ports[schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port}]
+		return ok
+	}
+	for id := range p.fabric.ports {
+		if id.Node == s.Node {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// fabric holds the processor's port states and implements
+// processor.FabricView. Only the processing goroutine touches it.
+type fabric struct {
+	topo     *schemas.Topology
+	complete bool
+	wm       schemas.Millis
+	ports    map[schemas.PortID]*processor.PortState
+	// order keeps the ids sorted so that Ports iterates the same way on
+	// every run; new ports are rare after the first interval.
+	order []schemas.PortID
+}
+
+func newFabric(topo *schemas.Topology, complete bool) *fabric {
+	return &fabric{topo: topo, complete: complete, ports: make(map[schemas.PortID]*processor.PortState)}
+}
+
+func portLess(a, b schemas.PortID) bool {
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	if a.Device != b.Device {
+		return a.Device < b.Device
+	}
+	return a.Port < b.Port
+}
+
+func (f *fabric) get(id schemas.PortID) *processor.PortState {
+	if p, ok := f.ports[id]; ok {
+		return p
+	}
+	p := processor.NewPortState(id)
+	f.ports[id] = p
+	i := sort.Search(len(f.order), func(i int) bool { return !portLess(f.order[i], id) })
+	f.order = append(f.order, schemas.PortID{})
+	copy(f.order[i+1:], f.order[i:])
+	f.order[i] = id
+	return p
+}
+
+// evict forgets ports whose last sample is older than before.
+func (f *fabric) evict(before schemas.Millis) int {
+	kept := f.order[:0]
+	n := 0
+	for _, id := range f.order {
+		if f.ports[id].LastTime < before {
+			delete(f.ports, id)
+			n++
+			continue
+		}
+		kept = append(kept, id)
+	}
+	clear(f.order[len(kept):])
+	f.order = kept
+	return n
+}
+
+func (f *fabric) Topology() *schemas.Topology { return f.topo }
+func (f *fabric) Watermark() schemas.Millis   { return f.wm }
+func (f *fabric) Complete() bool              { return f.complete }
+
+func (f *fabric) Port(id schemas.PortID) (*processor.PortState, bool) {
+	p, ok := f.ports[id]
+	return p, ok
+}
+
+func (f *fabric) Ports(fn func(*processor.PortState) bool) {
+	for _, id := range f.order {
+		if !fn(f.ports[id]) {
+			return
+		}
+	}
+}

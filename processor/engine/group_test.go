@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func TestAssign(t *testing.T) {
+	members := []string{"a", "b", "c"}
+	cases := []struct {
+		member     string
+		partitions int
+		want       []int
+	}{
+		{"a", 8, []int{0, 3, 6}},
+		{"b", 8, []int{1, 4, 7}},
+		{"c", 8, []int{2, 5}},
+		{"d", 8, nil},
+		{"c", 2, nil},
+	}
+	for _, c := range cases {
+		if got := assign(members, c.member, c.partitions); !slices.Equal(got, c.want) {
+			t.Errorf("assign(%v, %s, %d) = %v, want %v", members, c.member, c.partitions, got, c.want)
+		}
+	}
+}
+
+func TestNewElasticRefuses(t *testing.T) {
+	srv := natstest.Start(t, nil)
+	for _, cfg := range []Config{
+		{},
+		{Group: "a.b"},
+		{Group: "g", Member: "x y"},
+		{Group: "g", Instances: 2},
+		{Group: "g", OwnedPartitions: []int{1}},
+		{Group: "g", Start: StartAll},
+		{Group: "g", MemberTTL: -time.Second},
+	} {
+		if _, err := NewElastic(srv.JS, cfg, nil); err == nil {
+			t.Errorf("NewElastic(%+v) accepted", cfg)
+		}
+	}
+}
+
+// flapBatch is node's batch i (5 s of data time apart, one port) whose
+// link_downed rises at each batch listed in downs.
+func flapBatch(node string, i int, downs []int) *schemas.CounterBatch {
+	b := &schemas.CounterBatch{Node: node, BootID: "boot", Seq: uint64(i), TimeMs: t0 + int64(i)*5000}
+	var value, delta uint64
+	for _, d := range downs {
+		if d <= i {
+			value++
+		}
+		if d == i {
+			delta = 1
+		}
+	}
+	var flags schemas.Flag
+	interval := int64(5000)
+	if i == 0 {
+		flags, interval = schemas.FlagFirst, 0
+	}
+	b.Ports = []schemas.PortSample{{
+		Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet", State: "ACTIVE",
+		TimeMs: b.TimeMs, IntervalMs: interval,
+		Counters: []schemas.CounterDelta{{Name: "link_downed", Source: schemas.SourceCounters, Value: value, Delta: delta, Flags: flags}},
+	}}
+	return b
+}
+
+type member struct {
+	e      *Elastic
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// TestElasticTakeover: three processors share the partitions; one dies
+// without leaving (its connection is cut, its key expires); the other two
+// take its partitions over within 30 s, and the incidents it opened continue
+// (update, resolved) under the same ids with no revision stored twice.
+func TestElasticTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~15 s")
+	}
+	srv := natstest.Start(t, &schemas.StreamOptions{Memory: true})
+	js := srv.JS
+	const ttl = 3 * time.Second
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var members []*member
+	for i := 0; i < 3; i++ {
+		nc, err := nats.Connect(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mjs, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewElastic(mjs, Config{
+			Group: "test", Member: fmt.Sprintf("p%d", i), MemberTTL: ttl,
+			DetectorNames: []string{schemas.TypeLinkFlap},
+			StartTime:     time.Now().Add(-time.Hour),
+		}, logger.With("m", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		m := &member{e: e, nc: nc, cancel: cancel, done: make(chan error, 1)}
+		go func() { m.done <- e.Run(ctx) }()
+		members = append(members, m)
+		t.Cleanup(func() {
+			cancel()
+			<-m.done
+			nc.Close()
+		})
+	}
+	owners := func(ms []*member) (map[int]int, error) {
+		own := map[int]int{}
+		for i, m := range ms {
+			for _, p := range m.e.Partitions() {
+				if j, dup := own[p]; dup {
+					return nil, fmt.Errorf("partition %d owned by %d and %d", p, j, i)
+				}
+				own[p] = i
+			}
+		}
+		if len(own) != schemas.DefaultPartitions {
+			return nil, fmt.Errorf("%d partitions owned, want %d", len(own), schemas.DefaultPartitions)
+		}
+		return own, nil
+	}
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		for i, m := range members {
+			if len(m.e.Members()) != 3 || len(m.e.Partitions()) == 0 {
+				return fmt.Errorf("member %d sees %v, owns %v", i, m.e.Members(), m.e.Partitions())
+			}
+		}
+		_, err := owners(members)
+		return err
+	})
+
+	const nodes = 30
+	var flapping []string
+	downsOf := map[string][]int{}
+	for n := 0; n < nodes; n++ {
+		node := fmt.Sprintf("gpu-%03d.pod-a", n)
+		if n%3 == 0 {
+			flapping = append(flapping, node)
+			// Opens at batch 2, updates at 20 (more than a minute
+			// later), resolves 5 min of data time after that.
+			downsOf[node] = []int{2, 20}
+		}
+	}
+	publishUpTo := func(from, to int) {
+		for i := from; i < to; i++ {
+			for n := 0; n < nodes; n++ {
+				node := fmt.Sprintf("gpu-%03d.pod-a", n)
+				publish(t, js, flapBatch(node, i, downsOf[node]), "")
+			}
+		}
+	}
+	publishUpTo(0, 11)
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(len(flapping)) {
+			return fmt.Errorf("%d events, want %d opens", n, len(flapping))
+		}
+		return nil
+	})
+
+	// The victim is the owner of the first flapping node's partition.
+	part := nodePartitions(t, js)
+	own, err := owners(members)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := own[part[flapping[0]]]
+	var victimNodes []string
+	for _, node := range flapping {
+		if own[part[node]] == victim {
+			victimNodes = append(victimNodes, node)
+		}
+	}
+	lost := members[victim].e.Partitions()
+	t.Logf("killing member %d (partitions %v, incidents on %v)", victim, lost, victimNodes)
+	killed := time.Now()
+	members[victim].nc.Close() // no clean leave: its key must expire
+	survivors := slices.Delete(slices.Clone(members), victim, victim+1)
+
+	// Data keeps coming while nobody owns the victim's partitions.
+	publishUpTo(11, 30)
+	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		_, err := owners(survivors)
+		return err
+	})
+	takeover := time.Since(killed)
+	t.Logf("partitions taken over %v after the kill", takeover)
+	if takeover > 30*time.Second {
+		t.Errorf("takeover took %v", takeover)
+	}
+	publishUpTo(30, 100)
+
+	want := 3 * len(flapping) // open, update, resolved
+	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(want) {
+			return fmt.Errorf("%d events, want %d", n, want)
+		}
+		return nil
+	})
+	// Let late duplicates, if any, arrive before counting.
+	time.Sleep(500 * time.Millisecond)
+	msgIDs := map[string]int{}
+	states := map[string][]string{} // node -> states in stream order
+	ids := map[string]map[string]bool{}
+	for _, m := range readRaw(t, js) {
+		msgIDs[m.Headers().Get(jetstream.MsgIDHeader)]++
+		ev, err := schemas.DecodeEvent(m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := ev.Subject.Node
+		states[node] = append(states[node], ev.State)
+		if ids[node] == nil {
+			ids[node] = map[string]bool{}
+		}
+		ids[node][ev.ID] = true
+	}
+	for id, n := range msgIDs {
+		if n != 1 || id == "" {
+			t.Errorf("Nats-Msg-Id %q stored %d times", id, n)
+		}
+	}
+	for _, node := range flapping {
+		if got := fmt.Sprint(states[node]); got != "[open update resolved]" {
+			t.Errorf("%s: states %s", node, got)
+		}
+		if len(ids[node]) != 1 {
+			t.Errorf("%s: incident ids %v, want one", node, ids[node])
+		}
+	}
+	if len(states) != len(flapping) {
+		t.Errorf("events for %d nodes, want %d", len(states), len(flapping))
+	}
+	for i, m := range survivors {
+		st := m.e.Stats()
+		t.Logf("survivor %d: partitions %v rebalances %d stats events %d known %d duplicates %d",
+			i, m.e.Partitions(), m.e.Rebalances(), st.Events, st.KnownEvents, st.DuplicateEvents)
+		if st.DuplicateEvents != 0 {
+			t.Errorf("survivor %d published %d duplicates", i, st.DuplicateEvents)
+		}
+	}
+}
+
+// nodePartitions reads the counters stream: node -> partition.
+func nodePartitions(t *testing.T, js jetstream.JetStream) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	n := streamMsgs(t, js, schemas.StreamCounters)
+	c, err := js.OrderedConsumer(context.Background(), schemas.StreamCounters, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(int(n), jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		b, err := schemas.DecodeBatch(m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[b.Node] = partitionOf(m.Subject())
+	}
+	return out
+}
+
+func readRaw(t *testing.T, js jetstream.JetStream) []jetstream.Msg {
+	t.Helper()
+	n := streamMsgs(t, js, schemas.StreamEvents)
+	c, err := js.OrderedConsumer(context.Background(), schemas.StreamEvents, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(int(n), jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []jetstream.Msg
+	for m := range msgs.Messages() {
+		out = append(out, m)
+	}
+	return out
+}

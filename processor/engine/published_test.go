@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// level is a port detector whose incident holds while link_downed's delta
+// is above 0, with an update on every holding sample: an incident with as
+// many revisions as the test wants.
+type level struct{ tr *processor.Tracker }
+
+func newLevel() *level {
+	return &level{tr: processor.NewTracker("level", processor.Policy{})}
+}
+
+func (d *level) Name() string { return "level" }
+func (d *level) OnSample(_ context.Context, _ *processor.PortState, s *processor.Sample, em processor.Emitter) {
+	subject := schemas.Subject{Node: s.ID.Node, Device: s.ID.Device, Port: s.ID.Port}
+	if s.Counters[0].Delta == 0 {
+		d.tr.Clear(s.Time, subject, "the level is 0", nil, em)
+		return
+	}
+	d.tr.Hold(s.Time, processor.Finding{
+		Subject: subject, Onset: s.Time, Severity: schemas.SeverityWarning, Layer: "physical",
+		Summary: subject.String() + ": level " + fmt.Sprint(s.Counters[0].Delta), Progress: true,
+	}, em)
+}
+
+// levelBatch is host-a's batch i with port 1 at level v.
+func levelBatch(i int, v uint64) *schemas.CounterBatch {
+	b := batch("host-a", i, 0)
+	b.Ports[0].Counters[0].Value, b.Ports[0].Counters[0].Delta = v, v
+	return b
+}
+
+// eventMsgIDs counts the events stream's messages by Nats-Msg-Id.
+func eventMsgIDs(t *testing.T, js jetstream.JetStream) map[string]int {
+	t.Helper()
+	n := streamMsgs(t, js, schemas.StreamEvents)
+	out := map[string]int{}
+	if n == 0 {
+		return out
+	}
+	c, err := js.OrderedConsumer(context.Background(), schemas.StreamEvents, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(int(n), jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		out[m.Headers().Get(nats.MsgIdHdr)]++
+	}
+	return out
+}
+
+// TestOutageLongerThanDuplicateWindow: a processor stopped for longer than
+// the events stream's duplicate window (shortened to 500 ms here; 10 min in
+// production, where the old 9-minute resend window lost the events of any
+// longer outage) and restarted publishes every revision it missed, once,
+// and none it had published.
+func TestOutageLongerThanDuplicateWindow(t *testing.T) {
+	js, _ := startJS(t)
+	shortDuplicates(t, js, 500*time.Millisecond)
+	levels := []uint64{0, 0, 1, 1, 1, 1, 1, 1, 0, 0}
+	for i := 0; i < 4; i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	from := time.Now().Add(-time.Hour) // the warm-up covers the whole test
+	cfg := func() Config {
+		return Config{StartTime: from, Detectors: []processor.Detector{newLevel()}}
+	}
+	first := start(t, js, cfg())
+	first.waitProcessed(t, 4)
+	first.stop()
+	if st := first.procs[0].Stats(); st.Events != 2 {
+		t.Fatalf("first run: %+v, want the open and one update", st)
+	}
+
+	// The outage: the incident goes on and resolves while nobody reads.
+	for i := 4; i < len(levels); i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	time.Sleep(700 * time.Millisecond) // past the duplicate window
+
+	id := schemas.EventID("level", schemas.Subject{Node: "host-a", Device: "mlx5_0", Port: 1}, schemas.Millis(t0+2*5000+1))
+	check := func() {
+		t.Helper()
+		got := eventMsgIDs(t, js)
+		for rev := 0; rev <= 6; rev++ {
+			if n := got[fmt.Sprintf("%s#%d", id, rev)]; n != 1 {
+				t.Errorf("revision %d on the events stream %d times", rev, n)
+			}
+		}
+		if len(got) != 7 {
+			t.Errorf("events stream: %v, want revisions 0..6 of %s", got, id)
+		}
+	}
+	second := start(t, js, cfg())
+	second.waitProcessed(t, uint64(len(levels)))
+	check()
+	if st := second.procs[0].Stats(); st.KnownEvents != 2 || st.Events != 5 || st.DuplicateEvents != 0 ||
+		st.Incidents["level"][schemas.StateResolved] != 1 || st.OpenIncidents["level"] != 0 {
+		t.Errorf("restart stats %+v", st)
+	}
+	second.stop()
+
+	// Once more, nothing new: nothing is published.
+	time.Sleep(700 * time.Millisecond)
+	third := start(t, js, cfg())
+	third.waitProcessed(t, uint64(len(levels)))
+	check()
+	if st := third.procs[0].Stats(); st.KnownEvents != 7 || st.Events != 0 {
+		t.Errorf("second restart stats %+v", st)
+	}
+}
+
+func TestStatsPerPartition(t *testing.T) {
+	js, _ := startJS(t)
+	for i := 0; i < 3; i++ {
+		publish(t, js, batch("host-a", i, 0), "")
+	}
+	r := start(t, js, Config{Start: StartAll, OwnedPartitions: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}})
+	r.waitProcessed(t, 3)
+	st := r.procs[0].Stats()
+	if st.PartitionsOwned != 16 || len(st.Partitions) != 16 {
+		t.Fatalf("stats %+v", st)
+	}
+	var withData int
+	for _, ps := range st.Partitions {
+		if ps.Samples == 0 {
+			continue
+		}
+		withData++
+		if ps.Samples != 6 || ps.DataTime != schemas.Millis(t0+2*5000+2) || ps.Lag <= 0 || ps.WatermarkLag <= 0 {
+			t.Errorf("partition %+v (watermark %v)", ps, st.Watermark)
+		}
+	}
+	if withData != 1 || st.Watermark == 0 {
+		t.Errorf("%d partitions with data, watermark %v", withData, st.Watermark)
+	}
+}
+
+// TestRestartContinuesOlderIncident: an incident that opened before the
+// warm-up's start is found again with a later onset; the restarted
+// processor continues it (same id, next revisions, its resolved) instead of
+// opening a second incident and leaving the first open for ever.
+func TestRestartContinuesOlderIncident(t *testing.T) {
+	js, _ := startJS(t)
+	levels := []uint64{0, 0, 1, 1, 1, 1, 1, 1, 0, 0}
+	for i := 0; i < 4; i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	time.Sleep(20 * time.Millisecond)
+	warmUpFrom := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	for i := 4; i < 6; i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	first := start(t, js, Config{StartTime: warmUpFrom.Add(-time.Hour), Detectors: []processor.Detector{newLevel()}})
+	first.waitProcessed(t, 6)
+	first.stop()
+	for i := 6; i < len(levels); i++ {
+		publish(t, js, levelBatch(i, levels[i]), "")
+	}
+	// The restart's warm-up starts at batch 4: it never sees the onset.
+	second := start(t, js, Config{StartTime: warmUpFrom, Detectors: []processor.Detector{newLevel()}})
+	second.waitProcessed(t, uint64(len(levels)-4))
+	second.stop()
+
+	id := schemas.EventID("level", schemas.Subject{Node: "host-a", Device: "mlx5_0", Port: 1}, schemas.Millis(t0+2*5000+1))
+	got := eventMsgIDs(t, js)
+	for rev := 0; rev <= 8; rev++ {
+		if n := got[fmt.Sprintf("%s#%d", id, rev)]; n != 1 {
+			t.Errorf("revision %d on the events stream %d times", rev, n)
+		}
+	}
+	if len(got) != 9 {
+		t.Errorf("events stream %v, want revisions 0..8 of %s only", got, id)
+	}
+	evs := readEvents(t, js)
+	if last := evs[len(evs)-1]; last.ID != id || last.State != schemas.StateResolved {
+		t.Errorf("last event %+v, want %s resolved", last, id)
+	}
+}
+
+// TestRestartResolvesIncidentNotFoundAgain: an incident a previous run left
+// open on a port this processor reads, which the warm-up does not decide
+// again (the counters no longer show it), is resolved with its next
+// revision; one on a port another instance reads is left to that instance.
+func TestRestartResolvesIncidentNotFoundAgain(t *testing.T) {
+	js, _ := startJS(t)
+	from := time.Now().Add(-time.Hour)
+	putOpen := func(node string) string {
+		t.Helper()
+		subject := schemas.Subject{Node: node, Device: "mlx5_0", Port: 1}
+		ev := &schemas.Event{
+			ID: schemas.EventID("level", subject, schemas.Millis(t0)), Type: "level", State: schemas.StateUpdate, Revision: 2,
+			Severity: schemas.SeverityWarning, Scope: schemas.ScopePort, Subject: subject, Layer: "physical",
+			Start: schemas.Millis(t0), DetectedAt: schemas.Millis(t0 + 5000), Summary: node + ": level 1",
+		}
+		data, err := schemas.EncodeEvent(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := nats.NewMsg(schemas.EventSubject(ev))
+		msg.Data = data
+		msg.Header.Set(nats.MsgIdHdr, ev.MsgID())
+		if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+		return ev.ID
+	}
+	mine, theirs := putOpen("host-a"), putOpen("host-z")
+	for i := 0; i < 4; i++ {
+		publish(t, js, levelBatch(i, 0), "")
+	}
+	r := start(t, js, Config{StartTime: from, Detectors: []processor.Detector{newLevel()}})
+	r.waitProcessed(t, 4)
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if got := eventMsgIDs(t, js); got[mine+"#3"] != 1 {
+			return fmt.Errorf("events stream %v: no resolved revision 3 of %s", got, mine)
+		}
+		return nil
+	})
+	r.stop()
+	var resolved *schemas.Event
+	for _, ev := range readEvents(t, js) {
+		switch {
+		case ev.ID == mine && ev.Revision == 3:
+			resolved = ev
+		case ev.ID == theirs && ev.Revision > 2:
+			t.Errorf("the other instance's incident got %+v", ev)
+		}
+	}
+	if resolved == nil || resolved.State != schemas.StateResolved || resolved.End == nil || resolved.Validate() != nil {
+		t.Errorf("resolved event %+v", resolved)
+	}
+}
