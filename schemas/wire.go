@@ -191,6 +191,9 @@ type PortInventory struct {
 	BoardID   string `msgpack:"bd,omitempty"`
 	HCAType   string `msgpack:"hca,omitempty"`
 	NodeGUID  string `msgpack:"guid,omitempty"`
+	// Config is the port's configuration as last read; nil when the host
+	// exposes none of it. Older collectors never send it.
+	Config *PortConfig `msgpack:"cfg,omitempty"`
 }
 
 // Inventory is a node's port list, published when it changes and at start.
@@ -268,6 +271,9 @@ func DecodeInventory(data []byte) (*Inventory, error) {
 	for i, p := range inv.Ports {
 		if p.Device == "" || p.Port < 1 {
 			return nil, fmt.Errorf("decode inventory from %s: port %d has device %q port %d", inv.Node, i, p.Device, p.Port)
+		}
+		if err := p.Config.Validate(); err != nil {
+			return nil, fmt.Errorf("decode inventory from %s: port %s/%d: %w", inv.Node, p.Device, p.Port, err)
 		}
 	}
 	return &inv, nil
