@@ -177,6 +177,13 @@ func (c *Collector) publish(ctx context.Context, r *Reading) error {
 	return nil
 }
 
+// samePortInventory compares two inventory entries, the config by value.
+func samePortInventory(a, b schemas.PortInventory) bool {
+	ac, bc := a.Config, b.Config
+	a.Config, b.Config = nil, nil
+	return a == b && ac.Equal(bc)
+}
+
 // InventoryRefresh is how often (data time) a node's unchanged inventory is
 // published again.
 const InventoryRefresh = 5 * time.Minute
@@ -201,7 +208,12 @@ func (c *Collector) inventoryChange(r *Reading) *schemas.Inventory {
 			FWVersion: d.FWVersion, BoardID: d.BoardID, HCAType: d.HCAType, NodeGUID: d.NodeGUID,
 		}
 		k := portKey{p.Device, p.Port}
-		if old, ok := known[k]; !ok || old != pi {
+		old, ok := known[k]
+		pi.Config = old.Config
+		if p.Config != nil {
+			pi.Config = old.Config.Merge(p.Config)
+		}
+		if !ok || !samePortInventory(old, pi) {
 			known[k] = pi
 			changed = true
 		}

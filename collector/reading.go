@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"github.com/rdmawatch/rdmawatch/schemas"
 	"time"
 )
 
@@ -19,6 +20,10 @@ type PortReading struct {
 	Counters   map[string]uint64 // ports/<p>/counters
 	HWCounters map[string]uint64 // ports/<p>/hw_counters
 	Ethtool    map[string]uint64 // ethtool -S <netdev>, names trimmed
+	// Config is what this reading learnt of the port's settings; nil when
+	// it read none. Fields it does not know are nil and keep the value
+	// known before (a trace may carry only what changed).
+	Config *schemas.PortConfig
 }
 
 // Reading is one scrape of one node.
