@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/collector/sysfstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -344,4 +348,97 @@ func TestHostSourceConfigCadence(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+}
+
+// stepSource is a host source read at data times t0, t0+step, ... that
+// ends (io.EOF) after n readings; before reading i it runs before(i).
+type stepSource struct {
+	h      *HostSource
+	now    *time.Time
+	t0     time.Time
+	step   time.Duration
+	n, i   int
+	before func(i int)
+}
+
+func (s *stepSource) Next(ctx context.Context) (*Reading, error) {
+	if s.i == s.n {
+		return nil, io.EOF
+	}
+	s.before(s.i)
+	*s.now = s.t0.Add(time.Duration(s.i) * s.step)
+	s.i++
+	return s.h.Next(ctx)
+}
+
+func (s *stepSource) ConfigErrors() uint64 { return s.h.ConfigErrors() }
+
+// The live path end to end on a fixture tree and a real JetStream: the
+// host source reads the configuration, the collector publishes it in the
+// node's inventory at the first scrape and again when it changes, and the
+// failures are counted in what self-monitoring sees.
+func TestCollectorPublishesHostConfigInInventory(t *testing.T) {
+	root := t.TempDir()
+	class := filepath.Join(root, "class")
+	spec := sysfstest.MLX5RoCE(1, 1)
+	spec.Netdevs = []sysfstest.Netdev{sysfstest.RoCENetdev("ens1f0np0", 9000, []int{3}, []int{3})}
+	if err := sysfstest.Build(class, spec); err != nil {
+		t.Fatal(err)
+	}
+	nd := sysfstest.NetdevDir(class, "ens1f0np0")
+	writeHostile(t, filepath.Join(nd, "ecn/roce_rp/enable/2"), []byte("x\n"))
+	var now time.Time
+	h, err := NewHostSource("gpu-017", WithSysfsRoot(root), WithEthtool(false), WithHostLogger(slog.New(slog.DiscardHandler)),
+		WithHostClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	src := &stepSource{h: h, now: &now, t0: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), step: 10 * time.Second, n: 9,
+		before: func(i int) {
+			if i == 4 {
+				if err := sysfstest.SetFile(filepath.Join(nd, "mtu"), class, "4200"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}}
+	js := startJS(t)
+	var last Scrape
+	c := New(src, NewEngine(nil), NewPublisher(js, 8, nil), Config{OnScrape: func(s Scrape) { last = s }})
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Config reads at +0, +30 s and +60 s (DefaultConfigInterval), each
+	// failing on roce_rp/enable/2.
+	if last.ConfigErrors != 3 {
+		t.Errorf("Scrape.ConfigErrors = %d, want 3", last.ConfigErrors)
+	}
+	ctx := context.Background()
+	cons, err := js.OrderedConsumer(ctx, schemas.StreamInventory, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range streamMsgs(t, js, schemas.StreamInventory) {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := schemas.DecodeInventory(m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range inv.Ports {
+			got = append(got, fmt.Sprintf("+%ds %s/%d %s", (inv.TimeMs-src.t0.UnixMilli())/1000, p.Device, p.Port, fmtConfig(p.Config)))
+		}
+	}
+	// The MTU changed before the read at +40 s; the next config read, at
+	// +60 s, sees it and the inventory goes out again.
+	want := []string{
+		"+0s mlx5_0/1 mtu=9000 pfc=unknown np=[3] rp=unknown trust=",
+		"+60s mlx5_0/1 mtu=4200 pfc=unknown np=[3] rp=unknown trust=",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("inventories\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
