@@ -181,20 +181,22 @@ func readConfigMTU(path string) (int, error) {
 // priority file in a directory that is there is an error, since a
 // priority left out could not be told from "off".
 func readConfigPriorities(dir string) ([]int, error) {
-	if err := configDirExists(dir); err != nil {
+	d, err := openConfigDir(dir)
+	if err != nil {
 		return nil, err
 	}
+	defer d.close()
 	prios := make([]int, 0, schemas.MaxPriority+1)
 	for p := 0; p <= schemas.MaxPriority; p++ {
-		path := filepath.Join(dir, strconv.Itoa(p))
-		b, err := readConfigAttr(path)
+		name := strconv.Itoa(p)
+		b, err := d.read(name)
 		if errors.Is(err, errConfigNotExposed) {
-			return nil, fmt.Errorf("%s: missing while %s is there", path, dir)
+			return nil, fmt.Errorf("%s/%s: missing while %s is there", dir, name, dir)
 		}
 		if err != nil {
 			return nil, err
 		}
-		on, err := parseConfigEnable(path, b)
+		on, err := parseConfigEnable(dir+"/"+name, b)
 		if err != nil {
 			return nil, err
 		}

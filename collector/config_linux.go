@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"sync/atomic"
 	"time"
@@ -18,14 +17,34 @@ import (
 // configuration is read every DefaultConfigInterval, not every scrape.
 // errConfigNotExposed when the file is not there.
 func readConfigAttr(path string) ([]byte, error) {
-	fd, err := openRegular(path)
+	return readConfigAttrAt(unix.AT_FDCWD, path, path)
+}
+
+// readConfigAttrAt is readConfigAttr of name relative to the directory dirfd
+// (AT_FDCWD: the working directory); path names the file in errors.
+func readConfigAttrAt(dirfd int, name, path string) ([]byte, error) {
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if err == unix.ENOENT {
 			return nil, fmt.Errorf("%s: %w", path, errConfigNotExposed)
 		}
-		return nil, err
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, &os.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (mode %#o)", errSysfsNotRegular, st.Mode&unix.S_IFMT)}
+	}
 	var buf [sysfsMaxValue + 1]byte
 	for {
 		n, err := unix.Pread(fd, buf[:], 0)
@@ -42,21 +61,38 @@ func readConfigAttr(path string) ([]byte, error) {
 	}
 }
 
-// configDirExists: nil for a directory, errConfigNotExposed when nothing is
-// there, an error naming dir for anything else (a file in its place).
-func configDirExists(dir string) error {
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			return fmt.Errorf("%s: %w", dir, errConfigNotExposed)
-		}
-		return &os.PathError{Op: "lstat", Path: dir, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return &os.PathError{Op: "lstat", Path: dir, Err: fmt.Errorf("not a directory (mode %#o)", st.Mode&unix.S_IFMT)}
-	}
-	return nil
+// configDir is an open directory of priority files: the files are opened
+// relative to it, which spares the kernel the path walk through the
+// netdev's symlink for each of them.
+type configDir struct {
+	fd   int
+	path string
 }
+
+// openConfigDir opens dir: errConfigNotExposed when nothing is there, an
+// error naming dir for anything else (a file in its place).
+func openConfigDir(dir string) (*configDir, error) {
+	for {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.ENOENT:
+			return nil, fmt.Errorf("%s: %w", dir, errConfigNotExposed)
+		case err == unix.ENOTDIR:
+			return nil, &os.PathError{Op: "open", Path: dir, Err: errors.New("not a directory")}
+		case err != nil:
+			return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+		}
+		return &configDir{fd: fd, path: dir}, nil
+	}
+}
+
+func (d *configDir) read(name string) ([]byte, error) {
+	return readConfigAttrAt(d.fd, name, d.path+"/"+name)
+}
+
+func (d *configDir) close() { unix.Close(d.fd) }
 
 // dcbTimeout bounds one DCB netlink round trip: the kernel answers at once
 // (the driver reads its cached DCB state or one firmware register), so a
@@ -91,7 +127,7 @@ func queryDCB(ctx context.Context, netdev string) (dcbConfig, error) {
 	if err := unix.Sendto(fd, encodeDCBGet(netdev, seq), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return dcbConfig{}, fmt.Errorf("RTM_GETDCB send: %w", err)
 	}
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 8<<10) // an mlx5 answer with the full DSCP map is under 2 KiB; MSG_TRUNC tells a longer one
 	for {
 		if err := ctx.Err(); err != nil {
 			return dcbConfig{}, err

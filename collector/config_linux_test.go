@@ -87,18 +87,6 @@ func TestConfigReaderFixture(t *testing.T) {
 	}
 }
 
-func fmtConfig(c *schemas.PortConfig) string {
-	if c == nil {
-		return "nil"
-	}
-	var b strings.Builder
-	if c.MTU != nil {
-		b.WriteString("mtu=" + strconv.Itoa(*c.MTU) + " ")
-	}
-	b.WriteString("pfc=" + fmtPrios(c.PFCEnabled) + " np=" + fmtPrios(c.ECNNPEnabled) + " rp=" + fmtPrios(c.ECNRPEnabled) + " trust=" + c.Trust)
-	return b.String()
-}
-
 // Hostile files: each must give an error naming the file, leave its own
 // setting unknown, and leave the others read.
 func TestConfigReaderHostileFiles(t *testing.T) {
@@ -442,3 +430,5 @@ func TestCollectorPublishesHostConfigInInventory(t *testing.T) {
 		t.Fatalf("inventories\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+func isNotExposed(err error) bool { return errors.Is(err, errDCBNotExposed) }

@@ -12,10 +12,18 @@ func readConfigAttr(path string) ([]byte, error) {
 	return nil, fmt.Errorf("%s: %w", path, errConfigNotExposed)
 }
 
-// configDirExists finds nothing where there is no Linux sysfs.
-func configDirExists(dir string) error {
-	return fmt.Errorf("%s: %w", dir, errConfigNotExposed)
+type configDir struct{}
+
+// openConfigDir finds nothing where there is no Linux sysfs.
+func openConfigDir(dir string) (*configDir, error) {
+	return nil, fmt.Errorf("%s: %w", dir, errConfigNotExposed)
 }
+
+func (*configDir) read(name string) ([]byte, error) {
+	return nil, fmt.Errorf("%s: %w", name, errConfigNotExposed)
+}
+
+func (*configDir) close() {}
 
 // queryDCB: DCB netlink is Linux's.
 func queryDCB(context.Context, string) (dcbConfig, error) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func TestConfigParseUint(t *testing.T) {
@@ -305,6 +307,18 @@ func TestDecodeDCBReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+func fmtConfig(c *schemas.PortConfig) string {
+	if c == nil {
+		return "nil"
+	}
+	var b strings.Builder
+	if c.MTU != nil {
+		b.WriteString("mtu=" + strconv.Itoa(*c.MTU) + " ")
+	}
+	b.WriteString("pfc=" + fmtPrios(c.PFCEnabled) + " np=" + fmtPrios(c.ECNNPEnabled) + " rp=" + fmtPrios(c.ECNRPEnabled) + " trust=" + c.Trust)
+	return b.String()
 }
 
 func fmtPrios(p *[]int) string {
