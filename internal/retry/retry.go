@@ -1,11 +1,16 @@
-// Package retry is the one way rdmawatch waits for a service that is not
-// there yet (NATS, ClickHouse at start): exponential backoff with jitter,
-// each failed attempt logged with the wait before the next, until the
-// operation succeeds, fails permanently or the context ends.
+// Package retry is the one way rdmawatch waits before trying again:
+// exponential backoff with jitter, so that many clients of one service do
+// not come back in step. Do waits for a service that is not there yet
+// (NATS, ClickHouse at start), each failed attempt logged with the wait
+// before the next, until the operation succeeds, fails permanently or the
+// context ends; Backoff and Sleep serve the loops that must do more between
+// attempts (acknowledge progress, count attempts against a limit, log in
+// their own words).
 package retry
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -23,12 +28,79 @@ type Policy struct {
 }
 
 // Permanent marks an error that retrying cannot fix (a bad password, a
-// malformed address): Do returns it at once.
+// malformed address, a request the server refuses): Do returns it at once,
+// and a loop of its own asks IsPermanent.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
 	}
 	return backoff.Permanent(err)
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *backoff.PermanentError
+	return errors.As(err, &p)
+}
+
+// Defaults of the zero Policy.
+const (
+	defaultInitial = 250 * time.Millisecond
+	defaultMax     = 10 * time.Second
+	// jitter is the fraction a wait varies either way.
+	jitter = 0.3
+)
+
+// exponential is the one shape of every wait: doubling from Initial to Max,
+// each wait varied by ±jitter.
+func (p Policy) exponential() *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = p.Initial
+	if b.InitialInterval <= 0 {
+		b.InitialInterval = defaultInitial
+	}
+	b.MaxInterval = p.Max
+	if b.MaxInterval <= 0 {
+		b.MaxInterval = defaultMax
+	}
+	b.MaxInterval = max(b.MaxInterval, b.InitialInterval)
+	b.Multiplier = 2
+	b.RandomizationFactor = jitter
+	return b
+}
+
+// Backoff hands out the waits of a retry loop of its own, in Do's shape but
+// never shorter than Policy.Initial or longer than Policy.Max (a
+// configured bound holds for every wait). Policy.MaxElapsed does not apply:
+// the loop decides when to give up. Not safe for concurrent use.
+type Backoff struct {
+	b *backoff.ExponentialBackOff
+}
+
+// NewBackoff returns a Backoff whose first wait is about p.Initial.
+func NewBackoff(p Policy) *Backoff {
+	return &Backoff{b: p.exponential()}
+}
+
+// Next returns the wait before the next attempt and lengthens the one after.
+func (b *Backoff) Next() time.Duration {
+	return min(max(b.b.NextBackOff(), b.b.InitialInterval), b.b.MaxInterval)
+}
+
+// Reset starts again from the first wait, after a success.
+func (b *Backoff) Reset() { b.b.Reset() }
+
+// Sleep waits d, or less if ctx ends first; it returns ctx's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Do calls op until it returns nil, a Permanent error, or ctx ends, and
@@ -39,17 +111,7 @@ func Do[T any](ctx context.Context, log *slog.Logger, what string, p Policy, op 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = p.Initial
-	if b.InitialInterval <= 0 {
-		b.InitialInterval = 250 * time.Millisecond
-	}
-	b.MaxInterval = p.Max
-	if b.MaxInterval <= 0 {
-		b.MaxInterval = 10 * time.Second
-	}
-	b.Multiplier = 2
-	b.RandomizationFactor = 0.3
+	b := p.exponential()
 	start := time.Now()
 	attempts := 0
 	v, err := backoff.Retry(ctx, func() (T, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -63,5 +64,86 @@ func TestDo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		name   string
+		p      Policy
+		lo, hi time.Duration // every wait within
+		last   time.Duration // the waits reach at least this (the cap, less jitter)
+	}{
+		{name: "defaults", lo: defaultInitial, hi: defaultMax, last: time.Duration(float64(defaultMax) * (1 - jitter))},
+		{name: "bounds", p: Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second},
+			lo: 100 * time.Millisecond, hi: 2 * time.Second, last: 1400 * time.Millisecond},
+		{name: "equal bounds", p: Policy{Initial: time.Second, Max: time.Second}, lo: time.Second, hi: time.Second, last: time.Second},
+		{name: "max below initial", p: Policy{Initial: time.Second, Max: time.Millisecond}, lo: time.Second, hi: time.Second, last: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 { // jitter: many draws
+				b := NewBackoff(tt.p)
+				first := b.Next()
+				if first > time.Duration(float64(tt.lo)*(1+jitter))+1 {
+					t.Fatalf("first wait %s, want about %s", first, tt.lo)
+				}
+				var d time.Duration
+				for range 70 {
+					if d = b.Next(); d < tt.lo || d > tt.hi {
+						t.Fatalf("wait %s outside [%s, %s]", d, tt.lo, tt.hi)
+					}
+				}
+				if d < tt.last {
+					t.Fatalf("after 70 waits %s, want at least %s", d, tt.last)
+				}
+				b.Reset()
+				if again := b.Next(); again > time.Duration(float64(tt.lo)*(1+jitter))+1 {
+					t.Fatalf("after Reset %s, want about %s", again, tt.lo)
+				}
+			}
+		})
+	}
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("Sleep: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep after cancel: %v, want context.Canceled", err)
+	}
+	if waited := time.Since(start); waited > time.Minute {
+		t.Fatalf("Sleep after cancel waited %s", waited)
+	}
+}
+
+func TestIsPermanent(t *testing.T) {
+	base := errors.New("401 unauthorized")
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"plain", base, false},
+		{"permanent", Permanent(base), true},
+		{"wrapped permanent", fmt.Errorf("post: %w", Permanent(base)), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsPermanent(tt.err); got != tt.want {
+				t.Errorf("IsPermanent(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+	if Permanent(nil) != nil {
+		t.Error("Permanent(nil) is not nil")
+	}
+	if !errors.Is(Permanent(base), base) {
+		t.Error("Permanent hides the error it marks from errors.Is")
 	}
 }
