@@ -339,9 +339,29 @@ func (r *reader) isNil() bool {
 	return false
 }
 
+// container holds the codes and words that tell an array header from a map
+// header.
+type container struct {
+	fixLow, fixHigh, fixMask, code16, code32 byte
+	name, article, elems                     string // for errors
+}
+
+var (
+	arrayHeader = container{msgpcode.FixedArrayLow, msgpcode.FixedArrayHigh, msgpcode.FixedArrayMask,
+		msgpcode.Array16, msgpcode.Array32, "array", "an", "elements"}
+	mapHeader = container{msgpcode.FixedMapLow, msgpcode.FixedMapHigh, msgpcode.FixedMapMask,
+		msgpcode.Map16, msgpcode.Map32, "map", "a", "entries"}
+)
+
 // arrayLen reads an array header. The count is checked against the bytes
 // left at minElem bytes per element, before any caller allocates for it.
-func (r *reader) arrayLen(minElem int) (int, error) {
+func (r *reader) arrayLen(minElem int) (int, error) { return r.header(&arrayHeader, minElem) }
+
+// mapLen reads a map header, its count checked as arrayLen's, at minEntry
+// bytes per key and value.
+func (r *reader) mapLen(minEntry int) (int, error) { return r.header(&mapHeader, minEntry) }
+
+func (r *reader) header(k *container, minElem int) (int, error) {
 	at := r.off
 	c, err := r.byte()
 	if err != nil {
@@ -349,46 +369,20 @@ func (r *reader) arrayLen(minElem int) (int, error) {
 	}
 	var n uint64
 	switch {
-	case msgpcode.IsFixedArray(c):
-		n = uint64(c & msgpcode.FixedArrayMask)
-	case c == msgpcode.Array16:
+	case c >= k.fixLow && c <= k.fixHigh:
+		n = uint64(c & k.fixMask)
+	case c == k.code16:
 		n, err = r.be(2)
-	case c == msgpcode.Array32:
+	case c == k.code32:
 		n, err = r.be(4)
 	default:
-		return 0, fmt.Errorf("want an array, got 0x%02x at byte %d", c, at)
+		return 0, fmt.Errorf("want %s %s, got 0x%02x at byte %d", k.article, k.name, c, at)
 	}
 	if err != nil {
 		return 0, err
 	}
 	if n*uint64(minElem) > uint64(r.left()) {
-		return 0, fmt.Errorf("array at byte %d claims %d elements of %d bytes or more; %d bytes are left", at, n, minElem, r.left())
-	}
-	return int(n), nil
-}
-
-func (r *reader) mapLen(minEntry int) (int, error) {
-	at := r.off
-	c, err := r.byte()
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	switch {
-	case msgpcode.IsFixedMap(c):
-		n = uint64(c & msgpcode.FixedMapMask)
-	case c == msgpcode.Map16:
-		n, err = r.be(2)
-	case c == msgpcode.Map32:
-		n, err = r.be(4)
-	default:
-		return 0, fmt.Errorf("want a map, got 0x%02x at byte %d", c, at)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if n*uint64(minEntry) > uint64(r.left()) {
-		return 0, fmt.Errorf("map at byte %d claims %d entries of %d bytes or more; %d bytes are left", at, n, minEntry, r.left())
+		return 0, fmt.Errorf("%s at byte %d claims %d %s of %d bytes or more; %d bytes are left", k.name, at, n, k.elems, minElem, r.left())
 	}
 	return int(n), nil
 }
