@@ -45,20 +45,10 @@ type rangeFlags struct {
 	event                  string
 }
 
-// eventFlags filter the events query.
-type eventFlags struct{ types, severities, states, layers []string }
-
-func (e *eventFlags) register(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.StringSliceVar(&e.types, "type", nil, "events: only these types (pfc_storm, ber_drift, ...)")
-	f.StringSliceVar(&e.severities, "severity", nil, "events: only these severities (warning, critical)")
-	f.StringSliceVar(&e.states, "state", nil, "events: only incidents whose latest state is one of these (open, update, resolved)")
-	f.StringSliceVar(&e.layers, "layer", nil, "events: only these layers (physical, link_network, transport, application)")
-}
-
-func (e *eventFlags) apply(p *report.Params) {
-	p.Type, p.Severity = strings.Join(e.types, ","), strings.Join(e.severities, ",")
-	p.State, p.Layer = strings.Join(e.states, ","), strings.Join(e.layers, ",")
+// apply sets the events query's filters.
+func (k *eventKinds) apply(p *report.Params) {
+	p.Type, p.Severity = strings.Join(k.types, ","), strings.Join(k.severities, ",")
+	p.State, p.Layer = strings.Join(k.states, ","), strings.Join(k.layers, ",")
 }
 
 // withDataRange fills a range the user left open from what the database
@@ -136,7 +126,7 @@ func (r *rangeFlags) openRange(ctx context.Context, g *global) (driver.Conn, rep
 // queryFlags are the query command's flags.
 type queryFlags struct {
 	rf     rangeFlags
-	ef     eventFlags
+	ef     eventKinds
 	format string
 	list   bool
 	wide   bool
@@ -150,7 +140,7 @@ func (o *queryFlags) register(cmd *cobra.Command) {
 	f.StringVar(&o.format, "format", "table", "output: table, json (one object per line) or csv")
 	f.BoolVar(&o.list, "list", false, "list the shipped queries")
 	f.BoolVar(&o.wide, "wide", false, "table: do not cut long text (summaries) to the terminal")
-	o.ef.register(cmd)
+	o.ef.register(cmd, "events: ", "only incidents whose latest state is one of these (open, update, resolved)")
 }
 
 func newQueryCmd(g *global) *cobra.Command {

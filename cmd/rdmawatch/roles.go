@@ -4,6 +4,8 @@ package main
 // the reason it stopped.
 
 import (
+	"context"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -27,16 +29,26 @@ func serveTelemetry(cmd *cobra.Command, g *global, role string) (*telemetry.Serv
 // yet, and checks (never changes) the streams the role needs: a missing or
 // incompatible stream stops the role with the stream and field named.
 func connectJS(cmd *cobra.Command, g *global, name string, streams ...string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := natsutil.ConnectWait(cmd.Context(), g.natsOptions(name))
+	nc, js, err := dialJS(cmd.Context(), g, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := natsutil.CheckStreams(cmd.Context(), js, streams...); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// dialJS dials NATS as name, waiting with backoff while the server is not
+// up yet, and opens JetStream; the caller closes the connection.
+func dialJS(ctx context.Context, g *global, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := natsutil.ConnectWait(ctx, g.natsOptions(name))
 	if err != nil {
 		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	if err := natsutil.CheckStreams(cmd.Context(), js, streams...); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
@@ -91,15 +90,11 @@ processors afterwards so they read the new count.`,
 			if err != nil {
 				return err
 			}
-			nc, err := natsutil.ConnectWait(cmd.Context(), g.natsOptions("rdmawatch-streams-apply"))
+			nc, js, err := dialJS(cmd.Context(), g, "rdmawatch-streams-apply")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
 			changes, err := natsutil.ApplyStreams(cmd.Context(), js, o)
 			out := cmd.OutOrStdout()
 			for _, c := range changes {
@@ -124,15 +119,11 @@ func newStreamsCheckCmd(g *global) *cobra.Command {
 		Short: "Check that every stream exists with the subjects and partition transform the roles need",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nc, err := natsutil.ConnectWait(cmd.Context(), g.natsOptions("rdmawatch-streams-check"))
+			nc, js, err := dialJS(cmd.Context(), g, "rdmawatch-streams-check")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
 			var names []string
 			for _, c := range schemas.Streams(schemas.StreamOptions{}) {
 				names = append(names, c.Name)
