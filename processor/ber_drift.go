@@ -505,7 +505,7 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 	default:
 		if d.clear(st, ser) {
 			why := fmt.Sprintf("the BER has been back near its baseline (%.3g) for %s", st.baseBER, d.ResolveAfter)
-			t.Clear(now, subject, why, map[string]any{"recent_ber": berFinite(fit.recentBER)}, em)
+			t.Clear(now, subject, why, map[string]any{"recent_ber": finite(fit.recentBER)}, em)
 			return
 		}
 		if !fit.valid {
@@ -904,22 +904,8 @@ func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 	return k <= expect+berClearSigmas*math.Sqrt(expect)+berClearStrayErrors
 }
 
-func berFinite(v float64) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	return v
-}
-
 // berSig rounds to 4 significant digits: the evidence is for people.
-func berSig(v float64) float64 {
-	v = berFinite(v)
-	if v == 0 {
-		return 0
-	}
-	p := math.Pow(10, 3-math.Floor(math.Log10(math.Abs(v))))
-	return berFinite(math.Round(v*p) / p)
-}
+func berSig(v float64) float64 { return sigDigits(v, 4) }
 
 func berMinuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * berBucketMs)) }
 

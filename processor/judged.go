@@ -437,13 +437,7 @@ func (j *judged) rateOf(st *judgedPort, name string) float64 {
 }
 
 // sig rounds to 3 significant digits for evidence.
-func sig(v float64) float64 {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	p := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(v))))
-	return math.Round(v*p) / p
-}
+func sig(v float64) float64 { return sigDigits(v, 3) }
 
 // human writes a rate the way the summaries do: 3.2k, 850, 0.4.
 func human(v float64) string {
