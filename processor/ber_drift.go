@@ -322,7 +322,7 @@ func (st *berPort) advance(minute int64) {
 	st.minute = minute
 }
 
-// usable reports whether a counter's delta can be used: a baseline carries
+// berUsable reports whether a counter's delta can be used: a baseline carries
 // none, a held glitch is a 0 that is not a reading.
 func berUsable(c schemas.CounterDelta) bool {
 	return c.Flags&(schemas.FlagFirst|schemas.FlagHeld) == 0
