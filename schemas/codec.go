@@ -343,14 +343,15 @@ func (r *reader) isNil() bool {
 // header.
 type container struct {
 	fixLow, fixHigh, fixMask, code16, code32 byte
+	values                                   int    // per element: a map's hold a key and a value
 	name, article, elems                     string // for errors
 }
 
 var (
 	arrayHeader = container{msgpcode.FixedArrayLow, msgpcode.FixedArrayHigh, msgpcode.FixedArrayMask,
-		msgpcode.Array16, msgpcode.Array32, "array", "an", "elements"}
+		msgpcode.Array16, msgpcode.Array32, 1, "array", "an", "elements"}
 	mapHeader = container{msgpcode.FixedMapLow, msgpcode.FixedMapHigh, msgpcode.FixedMapMask,
-		msgpcode.Map16, msgpcode.Map32, "map", "a", "entries"}
+		msgpcode.Map16, msgpcode.Map32, 2, "map", "a", "entries"}
 )
 
 // arrayLen reads an array header. The count is checked against the bytes
@@ -504,10 +505,10 @@ func (r *reader) skip(depth int) error {
 	switch {
 	case msgpcode.IsFixedArray(c), c == msgpcode.Array16, c == msgpcode.Array32:
 		r.off = at
-		return r.skipArray(depth)
+		return r.skipContainer(&arrayHeader, depth)
 	case msgpcode.IsFixedMap(c), c == msgpcode.Map16, c == msgpcode.Map32:
 		r.off = at
-		return r.skipMap(depth)
+		return r.skipContainer(&mapHeader, depth)
 	}
 	n, err := r.payloadLen(c, at)
 	if err != nil {
@@ -520,37 +521,18 @@ func (r *reader) skip(depth int) error {
 	return nil
 }
 
-// skipArray skips an array, its header next, and its elements one level
-// deeper than depth.
-func (r *reader) skipArray(depth int) error {
+// skipContainer skips an array or a map, its header next, and its values
+// one level deeper than depth.
+func (r *reader) skipContainer(k *container, depth int) error {
 	at := r.off
-	m, err := r.arrayLen(1)
+	m, err := r.header(k, k.values)
 	if err != nil {
 		return err
 	}
 	if r.maxElems > 0 && m > r.maxElems {
-		return fmt.Errorf("array at byte %d has %d elements, more than %d", at, m, r.maxElems)
+		return fmt.Errorf("%s at byte %d has %d %s, more than %d", k.name, at, m, k.elems, r.maxElems)
 	}
-	for ; m > 0; m-- {
-		if err := r.skip(depth + 1); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// skipMap skips a map, its header next, and its keys and values one level
-// deeper than depth.
-func (r *reader) skipMap(depth int) error {
-	at := r.off
-	m, err := r.mapLen(2)
-	if err != nil {
-		return err
-	}
-	if r.maxElems > 0 && m > r.maxElems {
-		return fmt.Errorf("map at byte %d has %d entries, more than %d", at, m, r.maxElems)
-	}
-	for m *= 2; m > 0; m-- {
+	for m *= k.values; m > 0; m-- {
 		if err := r.skip(depth + 1); err != nil {
 			return err
 		}
