@@ -12,13 +12,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 )
 
 // Policy bounds the waits between attempts. The zero value gives the
-// defaults: 250ms doubling to 10s, ±30% jitter, no limit on time.
+// defaults: 250ms doubling to 10s, each wait up to 30% shorter (jitter), no
+// limit on time.
 type Policy struct {
 	Initial time.Duration
 	Max     time.Duration
@@ -48,13 +50,24 @@ func IsPermanent(err error) bool {
 const (
 	defaultInitial = 250 * time.Millisecond
 	defaultMax     = 10 * time.Second
-	// jitter is the fraction a wait varies either way.
+	// jitter is the fraction a wait may fall short of its step: clients
+	// that failed together spread out instead of coming back in step, and
+	// no wait exceeds Policy.Max.
 	jitter = 0.3
 )
 
-// exponential is the one shape of every wait: doubling from Initial to Max,
-// each wait varied by ±jitter.
-func (p Policy) exponential() *backoff.ExponentialBackOff {
+// Backoff is the one shape of every wait: steps doubling from Policy.Initial
+// to Policy.Max, each wait drawn from the last 30% below its step and never
+// shorter than Initial, so both bounds hold for every wait. Do uses it; a
+// retry loop of its own (one that acknowledges progress between attempts,
+// counts them against a limit or logs in its own words) asks Next. It
+// implements backoff.BackOff. Not safe for concurrent use.
+type Backoff struct {
+	step *backoff.ExponentialBackOff // without randomization: the steps
+}
+
+// NewBackoff returns a Backoff whose first wait is p.Initial.
+func NewBackoff(p Policy) *Backoff {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = p.Initial
 	if b.InitialInterval <= 0 {
@@ -66,30 +79,22 @@ func (p Policy) exponential() *backoff.ExponentialBackOff {
 	}
 	b.MaxInterval = max(b.MaxInterval, b.InitialInterval)
 	b.Multiplier = 2
-	b.RandomizationFactor = jitter
-	return b
+	b.RandomizationFactor = 0
+	return &Backoff{step: b}
 }
 
-// Backoff hands out the waits of a retry loop of its own, in Do's shape but
-// never shorter than Policy.Initial or longer than Policy.Max (a
-// configured bound holds for every wait). Policy.MaxElapsed does not apply:
-// the loop decides when to give up. Not safe for concurrent use.
-type Backoff struct {
-	b *backoff.ExponentialBackOff
-}
-
-// NewBackoff returns a Backoff whose first wait is about p.Initial.
-func NewBackoff(p Policy) *Backoff {
-	return &Backoff{b: p.exponential()}
-}
-
-// Next returns the wait before the next attempt and lengthens the one after.
+// Next returns the wait before the next attempt and doubles the step after.
 func (b *Backoff) Next() time.Duration {
-	return min(max(b.b.NextBackOff(), b.b.InitialInterval), b.b.MaxInterval)
+	step := b.step.NextBackOff()
+	wait := step - time.Duration(rand.Float64()*jitter*float64(step))
+	return max(wait, b.step.InitialInterval)
 }
 
-// Reset starts again from the first wait, after a success.
-func (b *Backoff) Reset() { b.b.Reset() }
+// NextBackOff is Next, for backoff.Retry.
+func (b *Backoff) NextBackOff() time.Duration { return b.Next() }
+
+// Reset starts again from the first step, after a success.
+func (b *Backoff) Reset() { b.step.Reset() }
 
 // Sleep waits d, or less if ctx ends first; it returns ctx's error then.
 func Sleep(ctx context.Context, d time.Duration) error {
@@ -111,7 +116,7 @@ func Do[T any](ctx context.Context, log *slog.Logger, what string, p Policy, op 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := p.exponential()
+	b := NewBackoff(p)
 	start := time.Now()
 	attempts := 0
 	v, err := backoff.Retry(ctx, func() (T, error) {

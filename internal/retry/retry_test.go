@@ -71,36 +71,42 @@ func TestBackoff(t *testing.T) {
 	tests := []struct {
 		name   string
 		p      Policy
-		lo, hi time.Duration // every wait within
-		last   time.Duration // the waits reach at least this (the cap, less jitter)
+		lo, hi time.Duration // the first wait is lo; every wait within [lo, hi]
+		spread bool          // the waits at the cap differ (jitter)
 	}{
-		{name: "defaults", lo: defaultInitial, hi: defaultMax, last: time.Duration(float64(defaultMax) * (1 - jitter))},
+		{name: "defaults", lo: defaultInitial, hi: defaultMax, spread: true},
 		{name: "bounds", p: Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second},
-			lo: 100 * time.Millisecond, hi: 2 * time.Second, last: 1400 * time.Millisecond},
-		{name: "equal bounds", p: Policy{Initial: time.Second, Max: time.Second}, lo: time.Second, hi: time.Second, last: time.Second},
-		{name: "max below initial", p: Policy{Initial: time.Second, Max: time.Millisecond}, lo: time.Second, hi: time.Second, last: time.Second},
+			lo: 100 * time.Millisecond, hi: 2 * time.Second, spread: true},
+		{name: "equal bounds", p: Policy{Initial: time.Second, Max: time.Second}, lo: time.Second, hi: time.Second},
+		{name: "max below initial", p: Policy{Initial: time.Second, Max: time.Millisecond}, lo: time.Second, hi: time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for range 20 { // jitter: many draws
+			atCap := map[time.Duration]bool{}
+			for range 20 {
 				b := NewBackoff(tt.p)
-				first := b.Next()
-				if first > time.Duration(float64(tt.lo)*(1+jitter))+1 {
-					t.Fatalf("first wait %s, want about %s", first, tt.lo)
+				if first := b.Next(); first != tt.lo {
+					t.Fatalf("first wait %s, want %s", first, tt.lo)
 				}
 				var d time.Duration
-				for range 70 {
+				for i := range 70 {
 					if d = b.Next(); d < tt.lo || d > tt.hi {
 						t.Fatalf("wait %s outside [%s, %s]", d, tt.lo, tt.hi)
 					}
+					if i > 60 {
+						atCap[d] = true
+					}
 				}
-				if d < tt.last {
-					t.Fatalf("after 70 waits %s, want at least %s", d, tt.last)
+				if floor := time.Duration(float64(tt.hi) * (1 - jitter)); d < floor {
+					t.Fatalf("after 70 waits %s, want at least %s", d, floor)
 				}
 				b.Reset()
-				if again := b.Next(); again > time.Duration(float64(tt.lo)*(1+jitter))+1 {
-					t.Fatalf("after Reset %s, want about %s", again, tt.lo)
+				if again := b.Next(); again != tt.lo {
+					t.Fatalf("after Reset %s, want %s", again, tt.lo)
 				}
+			}
+			if tt.spread && len(atCap) < 10 {
+				t.Errorf("only %d different waits at the cap: no jitter", len(atCap))
 			}
 		})
 	}
