@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -103,27 +104,16 @@ func TestPostJSONClassifiesAnswers(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(tc.status) }))
 		err := postJSON(context.Background(), srv.Client(), srv.URL, []byte(`{}`), nil)
 		srv.Close()
-		if (err == nil) != tc.ok || isPermanent(err) != tc.perm || (err != nil && !isPermanent(err)) != tc.retryable {
-			t.Errorf("status %d: err %v (permanent %v)", tc.status, err, isPermanent(err))
+		if (err == nil) != tc.ok || retry.IsPermanent(err) != tc.perm || (err != nil && !retry.IsPermanent(err)) != tc.retryable {
+			t.Errorf("status %d: err %v (permanent %v)", tc.status, err, retry.IsPermanent(err))
 		}
 	}
 	// A refused connection is worth retrying.
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	if err := postJSON(context.Background(), http.DefaultClient, url, []byte(`{}`), nil); err == nil || isPermanent(err) {
+	if err := postJSON(context.Background(), http.DefaultClient, url, []byte(`{}`), nil); err == nil || retry.IsPermanent(err) {
 		t.Errorf("closed server: %v, want a retryable error", err)
-	}
-}
-
-func TestBackoffBounds(t *testing.T) {
-	lo, hi := 100*time.Millisecond, 2*time.Second
-	for attempt := 1; attempt < 70; attempt++ {
-		for range 50 {
-			if d := backoff(attempt, lo, hi); d < lo || d > hi {
-				t.Fatalf("attempt %d: %s outside [%s, %s]", attempt, d, lo, hi)
-			}
-		}
 	}
 }
 

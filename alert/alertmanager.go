@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -127,7 +128,7 @@ func evidenceText(ev map[string]any) string {
 func (a *Alertmanager) post(ctx context.Context, alerts []postableAlert) error {
 	body, err := json.Marshal(alerts)
 	if err != nil {
-		return permanent(fmt.Errorf("alertmanager payload: %w", err))
+		return retry.Permanent(fmt.Errorf("alertmanager payload: %w", err))
 	}
 	return postJSON(ctx, a.client, strings.TrimRight(a.base, "/")+"/api/v2/alerts", body, nil)
 }
@@ -138,7 +139,7 @@ func (a *Alertmanager) post(ctx context.Context, alerts []postableAlert) error {
 func postJSON(ctx context.Context, client *http.Client, url string, body []byte, header http.Header) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return permanent(fmt.Errorf("request %s: %w", url, err))
+		return retry.Permanent(fmt.Errorf("request %s: %w", url, err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range header {
@@ -154,7 +155,7 @@ func postJSON(ctx context.Context, client *http.Client, url string, body []byte,
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return nil
 	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusTooManyRequests:
-		return permanent(fmt.Errorf("POST %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg))))
+		return retry.Permanent(fmt.Errorf("POST %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg))))
 	default:
 		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"sort"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -324,6 +324,7 @@ func (b *Bridge) handle(ctx context.Context, t *target, msg jetstream.Msg) {
 	if t.am != nil {
 		b.track(ev)
 	}
+	wait := retry.NewBackoff(retry.Policy{Initial: b.cfg.RetryMin, Max: b.cfg.RetryMax})
 	for attempt := 1; ; attempt++ {
 		err := t.deliver(ctx, ev)
 		if err == nil {
@@ -338,17 +339,15 @@ func (b *Bridge) handle(ctx context.Context, t *target, msg jetstream.Msg) {
 			return // not acked: the next bridge delivers it
 		}
 		t.failures.Add(1)
-		if isPermanent(err) || attempt >= b.cfg.MaxAttempts {
+		if retry.IsPermanent(err) || attempt >= b.cfg.MaxAttempts {
 			b.deadLetter(ctx, t, msg, fmt.Sprintf("%s refused event %s after %d attempt(s): %v", t.name, ev.MsgID(), attempt, err))
 			return
 		}
-		wait := backoff(attempt, b.cfg.RetryMin, b.cfg.RetryMax)
-		b.log.Warn("alert: delivery failed, retrying", "target", t.name, "event", ev.MsgID(), "attempt", attempt, "retry_in", wait.Round(time.Millisecond), "err", err)
+		d := wait.Next()
+		b.log.Warn("alert: delivery failed, retrying", "target", t.name, "event", ev.MsgID(), "attempt", attempt, "retry_in", d.Round(time.Millisecond), "err", err)
 		_ = msg.InProgress()
-		select {
-		case <-ctx.Done():
+		if retry.Sleep(ctx, d) != nil {
 			return
-		case <-time.After(wait):
 		}
 	}
 }
@@ -402,26 +401,4 @@ func (b *Bridge) resend(ctx context.Context) {
 			b.log.Warn("alert: re-sending open incidents", "target", t.name, "open", len(evs), "err", err)
 		}
 	}
-}
-
-// backoff is exponential with full jitter: many bridges retrying one
-// Alertmanager do not come back in step.
-func backoff(attempt int, lo, hi time.Duration) time.Duration {
-	d := lo << min(attempt-1, 30)
-	if d <= 0 || d > hi {
-		d = hi
-	}
-	return lo + time.Duration(rand.Int64N(int64(d-lo)+1))
-}
-
-type permanentError struct{ err error }
-
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
-
-func permanent(err error) error { return permanentError{err} }
-
-func isPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
 }

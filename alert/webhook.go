@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -34,7 +35,7 @@ func (w *Webhook) Name() string { return "webhook " + w.url }
 func (w *Webhook) deliver(ctx context.Context, ev *schemas.Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
-		return permanent(fmt.Errorf("event %s as JSON: %w", ev.MsgID(), err))
+		return retry.Permanent(fmt.Errorf("event %s as JSON: %w", ev.MsgID(), err))
 	}
 	h := http.Header{}
 	h.Set(HeaderIdempotencyKey, ev.MsgID())

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -257,7 +258,7 @@ func (p *Publisher) sendMsg(ctx context.Context, f *inflight) error {
 // start hands f to the client. While the client's in-flight bound is full
 // it waits for the oldest ack instead.
 func (p *Publisher) start(ctx context.Context, f *inflight) error {
-	backoff := 100 * time.Millisecond
+	var backoff *retry.Backoff // made at the first failure: most publishes go at once
 	for {
 		f.attempts++
 		f.sent = p.now()
@@ -273,10 +274,12 @@ func (p *Publisher) start(ctx context.Context, f *inflight) error {
 			continue
 		}
 		p.log.Warn("publish failed, retrying", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", err)
-		if err := sleepCtx(ctx, backoff); err != nil {
+		if backoff == nil {
+			backoff = retry.NewBackoff(retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second})
+		}
+		if err := retry.Sleep(ctx, backoff.Next()); err != nil {
 			return err
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
@@ -369,7 +372,7 @@ func (p *Publisher) waitOldest(ctx context.Context) error {
 			// re-send stalled the collector for half a minute.
 			wait := min(time.Duration(f.attempts)*100*time.Millisecond, 5*time.Second)
 			if now := p.now(); now.Sub(p.lastBackoff) > wait {
-				if err := sleepCtx(ctx, wait); err != nil {
+				if err := retry.Sleep(ctx, wait); err != nil {
 					return err
 				}
 				p.lastBackoff = p.now()
@@ -467,15 +470,4 @@ func (p *Publisher) ResendSpool(ctx context.Context) error {
 	}
 	p.log.Info("resending spooled messages", "dir", p.spool.dir, "messages", len(entries), "samples", samples)
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

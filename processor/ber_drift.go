@@ -271,7 +271,7 @@ func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	if ib {
 		retrain = d.readIBExtras(st, s)
 	} else {
-		berReadEthernetExtras(st, s)
+		st.readEthernetExtras(s)
 	}
 	st.blind = blind
 
@@ -322,7 +322,7 @@ func (st *berPort) advance(minute int64) {
 	st.minute = minute
 }
 
-// usable reports whether a counter's delta can be used: a baseline carries
+// berUsable reports whether a counter's delta can be used: a baseline carries
 // none, a held glitch is a 0 that is not a reading.
 func berUsable(c schemas.CounterDelta) bool {
 	return c.Flags&(schemas.FlagFirst|schemas.FlagHeld) == 0
@@ -347,7 +347,7 @@ func berReadEthernet(s *Sample) (errs, bits float64, ok bool) {
 	return errs, bits, haveErrs && haveBits && bits > 0
 }
 
-func berReadEthernetExtras(st *berPort, s *Sample) {
+func (st *berPort) readEthernetExtras(s *Sample) {
 	if c, ok := s.CounterByID(idRxPCSSymbolErrPhy); ok && berUsable(c) {
 		st.pcsErrs += float32(c.Delta)
 	}
@@ -505,12 +505,12 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 	default:
 		if d.clear(st, ser) {
 			why := fmt.Sprintf("the BER has been back near its baseline (%.3g) for %s", st.baseBER, d.ResolveAfter)
-			t.Clear(now, subject, why, map[string]any{"recent_ber": berFinite(fit.recentBER)}, em)
+			t.Clear(now, subject, why, map[string]any{"recent_ber": finite(fit.recentBER)}, em)
 			return
 		}
 		if !fit.valid {
 			fit = st.lastFit
-			fit.recentBER, fit.recentLow, fit.recentHigh = berRecentBER(ser, d.RecentMinutes)
+			fit.recentBER, fit.recentLow, fit.recentHigh = ser.recentBER(d.RecentMinutes)
 		}
 		t.Hold(now, d.finding(port, st, s, fit), em)
 	}
@@ -566,7 +566,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 		f.why = "short history"
 		return f
 	}
-	f.recentBER, f.recentLow, f.recentHigh = berRecentBER(ser, d.RecentMinutes)
+	f.recentBER, f.recentLow, f.recentHigh = ser.recentBER(d.RecentMinutes)
 	best, ok := d.bestHinge(ser)
 	if !ok {
 		f.why = "no rise"
@@ -579,10 +579,10 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	f.slopePerMin = best.Slope
 	f.baseBER = math.Exp(best.A)
 	f.nowBER = math.Exp(best.A + best.Slope*(f.nowMin-best.Tau))
-	f.dispersion, f.postErrors, f.postErrMinutes = berDispersion(ser, best)
+	f.dispersion, f.postErrors, f.postErrMinutes = ser.dispersion(best)
 	f.lr = best.LR / f.dispersion
 	f.busy = f.baseBER*ser.b[n-1] >= berBusyErrors
-	f.recentMedian = berRecentMedian(ser, berRecentMedianMinutes)
+	f.recentMedian = ser.recentMedian(berRecentMedianMinutes)
 
 	if f.nowBER >= critical {
 		f.minutesToCritical = 0
@@ -592,7 +592,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 	// The rise must clear the link's own wander, not only MinRise: a link
 	// whose BER breathes with temperature by 2x is not drifting when it
 	// breathes 2x.
-	f.minRise = max(d.MinRise, math.Exp(berWanderSigmas*berWander(ser, best.From)))
+	f.minRise = max(d.MinRise, math.Exp(berWanderSigmas*ser.wander(best.From)))
 	if f.busy && f.baseBER > 0 && f.baseBER < critical {
 		// Continuous counters (pre-FEC corrected bits) breathe with
 		// temperature and load by 2-3x over tens of minutes, and a link with
@@ -652,7 +652,7 @@ func (d *BERDrift) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
 	return best, true
 }
 
-// berDispersion is the overdispersion of the busy minutes under the fitted
+// dispersion is the overdispersion of the busy minutes under the fitted
 // model (Pearson): quasi-Poisson. Real BER also wanders slowly
 // (temperature, load): neighbouring minutes' residuals agree, and n
 // correlated minutes weigh like fewer independent ones. The lag-1
@@ -660,7 +660,7 @@ func (d *BERDrift) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
 // (1+rho)/(1-rho), the AR(1) variance factor of a mean, so a slow wander is
 // not read as a significant trend. It also counts the errors, and the
 // minutes with errors, after the onset.
-func berDispersion(ser *berSeries, best stats.HingeResult) (dispersion, postErrors float64, postErrMinutes int) {
+func (ser *berSeries) dispersion(best stats.HingeResult) (dispersion, postErrors float64, postErrMinutes int) {
 	dispersion = 1
 	var pearson, rr, r2 float64
 	busyN := 0
@@ -711,7 +711,7 @@ func (d *BERDrift) decide(ser *berSeries, best stats.HingeResult, f *berFit) {
 		f.why = "recent minutes do not confirm"
 	case !f.busy && f.recentLow <= f.baseBER:
 		f.why = "recent minutes do not confirm"
-	case !f.busy && !berBeyondOneBurst(ser, best.From, d.MinRise):
+	case !f.busy && !ser.beyondOneBurst(best.From, d.MinRise):
 		f.why = "one burst"
 	case f.busy && !d.stillRising(ser, best):
 		f.why = "not rising any more"
@@ -732,11 +732,11 @@ func (d *BERDrift) busyMinRise(baseBER, critical float64) float64 {
 // pre-FEC) still breathes 2-2.4x; it must rise more than that to be a drift.
 const busyRiseFloor = 2.5
 
-// berWander is the robust spread (MAD x 1.4826) of the per-minute ln BER
+// wander is the robust spread (MAD x 1.4826) of the per-minute ln BER
 // before the onset, over the busy minutes (at least 20 errors: below that
 // Poisson noise, which the fit already weighs, dominates); 0 with fewer
 // than 8 such minutes.
-func berWander(ser *berSeries, from int) float64 {
+func (ser *berSeries) wander(from int) float64 {
 	var v [berBuckets]float64
 	m := 0
 	for i := 0; i < from; i++ {
@@ -796,7 +796,7 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 		stats.RateTest(kw-1, bw, kh, bh) < berSparseMaxP
 }
 
-// berBeyondOneBurst is the burst test of sparse counters: the rise since
+// beyondOneBurst is the burst test of sparse counters: the rise since
 // the onset must still stand without its single worst bucket. A link
 // retrain, a reseat or a flap dumps tens of symbol errors into one interval
 // (and a node gap folds minutes of them into one reading); a drift spreads
@@ -804,7 +804,7 @@ func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
 // and its bits), the rest must still exceed the history's rate MinRise
 // times and be unlikely under it (P < 1e-3: a looser bound than the main
 // test's, it only has to rule out that one burst made the rise).
-func berBeyondOneBurst(ser *berSeries, from int, minRise float64) bool {
+func (ser *berSeries) beyondOneBurst(from int, minRise float64) bool {
 	for from < ser.n && ser.k[from] == 0 {
 		from++
 	}
@@ -855,8 +855,8 @@ func (d *BERDrift) stillRising(ser *berSeries, h stats.HingeResult) bool {
 	return stats.TheilSenSlope(xs[:m], ys[:m], slopes[:]) >= h.Slope/berTrendKeepDivisor
 }
 
-// berRecentBER is the BER of the last minutes with ~95% Poisson bounds.
-func berRecentBER(ser *berSeries, minutes int) (ber, low, high float64) {
+// recentBER is the BER of the last minutes with ~95% Poisson bounds.
+func (ser *berSeries) recentBER(minutes int) (ber, low, high float64) {
 	var k, b float64
 	tEnd := ser.t[max(0, ser.n-1)]
 	for i := ser.n - 1; i >= 0 && ser.t[i] > tEnd-float64(minutes); i-- {
@@ -869,7 +869,9 @@ func berRecentBER(ser *berSeries, minutes int) (ber, low, high float64) {
 	return k / b, stats.PoissonLow(k) / b, stats.PoissonHigh(k) / b
 }
 
-func berRecentMedian(ser *berSeries, minutes int) float64 {
+// recentMedian is the median per-minute BER of the last minutes of the
+// series (8 at most).
+func (ser *berSeries) recentMedian(minutes int) float64 {
 	var v [8]float64
 	m := 0
 	for i := ser.n - 1; i >= 0 && m < minutes && m < len(v); i-- {
@@ -904,22 +906,8 @@ func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 	return k <= expect+berClearSigmas*math.Sqrt(expect)+berClearStrayErrors
 }
 
-func berFinite(v float64) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	return v
-}
-
 // berSig rounds to 4 significant digits: the evidence is for people.
-func berSig(v float64) float64 {
-	v = berFinite(v)
-	if v == 0 {
-		return 0
-	}
-	p := math.Pow(10, 3-math.Floor(math.Log10(math.Abs(v))))
-	return berFinite(math.Round(v*p) / p)
-}
+func berSig(v float64) float64 { return sigDigits(v, 4) }
 
 func berMinuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * berBucketMs)) }
 
@@ -971,7 +959,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 			ev["blind_reason"] = "symbol_error is pinned at 65535: new symbol errors are invisible until the counters are cleared"
 			keys = append(keys, "blind")
 		}
-	} else if berEthernetEvidence(st, ev) {
+	} else if st.ethernetEvidence(ev) {
 		severity = schemas.SeverityCritical
 	}
 	where := portName(s.ID, s.Netdev)
@@ -998,10 +986,10 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	}
 }
 
-// berEthernetEvidence adds the Ethernet figures to the evidence: the lane
+// ethernetEvidence adds the Ethernet figures to the evidence: the lane
 // with most corrected bits and its share, and the post-FEC BER; true when
 // the post-FEC BER is past criticalPostFECBER (packets are being lost).
-func berEthernetEvidence(st *berPort, ev map[string]any) (postFECCritical bool) {
+func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 	var sum float32
 	lane, top := -1, float32(0)
 	for i, v := range st.lanes {

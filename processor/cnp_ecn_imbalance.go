@@ -488,14 +488,7 @@ func (d *CNPECNImbalance) pending(t *Tracker, subject schemas.Subject) bool {
 	return active && !t.IsOpen(subject)
 }
 
-func finite(v float64) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	return v
-}
-
-func round3(v float64) float64 { return finite(math.Round(v*1000) / 1000) }
+func round3(v float64) float64 { return roundTo(v, 3) }
 
 func (d *CNPECNImbalance) portEvidence(w *cnpWindow) map[string]any {
 	ratio := 0.0

@@ -125,6 +125,24 @@ func (j *judged) adopt() {
 // evidence only): the per-port state keeps fixed arrays.
 const judgedMax = 10
 
+const (
+	// judgedPeerRefreshMs: the fabric's median baseline is recomputed once a
+	// minute of data time, not at every sample: it moves slowly, and sorting
+	// every port's baseline per sample would cost more than the detector.
+	judgedPeerRefreshMs = 60_000
+	// judgedPeerForgetMs: a port with no secondary excess for 10 minutes
+	// leaves the peer list, which would otherwise grow with every port that
+	// ever saw one.
+	judgedPeerForgetMs = 10 * 60_000
+	// judgedPeerRecentMs: a finding names the peers with secondary excess in
+	// the last two minutes, the senders that see this port's fault now.
+	judgedPeerRecentMs = 120_000
+	// judgedProgressFactor: an open incident is announced again when its
+	// peak reaches 1.5 times what was last told; smaller rises would flood
+	// the events stream with updates that say nothing new.
+	judgedProgressFactor = 1.5
+)
+
 // judgedPort is a port's state: a few numbers, created on the first sample
 // that shows any of the counters (healthy quiet ports keep nothing).
 type judgedPort struct {
@@ -334,7 +352,7 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 // resolves incidents of silent ports.
 func (j *judged) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
 	if wm >= j.nextPeer {
-		j.nextPeer = wm + 60_000
+		j.nextPeer = wm + judgedPeerRefreshMs
 		var bases []float64
 		fabric.Ports(func(p *PortState) bool {
 			if st, ok := LookupPortLocal[judgedPort](p, j.typ); ok && st.baseN >= j.warm {
@@ -348,7 +366,7 @@ func (j *judged) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Mi
 			j.peerRef = bases[len(bases)/2]
 		}
 		for s, seen := range j.peers {
-			if wm-seen > 10*60_000 {
+			if wm-seen > judgedPeerForgetMs {
 				delete(j.peers, s)
 			}
 		}
@@ -364,7 +382,7 @@ func (j *judged) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Mi
 
 func (j *judged) finding(s *Sample, st *judgedPort, secondaryOnly bool) Finding {
 	summary, severity, checks := j.describe(j, s, st, secondaryOnly)
-	progress := st.peak >= 1.5*st.told && st.peak > 0
+	progress := st.peak >= judgedProgressFactor*st.told && st.peak > 0
 	if progress {
 		st.told = st.peak
 	}
@@ -415,7 +433,7 @@ func (j *judged) finding(s *Sample, st *judgedPort, secondaryOnly bool) Finding 
 func (j *judged) peerNames(self schemas.Subject, now schemas.Millis) []string {
 	var out []string
 	for s, seen := range j.peers {
-		if s != self && now-seen <= 120_000 {
+		if s != self && now-seen <= judgedPeerRecentMs {
 			out = append(out, s.String())
 		}
 	}
@@ -437,13 +455,7 @@ func (j *judged) rateOf(st *judgedPort, name string) float64 {
 }
 
 // sig rounds to 3 significant digits for evidence.
-func sig(v float64) float64 {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	p := math.Pow(10, 2-math.Floor(math.Log10(math.Abs(v))))
-	return math.Round(v*p) / p
-}
+func sig(v float64) float64 { return sigDigits(v, 3) }
 
 // human writes a rate the way the summaries do: 3.2k, 850, 0.4.
 func human(v float64) string {

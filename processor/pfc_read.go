@@ -4,8 +4,6 @@ package processor
 // pfc_storm detector (see PFCStorm).
 
 import (
-	"math"
-
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -119,16 +117,4 @@ func pfcPauseCounter(name string) (dir byte, prio int, duration, ok bool) {
 	return 0, 0, false, false
 }
 
-func pfcRound2(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
-	}
-	return math.Round(x*100) / 100
-}
-
-func pfcFinite(x float64) float64 {
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0
-	}
-	return x
-}
+func pfcRound2(x float64) float64 { return roundTo(x, 2) }

@@ -485,7 +485,7 @@ func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 	r := st.reading
 	evidence := map[string]any{
 		"tx_pause_fraction":             pfcRound2(r.txFraction),
-		"tx_pause_frames_per_s":         math.Round(pfcFinite(r.txFramesPerS)),
+		"tx_pause_frames_per_s":         math.Round(finite(r.txFramesPerS)),
 		"rx_pause_fraction":             pfcRound2(r.rxFraction),
 		"rcv_gbps":                      pfcRound2(r.rcvGbps),
 		"priority":                      r.prio,

@@ -7,6 +7,11 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
+// retransCriticalFraction: one received packet in a hundred out of sequence
+// makes the incident critical. Go-Back-N resends everything after a lost
+// packet, so at that loss a large share of the link carries resends.
+const retransCriticalFraction = 1e-2
+
 func init() {
 	Register(schemas.TypeRetransmissions, func() Detector { return NewRetransmissions() })
 }
@@ -67,7 +72,7 @@ func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly
 		summary = fmt.Sprintf("%s: %s/s NAK sequence errors and ACK timeouts (packet_seq_err %s/s, local_ack_timeout_err %s/s) and no monitored port reports the lost packets: packets to its peers are lost and Go-Back-N resends them",
 			where, human(st.peak), human(j.rateOf(st, "packet_seq_err")), human(j.rateOf(st, "local_ack_timeout_err")))
 	} else {
-		if st.figure >= 1e-2 {
+		if st.figure >= retransCriticalFraction {
 			severity = schemas.SeverityCritical
 		}
 		summary = fmt.Sprintf("%s: %s out-of-sequence packets/s (%.2g of received packets; its usual %.2g, the fabric's %.2g): packets are lost on its link and Go-Back-N resends them",

@@ -169,12 +169,26 @@ func appendPort(b, scratch []byte, p *PortSample) ([]byte, []byte, error) {
 	b = appendString(b, p.Rate)
 	b = appendInt(b, p.TimeMs)
 	b = appendInt(b, p.IntervalMs)
+	scratch, extra, err := packCounters(scratch[:0], p)
+	if err != nil {
+		return nil, nil, err
+	}
+	b = appendBin(b, scratch)
+	b = appendExtraCounters(b, p, extra)
+	b = appendGauges(b, p.Gauges)
+	return b, scratch, nil
+}
 
-	// Known counters in dictionary order; the rest by name.
+// packCounters appends the compact form of p's dictionary counters to
+// scratch (the layout is in the comment at the top of this file) and returns
+// the indexes into p.Counters of the counters the dictionary does not know,
+// which travel by name.
+func packCounters(scratch []byte, p *PortSample) ([]byte, []int, error) {
+	// Fixed-size arrays rather than slices: they stay on the stack, and the
+	// encoder allocates nothing per port but what it returns.
 	var present [(len(counterDict) + 63) / 64]uint64
 	var slot [len(counterDict)]int32 // dictionary index -> index into p.Counters
 	var posBuf [len(counterDict)]int32
-	pos := posBuf[:0] // indexes into p.Counters, in dictionary order
 	var extra []int
 	for i, c := range p.Counters {
 		idx, ok := dictIndex[dictKey{c.Source, c.Name}]
@@ -195,22 +209,29 @@ func appendPort(b, scratch []byte, p *PortSample) ([]byte, []byte, error) {
 			break
 		}
 	}
+	pos := posBuf[:0] // indexes into p.Counters, in dictionary order
 	for idx := 0; idx <= maxIdx; idx++ {
 		if present[idx/64]&(1<<(idx%64)) != 0 {
 			pos = append(pos, slot[idx])
 		}
 	}
-	scratch = scratch[:0]
 	nBitmap := (maxIdx + 8) / 8
 	scratch = binary.AppendUvarint(scratch, uint64(nBitmap))
 	for i := 0; i < nBitmap; i++ {
 		scratch = append(scratch, byte(present[i/8]>>(8*(i%8))))
 	}
+	return appendCounterValues(scratch, p.Counters, pos), extra, nil
+}
+
+// appendCounterValues appends, for the counters at pos (in dictionary
+// order), the non-zero bitmap, the non-zero deltas and the flagged counters
+// with their raw values.
+func appendCounterValues(scratch []byte, counters []CounterDelta, pos []int32) []byte {
 	nz := len(scratch)
 	scratch = append(scratch, make([]byte, (len(pos)+7)/8)...)
 	flagged := 0
 	for j, ci := range pos {
-		c := &p.Counters[ci]
+		c := &counters[ci]
 		if c.Delta != 0 {
 			scratch[nz+j/8] |= 1 << (j % 8)
 		}
@@ -219,45 +240,52 @@ func appendPort(b, scratch []byte, p *PortSample) ([]byte, []byte, error) {
 		}
 	}
 	for _, ci := range pos {
-		if d := p.Counters[ci].Delta; d != 0 {
+		if d := counters[ci].Delta; d != 0 {
 			scratch = binary.AppendUvarint(scratch, d)
 		}
 	}
 	scratch = binary.AppendUvarint(scratch, uint64(flagged))
 	for j, ci := range pos {
-		c := &p.Counters[ci]
+		c := &counters[ci]
 		if c.Flags != 0 {
 			scratch = binary.AppendUvarint(scratch, uint64(j))
 			scratch = append(scratch, byte(c.Flags))
 			scratch = binary.AppendUvarint(scratch, c.Value)
 		}
 	}
-	b = appendBin(b, scratch)
+	return scratch
+}
 
+// appendExtraCounters appends the counters at p.Counters[extra], which the
+// dictionary does not know, by name; nil when there are none.
+func appendExtraCounters(b []byte, p *PortSample, extra []int) []byte {
 	if len(extra) == 0 {
-		b = append(b, msgpcode.Nil)
-	} else {
-		b = appendArrayLen(b, len(extra))
-		for _, i := range extra {
-			c := &p.Counters[i]
-			b = appendArrayLen(b, 5)
-			b = appendString(b, c.Name)
-			b = appendUint(b, uint64(c.Source))
-			b = appendUint(b, c.Delta)
-			b = appendUint(b, c.Value)
-			b = appendUint(b, uint64(c.Flags))
-		}
+		return append(b, msgpcode.Nil)
 	}
-	if len(p.Gauges) == 0 {
-		b = append(b, msgpcode.Nil)
-	} else {
-		b = appendMapLen(b, len(p.Gauges))
-		for k, v := range p.Gauges {
-			b = appendString(b, k)
-			b = appendUint(b, v)
-		}
+	b = appendArrayLen(b, len(extra))
+	for _, i := range extra {
+		c := &p.Counters[i]
+		b = appendArrayLen(b, 5)
+		b = appendString(b, c.Name)
+		b = appendUint(b, uint64(c.Source))
+		b = appendUint(b, c.Delta)
+		b = appendUint(b, c.Value)
+		b = appendUint(b, uint64(c.Flags))
 	}
-	return b, scratch, nil
+	return b
+}
+
+// appendGauges appends a port's gauges as a map; nil when there are none.
+func appendGauges(b []byte, gauges map[string]uint64) []byte {
+	if len(gauges) == 0 {
+		return append(b, msgpcode.Nil)
+	}
+	b = appendMapLen(b, len(gauges))
+	for k, v := range gauges {
+		b = appendString(b, k)
+		b = appendUint(b, v)
+	}
+	return b
 }
 
 // ---- reading ----
@@ -311,9 +339,30 @@ func (r *reader) isNil() bool {
 	return false
 }
 
+// container holds the codes and words that tell an array header from a map
+// header.
+type container struct {
+	fixLow, fixHigh, fixMask, code16, code32 byte
+	values                                   int    // per element: a map's hold a key and a value
+	name, article, elems                     string // for errors
+}
+
+var (
+	arrayHeader = container{msgpcode.FixedArrayLow, msgpcode.FixedArrayHigh, msgpcode.FixedArrayMask,
+		msgpcode.Array16, msgpcode.Array32, 1, "array", "an", "elements"}
+	mapHeader = container{msgpcode.FixedMapLow, msgpcode.FixedMapHigh, msgpcode.FixedMapMask,
+		msgpcode.Map16, msgpcode.Map32, 2, "map", "a", "entries"}
+)
+
 // arrayLen reads an array header. The count is checked against the bytes
 // left at minElem bytes per element, before any caller allocates for it.
-func (r *reader) arrayLen(minElem int) (int, error) {
+func (r *reader) arrayLen(minElem int) (int, error) { return r.header(&arrayHeader, minElem) }
+
+// mapLen reads a map header, its count checked as arrayLen's, at minEntry
+// bytes per key and value.
+func (r *reader) mapLen(minEntry int) (int, error) { return r.header(&mapHeader, minEntry) }
+
+func (r *reader) header(k *container, minElem int) (int, error) {
 	at := r.off
 	c, err := r.byte()
 	if err != nil {
@@ -321,46 +370,20 @@ func (r *reader) arrayLen(minElem int) (int, error) {
 	}
 	var n uint64
 	switch {
-	case msgpcode.IsFixedArray(c):
-		n = uint64(c & msgpcode.FixedArrayMask)
-	case c == msgpcode.Array16:
+	case c >= k.fixLow && c <= k.fixHigh:
+		n = uint64(c & k.fixMask)
+	case c == k.code16:
 		n, err = r.be(2)
-	case c == msgpcode.Array32:
+	case c == k.code32:
 		n, err = r.be(4)
 	default:
-		return 0, fmt.Errorf("want an array, got 0x%02x at byte %d", c, at)
+		return 0, fmt.Errorf("want %s %s, got 0x%02x at byte %d", k.article, k.name, c, at)
 	}
 	if err != nil {
 		return 0, err
 	}
 	if n*uint64(minElem) > uint64(r.left()) {
-		return 0, fmt.Errorf("array at byte %d claims %d elements of %d bytes or more; %d bytes are left", at, n, minElem, r.left())
-	}
-	return int(n), nil
-}
-
-func (r *reader) mapLen(minEntry int) (int, error) {
-	at := r.off
-	c, err := r.byte()
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	switch {
-	case msgpcode.IsFixedMap(c):
-		n = uint64(c & msgpcode.FixedMapMask)
-	case c == msgpcode.Map16:
-		n, err = r.be(2)
-	case c == msgpcode.Map32:
-		n, err = r.be(4)
-	default:
-		return 0, fmt.Errorf("want a map, got 0x%02x at byte %d", c, at)
-	}
-	if err != nil {
-		return 0, err
-	}
-	if n*uint64(minEntry) > uint64(r.left()) {
-		return 0, fmt.Errorf("map at byte %d claims %d entries of %d bytes or more; %d bytes are left", at, n, minEntry, r.left())
+		return 0, fmt.Errorf("%s at byte %d claims %d %s of %d bytes or more; %d bytes are left", k.name, at, n, k.elems, minElem, r.left())
 	}
 	return int(n), nil
 }
@@ -479,78 +502,15 @@ func (r *reader) skip(depth int) error {
 	if err != nil {
 		return err
 	}
-	var n uint64 // bytes to skip after the header
 	switch {
-	case msgpcode.IsFixedNum(c), c == msgpcode.Nil, c == msgpcode.False, c == msgpcode.True:
-		return nil
-	case msgpcode.IsFixedString(c):
-		n = uint64(c & msgpcode.FixedStrMask)
 	case msgpcode.IsFixedArray(c), c == msgpcode.Array16, c == msgpcode.Array32:
 		r.off = at
-		m, err := r.arrayLen(1)
-		if err != nil {
-			return err
-		}
-		if r.maxElems > 0 && m > r.maxElems {
-			return fmt.Errorf("array at byte %d has %d elements, more than %d", at, m, r.maxElems)
-		}
-		for ; m > 0; m-- {
-			if err := r.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-		return nil
+		return r.skipContainer(&arrayHeader, depth)
 	case msgpcode.IsFixedMap(c), c == msgpcode.Map16, c == msgpcode.Map32:
 		r.off = at
-		m, err := r.mapLen(2)
-		if err != nil {
-			return err
-		}
-		if r.maxElems > 0 && m > r.maxElems {
-			return fmt.Errorf("map at byte %d has %d entries, more than %d", at, m, r.maxElems)
-		}
-		for m *= 2; m > 0; m-- {
-			if err := r.skip(depth + 1); err != nil {
-				return err
-			}
-		}
-		return nil
-	case c == msgpcode.Uint8, c == msgpcode.Int8:
-		n = 1
-	case c == msgpcode.Uint16, c == msgpcode.Int16:
-		n = 2
-	case c == msgpcode.Uint32, c == msgpcode.Int32, c == msgpcode.Float:
-		n = 4
-	case c == msgpcode.Uint64, c == msgpcode.Int64, c == msgpcode.Double:
-		n = 8
-	case c == msgpcode.Str8, c == msgpcode.Bin8:
-		n, err = r.be(1)
-	case c == msgpcode.Str16, c == msgpcode.Bin16:
-		n, err = r.be(2)
-	case c == msgpcode.Str32, c == msgpcode.Bin32:
-		n, err = r.be(4)
-	case c == msgpcode.FixExt1:
-		n = 1 + 1
-	case c == msgpcode.FixExt2:
-		n = 1 + 2
-	case c == msgpcode.FixExt4:
-		n = 1 + 4
-	case c == msgpcode.FixExt8:
-		n = 1 + 8
-	case c == msgpcode.FixExt16:
-		n = 1 + 16
-	case c == msgpcode.Ext8:
-		n, err = r.be(1)
-		n++
-	case c == msgpcode.Ext16:
-		n, err = r.be(2)
-		n++
-	case c == msgpcode.Ext32:
-		n, err = r.be(4)
-		n++
-	default:
-		return fmt.Errorf("byte 0x%02x at byte %d is not a msgpack type", c, at)
+		return r.skipContainer(&mapHeader, depth)
 	}
+	n, err := r.payloadLen(c, at)
 	if err != nil {
 		return err
 	}
@@ -559,6 +519,71 @@ func (r *reader) skip(depth int) error {
 	}
 	r.off += int(n)
 	return nil
+}
+
+// skipContainer skips an array or a map, its header next, and its values
+// one level deeper than depth.
+func (r *reader) skipContainer(k *container, depth int) error {
+	at := r.off
+	m, err := r.header(k, k.values)
+	if err != nil {
+		return err
+	}
+	if r.maxElems > 0 && m > r.maxElems {
+		return fmt.Errorf("%s at byte %d has %d %s, more than %d", k.name, at, m, k.elems, r.maxElems)
+	}
+	for m *= k.values; m > 0; m-- {
+		if err := r.skip(depth + 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// payloadLen reads what is left of the header of a scalar, string, binary or
+// extension value whose type byte c (at byte at) was just read, and returns
+// the bytes of payload that follow it.
+func (r *reader) payloadLen(c byte, at int) (uint64, error) {
+	switch {
+	case msgpcode.IsFixedNum(c), c == msgpcode.Nil, c == msgpcode.False, c == msgpcode.True:
+		return 0, nil
+	case msgpcode.IsFixedString(c):
+		return uint64(c & msgpcode.FixedStrMask), nil
+	case c == msgpcode.Uint8, c == msgpcode.Int8:
+		return 1, nil
+	case c == msgpcode.Uint16, c == msgpcode.Int16:
+		return 2, nil
+	case c == msgpcode.Uint32, c == msgpcode.Int32, c == msgpcode.Float:
+		return 4, nil
+	case c == msgpcode.Uint64, c == msgpcode.Int64, c == msgpcode.Double:
+		return 8, nil
+	case c == msgpcode.Str8, c == msgpcode.Bin8:
+		return r.be(1)
+	case c == msgpcode.Str16, c == msgpcode.Bin16:
+		return r.be(2)
+	case c == msgpcode.Str32, c == msgpcode.Bin32:
+		return r.be(4)
+	case c == msgpcode.FixExt1:
+		return 1 + 1, nil // type byte and data
+	case c == msgpcode.FixExt2:
+		return 1 + 2, nil
+	case c == msgpcode.FixExt4:
+		return 1 + 4, nil
+	case c == msgpcode.FixExt8:
+		return 1 + 8, nil
+	case c == msgpcode.FixExt16:
+		return 1 + 16, nil
+	case c == msgpcode.Ext8:
+		n, err := r.be(1)
+		return n + 1, err // the type byte follows the length
+	case c == msgpcode.Ext16:
+		n, err := r.be(2)
+		return n + 1, err
+	case c == msgpcode.Ext32:
+		n, err := r.be(4)
+		return n + 1, err
+	}
+	return 0, fmt.Errorf("byte 0x%02x at byte %d is not a msgpack type", c, at)
 }
 
 // checkWire walks one msgpack message before a reflection-based decoder
@@ -649,6 +674,39 @@ func decodePort(r *reader, p *PortSample) error {
 	if n < 11 {
 		return fmt.Errorf("%d fields, want 11", n)
 	}
+	if err := decodePortHeader(r, p); err != nil {
+		return err
+	}
+	packed, err := r.bin()
+	if err != nil {
+		return fmt.Errorf("counters: %w", err)
+	}
+	nExtra := 0
+	if !r.isNil() {
+		if nExtra, err = r.arrayLen(minExtraBytes); err != nil {
+			return fmt.Errorf("extra counters: %w", err)
+		}
+	}
+	if err := decodeCounters(packed, p, nExtra); err != nil {
+		return fmt.Errorf("counters: %w", err)
+	}
+	if err := decodeExtraCounters(r, p, nExtra); err != nil {
+		return err
+	}
+	if err := decodeGauges(r, p); err != nil {
+		return err
+	}
+	// Fields a newer build appended: skipped, the format grows at the end.
+	if err := r.skipN(n - 11); err != nil {
+		return fmt.Errorf("field 12 on: %w", err)
+	}
+	return nil
+}
+
+// decodePortHeader reads a port's fields 1 to 8: device, port number,
+// netdev, link layer, state, rate, time and interval.
+func decodePortHeader(r *reader, p *PortSample) error {
+	var err error
 	if p.Device, err = r.string(); err != nil {
 		return fmt.Errorf("device: %w", err)
 	}
@@ -674,19 +732,12 @@ func decodePort(r *reader, p *PortSample) error {
 	if p.IntervalMs, err = r.int(); err != nil {
 		return fmt.Errorf("interval: %w", err)
 	}
-	packed, err := r.bin()
-	if err != nil {
-		return fmt.Errorf("counters: %w", err)
-	}
-	nExtra := 0
-	if !r.isNil() {
-		if nExtra, err = r.arrayLen(minExtraBytes); err != nil {
-			return fmt.Errorf("extra counters: %w", err)
-		}
-	}
-	if err := decodeCounters(packed, p, nExtra); err != nil {
-		return fmt.Errorf("counters: %w", err)
-	}
+	return nil
+}
+
+// decodeExtraCounters reads the nExtra counters that travel by name (their
+// array header already read) and appends them to p.Counters.
+func decodeExtraCounters(r *reader, p *PortSample, nExtra int) error {
 	var seen map[dictKey]bool
 	if nExtra > 0 {
 		seen = make(map[dictKey]bool, min(nExtra, maxExtraHint))
@@ -729,27 +780,29 @@ func decodePort(r *reader, p *PortSample) error {
 		}
 		p.Counters = append(p.Counters, c)
 	}
-	if !r.isNil() {
-		ng, err := r.mapLen(minGaugeBytes)
-		if err != nil {
-			return fmt.Errorf("gauges: %w", err)
-		}
-		if ng > 0 { // an empty map reads as none, as the writer writes it
-			p.Gauges = make(map[string]uint64, min(ng, maxGaugeHint))
-		}
-		for i := 0; i < ng; i++ {
-			k, err := r.string()
-			if err != nil {
-				return fmt.Errorf("gauge %d name: %w", i, err)
-			}
-			if p.Gauges[k], err = r.uint(); err != nil {
-				return fmt.Errorf("gauge %q: %w", k, err)
-			}
-		}
+	return nil
+}
+
+// decodeGauges reads a port's gauges: nil or a map of name to value.
+func decodeGauges(r *reader, p *PortSample) error {
+	if r.isNil() {
+		return nil
 	}
-	// Fields a newer build appended: skipped, the format grows at the end.
-	if err := r.skipN(n - 11); err != nil {
-		return fmt.Errorf("field 12 on: %w", err)
+	ng, err := r.mapLen(minGaugeBytes)
+	if err != nil {
+		return fmt.Errorf("gauges: %w", err)
+	}
+	if ng > 0 { // an empty map reads as none, as the writer writes it
+		p.Gauges = make(map[string]uint64, min(ng, maxGaugeHint))
+	}
+	for i := 0; i < ng; i++ {
+		k, err := r.string()
+		if err != nil {
+			return fmt.Errorf("gauge %d name: %w", i, err)
+		}
+		if p.Gauges[k], err = r.uint(); err != nil {
+			return fmt.Errorf("gauge %q: %w", k, err)
+		}
 	}
 	return nil
 }

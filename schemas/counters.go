@@ -60,7 +60,7 @@ var portCounterKinds = map[string]Kind{
 	"excessive_buffer_overrun_errors": Sat4,
 }
 
-// hw_counters entries that are settings, not counters.
+// hwGauges are the hw_counters entries that are settings, not counters.
 var hwGauges = map[string]bool{
 	"lifespan": true,
 }

@@ -188,7 +188,36 @@ func (t *Topology) ParseEndpoint(s string) (Endpoint, error) {
 	return Endpoint{Host: PortID{Node: parts[0], Device: parts[1], Port: port}}, nil
 }
 
+// build checks the parsed topology and indexes it: switches first (their
+// names decide which endpoints are switch ports), then the links.
 func (t *Topology) build() error {
+	if err := t.indexSwitches(); err != nil {
+		return err
+	}
+	if err := t.indexLinks(); err != nil {
+		return err
+	}
+	if len(t.nodes) == 0 {
+		reason := "no link names a host port (node/device/port): there is nothing to watch"
+		if len(t.Switches) == 0 && len(t.Links) == 0 {
+			reason = "no switches and no links (a null or empty topology)"
+		}
+		return &TopologyError{Link: -1, Reason: reason}
+	}
+	for sw := range t.onSwitch {
+		sortPorts(t.onSwitch[sw])
+	}
+	for i, adj := range t.swAdj {
+		// Sorted by name, without the repeats of parallel cables.
+		sort.Slice(adj, func(a, b int) bool { return t.swNames[adj[a]] < t.swNames[adj[b]] })
+		t.swAdj[i] = slices.Compact(adj)
+	}
+	return nil
+}
+
+// indexSwitches checks every switch's name and tier and numbers the
+// switches for the hop graph.
+func (t *Topology) indexSwitches() error {
 	t.tier = make(map[string]string, len(t.Switches))
 	for i, sw := range t.Switches {
 		switch {
@@ -207,7 +236,6 @@ func (t *Topology) build() error {
 		}
 		t.tier[sw.Name] = sw.Tier
 	}
-
 	t.swNames = make([]string, 0, len(t.Switches))
 	t.swIndex = make(map[string]int32, len(t.Switches))
 	for _, sw := range t.Switches {
@@ -216,7 +244,13 @@ func (t *Topology) build() error {
 	}
 	t.swAdj = make([][]int32, len(t.swNames))
 	t.hops = &hopCache{bySrc: make(map[int32][]int32), limit: hopCacheEntries}
+	return nil
+}
 
+// indexLinks parses both ends of every link, refuses a port cabled twice
+// and a link to itself, and records which host port attaches where and
+// which switches are adjacent.
+func (t *Topology) indexLinks() error {
 	t.attach = make(map[PortID]Endpoint)
 	t.onSwitch = make(map[string][]PortID)
 	t.nodes = make(map[string]bool)
@@ -239,42 +273,34 @@ func (t *Topology) build() error {
 				t.nodes[ep.Host.Node] = true
 			}
 		}
-		a, b := ends[0], ends[1]
-		switch {
-		case a.IsHost() && b.IsHost():
-			if a.Host.Node == b.Host.Node {
-				return &TopologyError{Link: i, Reason: "links a node to itself"}
-			}
-			t.attach[a.Host], t.attach[b.Host] = b, a
-		case a.IsHost():
-			t.attach[a.Host] = b
-			t.onSwitch[b.Switch] = append(t.onSwitch[b.Switch], a.Host)
-		case b.IsHost():
-			t.attach[b.Host] = a
-			t.onSwitch[a.Switch] = append(t.onSwitch[a.Switch], b.Host)
-		default:
-			if a.Switch == b.Switch {
-				return &TopologyError{Link: i, Reason: fmt.Sprintf("links switch %q to itself", a.Switch)}
-			}
-			x, y := t.swIndex[a.Switch], t.swIndex[b.Switch]
-			t.swAdj[x] = append(t.swAdj[x], y)
-			t.swAdj[y] = append(t.swAdj[y], x)
+		if err := t.connect(i, ends[0], ends[1]); err != nil {
+			return err
 		}
 	}
-	if len(t.nodes) == 0 {
-		reason := "no link names a host port (node/device/port): there is nothing to watch"
-		if len(t.Switches) == 0 && len(t.Links) == 0 {
-			reason = "no switches and no links (a null or empty topology)"
+	return nil
+}
+
+// connect records link i between a and b.
+func (t *Topology) connect(i int, a, b Endpoint) error {
+	switch {
+	case a.IsHost() && b.IsHost():
+		if a.Host.Node == b.Host.Node {
+			return &TopologyError{Link: i, Reason: "links a node to itself"}
 		}
-		return &TopologyError{Link: -1, Reason: reason}
-	}
-	for sw := range t.onSwitch {
-		sortPorts(t.onSwitch[sw])
-	}
-	for i, adj := range t.swAdj {
-		// Sorted by name, without the repeats of parallel cables.
-		sort.Slice(adj, func(a, b int) bool { return t.swNames[adj[a]] < t.swNames[adj[b]] })
-		t.swAdj[i] = slices.Compact(adj)
+		t.attach[a.Host], t.attach[b.Host] = b, a
+	case a.IsHost():
+		t.attach[a.Host] = b
+		t.onSwitch[b.Switch] = append(t.onSwitch[b.Switch], a.Host)
+	case b.IsHost():
+		t.attach[b.Host] = a
+		t.onSwitch[a.Switch] = append(t.onSwitch[a.Switch], b.Host)
+	default:
+		if a.Switch == b.Switch {
+			return &TopologyError{Link: i, Reason: fmt.Sprintf("links switch %q to itself", a.Switch)}
+		}
+		x, y := t.swIndex[a.Switch], t.swIndex[b.Switch]
+		t.swAdj[x] = append(t.swAdj[x], y)
+		t.swAdj[y] = append(t.swAdj[y], x)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -76,7 +77,7 @@ func NewSource(fleet *Fleet, opts ...Option) (*Source, error) {
 	if fleet == nil {
 		return nil, fmt.Errorf("%w: nil fleet", ErrInvalidOption)
 	}
-	s := &Source{fleet: fleet, now: time.Now, wait: sleep, restartPending: map[string]bool{}}
+	s := &Source{fleet: fleet, now: time.Now, wait: retry.Sleep, restartPending: map[string]bool{}}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -214,16 +215,4 @@ func deviceInfo(node, device, linkLayer string) collector.DeviceInfo {
 		return collector.DeviceInfo{FWVersion: "28.39.1002", BoardID: "MT_0000000838", HCAType: "MT4129", NodeGUID: guid}
 	}
 	return collector.DeviceInfo{FWVersion: "20.39.1002", BoardID: "MT_0000000223", HCAType: "MT4123", NodeGUID: guid}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

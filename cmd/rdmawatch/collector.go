@@ -12,8 +12,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-func schemaVersion() int { return schemas.Version }
-
 func newCollectorCmd(g *global) *cobra.Command {
 	var (
 		node        string

@@ -27,17 +27,31 @@ func newEventsCmd(g *global) *cobra.Command {
 	return cmd
 }
 
+// eventKinds are the filters on what an incident is that `events tail` and
+// `query` share; an empty list matches all.
+type eventKinds struct {
+	types, severities, states, layers []string
+}
+
+// register defines --type, --severity, --state and --layer, each help text
+// after prefix; states says what --state selects.
+func (k *eventKinds) register(cmd *cobra.Command, prefix, states string) {
+	fl := cmd.Flags()
+	fl.StringSliceVar(&k.types, "type", nil, prefix+"only these incident types (pfc_storm, ber_drift, ...)")
+	fl.StringSliceVar(&k.severities, "severity", nil, prefix+"only these severities (warning, critical)")
+	fl.StringSliceVar(&k.states, "state", nil, prefix+states)
+	fl.StringSliceVar(&k.layers, "layer", nil, prefix+"only these layers (physical, link_network, transport, application)")
+}
+
 // eventFilter selects events by their fields; an empty list matches all.
 type eventFilter struct {
-	types, severities, states, layers, scopes, nodes []string
+	eventKinds
+	scopes, nodes []string
 }
 
 func (f *eventFilter) register(cmd *cobra.Command) {
+	f.eventKinds.register(cmd, "", "only these states (open, update, resolved)")
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.types, "type", nil, "only these incident types (pfc_storm, ber_drift, ...), repeatable")
-	fl.StringSliceVar(&f.severities, "severity", nil, "only these severities (warning, critical)")
-	fl.StringSliceVar(&f.states, "state", nil, "only these states (open, update, resolved)")
-	fl.StringSliceVar(&f.layers, "layer", nil, "only these layers (physical, link_network, transport, application)")
 	fl.StringSliceVar(&f.scopes, "scope", nil, "only these scopes (port, node, fabric)")
 	fl.StringSliceVar(&f.nodes, "node", nil, "only incidents about these nodes")
 }

@@ -54,10 +54,10 @@ func TestEventFilter(t *testing.T) {
 		want bool
 	}{
 		{eventFilter{}, true},
-		{eventFilter{types: []string{"ber_drift", "pfc_storm"}}, true},
-		{eventFilter{types: []string{"ber_drift"}}, false},
-		{eventFilter{severities: []string{"warning"}}, false},
-		{eventFilter{nodes: []string{"gpu-1"}, states: []string{"open"}, layers: []string{"link_network"}, scopes: []string{"port"}}, true},
+		{eventFilter{eventKinds: eventKinds{types: []string{"ber_drift", "pfc_storm"}}}, true},
+		{eventFilter{eventKinds: eventKinds{types: []string{"ber_drift"}}}, false},
+		{eventFilter{eventKinds: eventKinds{severities: []string{"warning"}}}, false},
+		{eventFilter{nodes: []string{"gpu-1"}, eventKinds: eventKinds{states: []string{"open"}, layers: []string{"link_network"}}, scopes: []string{"port"}}, true},
 		{eventFilter{nodes: []string{"gpu-2"}}, false},
 	} {
 		if got := tc.f.match(ev); got != tc.want {

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -25,9 +24,6 @@ import (
 
 // stopProfile ends a --profile-cpu profile; a no-op without one.
 var stopProfile = func() {}
-
-// version is set with -ldflags "-X main.version=..." by the Makefile.
-var version = "dev"
 
 // global holds the settings every subcommand shares. Each address and
 // credential has a flag and an environment variable.
@@ -141,25 +137,6 @@ func newRoot() *cobra.Command {
 		newConfigCmd(g),
 	)
 	return root
-}
-
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, args []string) {
-			v := version
-			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						v = "dev-" + s.Value[:min(12, len(s.Value))]
-					}
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rdmawatch %s (wire schema v%d)\n", v, schemaVersion())
-		},
-	}
 }
 
 func hostname() string {

@@ -2,11 +2,9 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/report"
 )
 
@@ -28,21 +26,11 @@ its critical level, ECN marks against CNPs). Without --from it covers all the
 data the database holds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.requireClickHouse(); err != nil {
-				return err
-			}
-			p, err := rf.params(time.Now().UTC())
-			if err != nil {
-				return err
-			}
-			conn, err := chdb.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
+			conn, p, err := rf.openRange(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
-			if err := rf.withDataRange(cmd.Context(), conn, &p); err != nil {
-				return err
-			}
 			path, incs, err := report.Postmortem(cmd.Context(), conn, p, out)
 			if err != nil {
 				return err

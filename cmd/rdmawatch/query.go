@@ -45,20 +45,10 @@ type rangeFlags struct {
 	event                  string
 }
 
-// eventFlags filter the events query.
-type eventFlags struct{ types, severities, states, layers []string }
-
-func (e *eventFlags) register(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.StringSliceVar(&e.types, "type", nil, "events: only these types (pfc_storm, ber_drift, ...)")
-	f.StringSliceVar(&e.severities, "severity", nil, "events: only these severities (warning, critical)")
-	f.StringSliceVar(&e.states, "state", nil, "events: only incidents whose latest state is one of these (open, update, resolved)")
-	f.StringSliceVar(&e.layers, "layer", nil, "events: only these layers (physical, link_network, transport, application)")
-}
-
-func (e *eventFlags) apply(p *report.Params) {
-	p.Type, p.Severity = strings.Join(e.types, ","), strings.Join(e.severities, ",")
-	p.State, p.Layer = strings.Join(e.states, ","), strings.Join(e.layers, ",")
+// apply sets the events query's filters.
+func (k *eventKinds) apply(p *report.Params) {
+	p.Type, p.Severity = strings.Join(k.types, ","), strings.Join(k.severities, ",")
+	p.State, p.Layer = strings.Join(k.states, ","), strings.Join(k.layers, ",")
 }
 
 // withDataRange fills a range the user left open from what the database
@@ -111,14 +101,50 @@ func (r *rangeFlags) params(now time.Time) (report.Params, error) {
 	return report.Params{From: from, To: to, Node: r.node, Device: r.device, Port: r.port, Limit: r.limit}, nil
 }
 
+// openRange connects to ClickHouse and turns the range flags into query
+// parameters, an open --from filled from the data the database holds. The
+// caller closes the connection.
+func (r *rangeFlags) openRange(ctx context.Context, g *global) (driver.Conn, report.Params, error) {
+	if err := g.requireClickHouse(); err != nil {
+		return nil, report.Params{}, err
+	}
+	p, err := r.params(time.Now().UTC())
+	if err != nil {
+		return nil, report.Params{}, err
+	}
+	conn, err := chdb.Open(ctx, g.clickhouse, g.chOptions()...)
+	if err != nil {
+		return nil, report.Params{}, err
+	}
+	if err := r.withDataRange(ctx, conn, &p); err != nil {
+		conn.Close()
+		return nil, report.Params{}, err
+	}
+	return conn, p, nil
+}
+
+// queryFlags are the query command's flags.
+type queryFlags struct {
+	rf     rangeFlags
+	ef     eventKinds
+	format string
+	list   bool
+	wide   bool
+}
+
+func (o *queryFlags) register(cmd *cobra.Command) {
+	o.rf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.rf.event, "event", "", "incident id: the window around it and its subject port")
+	f.IntVar(&o.rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend)")
+	f.StringVar(&o.format, "format", "table", "output: table, json (one object per line) or csv")
+	f.BoolVar(&o.list, "list", false, "list the shipped queries")
+	f.BoolVar(&o.wide, "wide", false, "table: do not cut long text (summaries) to the terminal")
+	o.ef.register(cmd, "events: ", "only incidents whose latest state is one of these (open, update, resolved)")
+}
+
 func newQueryCmd(g *global) *cobra.Command {
-	var (
-		rf     rangeFlags
-		ef     eventFlags
-		format string
-		list   bool
-		wide   bool
-	)
+	var o queryFlags
 	cmd := &cobra.Command{
 		Use:   "query NAME --from T --to T [--node N --device D --port P] [--format table|json|csv]",
 		Short: "Run one of the shipped ClickHouse queries (no NAME: list them)",
@@ -128,69 +154,61 @@ question each answers. --event ID sets --from/--to around that incident and
 its subject as --node/--device/--port, for port_timeline.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			if len(args) == 0 || list {
-				qs, err := chdb.Queries()
-				if err != nil {
-					return err
-				}
-				tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-				for _, q := range qs {
-					fmt.Fprintf(tw, "%s\t%s\n", q.Name, q.Question)
-				}
-				return tw.Flush()
+			if len(args) == 0 || o.list {
+				return listQueries(cmd.OutOrStdout())
 			}
-			if err := g.requireClickHouse(); err != nil {
-				return err
-			}
-			q, err := chdb.QueryByName(args[0])
-			if err != nil {
-				return err
-			}
-			p, err := rf.params(time.Now().UTC())
-			if err != nil {
-				return err
-			}
-			conn, err := chdb.Open(cmd.Context(), g.clickhouse, g.chOptions()...)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			ef.apply(&p)
-			if err := rf.withDataRange(cmd.Context(), conn, &p); err != nil {
-				return err
-			}
-			if rf.event != "" {
-				w, err := report.EventWindow(cmd.Context(), conn, rf.event)
-				if err != nil {
-					return err
-				}
-				if rf.from == "" {
-					p.From, p.To = w.From, w.To
-				}
-				if p.Node == "" {
-					p.Node, p.Device, p.Port = w.Node, w.Device, w.Port
-				}
-			}
-			res, err := report.RunQuery(cmd.Context(), conn, q, p)
-			if err != nil {
-				return err
-			}
-			if wide {
-				res.MaxCell = -1
-			}
-			if len(res.Rows) == 0 {
-				hintEmpty(cmd.Context(), conn, cmd.ErrOrStderr(), p)
-			}
-			return res.Write(out, format)
+			return runQuery(cmd, g, args[0], o)
 		},
 	}
-	rf.register(cmd)
-	cmd.Flags().StringVar(&rf.event, "event", "", "incident id: the window around it and its subject port")
-	cmd.Flags().IntVar(&rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend)")
-	cmd.Flags().StringVar(&format, "format", "table", "output: table, json (one object per line) or csv")
-	cmd.Flags().BoolVar(&list, "list", false, "list the shipped queries")
-	cmd.Flags().BoolVar(&wide, "wide", false, "table: do not cut long text (summaries) to the terminal")
-	ef.register(cmd)
+	o.register(cmd)
 	return cmd
+}
+
+// listQueries prints the shipped queries and the question each answers.
+func listQueries(out io.Writer) error {
+	qs, err := chdb.Queries()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	for _, q := range qs {
+		fmt.Fprintf(tw, "%s\t%s\n", q.Name, q.Question)
+	}
+	return tw.Flush()
+}
+
+func runQuery(cmd *cobra.Command, g *global, name string, o queryFlags) error {
+	q, err := chdb.QueryByName(name)
+	if err != nil {
+		return err
+	}
+	conn, p, err := o.rf.openRange(cmd.Context(), g)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	o.ef.apply(&p)
+	if o.rf.event != "" {
+		w, err := report.EventWindow(cmd.Context(), conn, o.rf.event)
+		if err != nil {
+			return err
+		}
+		if o.rf.from == "" {
+			p.From, p.To = w.From, w.To
+		}
+		if p.Node == "" {
+			p.Node, p.Device, p.Port = w.Node, w.Device, w.Port
+		}
+	}
+	res, err := report.RunQuery(cmd.Context(), conn, q, p)
+	if err != nil {
+		return err
+	}
+	if o.wide {
+		res.MaxCell = -1
+	}
+	if len(res.Rows) == 0 {
+		hintEmpty(cmd.Context(), conn, cmd.ErrOrStderr(), p)
+	}
+	return res.Write(cmd.OutOrStdout(), o.format)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -56,7 +57,7 @@ func (p *Processor) deadLetter(ctx context.Context, msg jetstream.Msg, seq uint6
 		p.st.deadKnown.Add(1)
 		return nil
 	}
-	backoff := 100 * time.Millisecond
+	backoff := retry.NewBackoff(retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second})
 	for {
 		err := natsutil.DeadLetter(ctx, p.js, deadLetterRole, msg, reason)
 		if err == nil {
@@ -71,11 +72,11 @@ func (p *Processor) deadLetter(ctx context.Context, msg jetstream.Msg, seq uint6
 			p.log.Error("cannot dead-letter a message without metadata", "subject", msg.Subject(), "reason", reason, "err", err)
 			return nil
 		}
-		p.log.Warn("dead letter; retrying", "stream_seq", seq, "reason", reason, "err", err, "backoff", backoff)
-		if !waitCtx(ctx, backoff) {
-			return ctx.Err()
+		wait := backoff.Next()
+		p.log.Warn("dead letter; retrying", "stream_seq", seq, "reason", reason, "err", err, "backoff", wait)
+		if err := retry.Sleep(ctx, wait); err != nil {
+			return err
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+func newStreamsCmd(g *global) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "streams apply|check",
+		Short: "Create and check the JetStream streams (the admin step; roles only check)",
+	}
+	cmd.AddCommand(newStreamsApplyCmd(g), newStreamsCheckCmd(g))
+	return cmd
+}
+
+// streamsApplyFlags are the flags of streams apply.
+type streamsApplyFlags struct {
+	partitions int
+	replicas   int
+	memory     bool
+	maxAge     []string
+	maxBytes   []string
+}
+
+func (s *streamsApplyFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&s.partitions, "partitions", 0, fmt.Sprintf("partitions of the counters stream (default: keep the current count; %d for a new stream)", schemas.DefaultPartitions))
+	f.IntVar(&s.replicas, "replicas", 0, "replicas of every stream (default: keep; 1 for a new stream)")
+	f.BoolVar(&s.memory, "memory", false, "store new streams in memory (tests; storage cannot change later)")
+	f.StringArrayVar(&s.maxAge, "max-age", nil, "STREAM=DURATION: set a stream's max age, e.g. RDMAWATCH_EVENTS=2160h (repeatable)")
+	f.StringArrayVar(&s.maxBytes, "max-bytes", nil, "STREAM=BYTES: set a stream's size limit, -1 for none (repeatable)")
+}
+
+// options checks the per-stream limits and turns the flags into
+// natsutil.ApplyOptions.
+func (s *streamsApplyFlags) options() (natsutil.ApplyOptions, error) {
+	o := natsutil.ApplyOptions{Partitions: s.partitions, Replicas: s.replicas, Memory: s.memory,
+		MaxAge: map[string]time.Duration{}, MaxBytes: map[string]int64{}}
+	for _, kv := range s.maxAge {
+		name, v, err := streamSetting("--max-age", kv)
+		if err != nil {
+			return o, err
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return o, fmt.Errorf("--max-age %s: want a duration such as 720h", kv)
+		}
+		o.MaxAge[name] = d
+	}
+	for _, kv := range s.maxBytes {
+		name, v, err := streamSetting("--max-bytes", kv)
+		if err != nil {
+			return o, err
+		}
+		b, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || b < -1 {
+			return o, fmt.Errorf("--max-bytes %s: want a byte count, -1 for no limit", kv)
+		}
+		o.MaxBytes[name] = b
+	}
+	return o, nil
+}
+
+func newStreamsApplyCmd(g *global) *cobra.Command {
+	var s streamsApplyFlags
+	cmd := &cobra.Command{
+		Use:   "apply",
+		Short: "Create missing streams; set subjects and the partition transform on existing ones",
+		Long: `apply creates every rdmawatch stream that does not exist, and on the ones that
+do sets only what rdmawatch owns: the subjects and the counters stream's
+partition transform (its count only with --partitions). An operator's limits
+(max age, max bytes, replicas, duplicate window) are kept unless given here.
+It prints each change; nothing when everything was in place. Run it with the
+NATS admin's credentials before starting the roles, and again after an upgrade.
+
+Re-partitioning (--partitions) takes effect for new batches only: restart the
+processors afterwards so they read the new count.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := s.options()
+			if err != nil {
+				return err
+			}
+			nc, js, err := dialJS(cmd.Context(), g, "rdmawatch-streams-apply")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			changes, err := natsutil.ApplyStreams(cmd.Context(), js, o)
+			out := cmd.OutOrStdout()
+			for _, c := range changes {
+				fmt.Fprintln(out, c)
+			}
+			if err != nil {
+				return err
+			}
+			if len(changes) == 0 {
+				fmt.Fprintln(out, "streams up to date: nothing changed")
+			}
+			return nil
+		},
+	}
+	s.register(cmd)
+	return cmd
+}
+
+func newStreamsCheckCmd(g *global) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check",
+		Short: "Check that every stream exists with the subjects and partition transform the roles need",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nc, js, err := dialJS(cmd.Context(), g, "rdmawatch-streams-check")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			var names []string
+			for _, c := range schemas.Streams(schemas.StreamOptions{}) {
+				names = append(names, c.Name)
+			}
+			if err := natsutil.CheckStreams(cmd.Context(), js, names...); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, n := range names {
+				line, err := natsutil.StreamSummary(cmd.Context(), js, n)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(out, line)
+			}
+			fmt.Fprintln(out, "streams ok")
+			return nil
+		},
+	}
+}
+
+// streamSetting splits STREAM=VALUE and checks STREAM is an rdmawatch stream.
+func streamSetting(flag, kv string) (string, string, error) {
+	name, v, ok := strings.Cut(kv, "=")
+	var known []string
+	for _, c := range schemas.Streams(schemas.StreamOptions{}) {
+		if c.Name == name {
+			return name, v, nil
+		}
+		known = append(known, c.Name)
+	}
+	sort.Strings(known)
+	if !ok {
+		return "", "", fmt.Errorf("%s %q: want STREAM=VALUE, STREAM one of %s", flag, kv, strings.Join(known, ", "))
+	}
+	return "", "", fmt.Errorf("%s %q: unknown stream %q, want one of %s", flag, kv, name, strings.Join(known, ", "))
+}

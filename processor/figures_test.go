@@ -1,0 +1,47 @@
+package processor
+
+import (
+	"math"
+	"testing"
+)
+
+func TestFigures(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"finite keeps a number", finite(-2.5), -2.5},
+		{"finite NaN", finite(nan), 0},
+		{"finite +Inf", finite(inf), 0},
+		{"finite -Inf", finite(-inf), 0},
+		{"roundTo 2", roundTo(0.12549, 2), 0.13},
+		{"roundTo 3", roundTo(2.00049, 3), 2},
+		{"roundTo negative", roundTo(-1.2345, 3), -1.235},
+		{"roundTo 0 places", roundTo(41.5, 0), 42},
+		{"roundTo NaN", roundTo(nan, 2), 0},
+		{"roundTo Inf", roundTo(inf, 2), 0},
+		{"roundTo huge", roundTo(1e307, 3), 1e307},
+		{"sigDigits 3", sigDigits(123456, 3), 123000},
+		{"sigDigits 4 small", sigDigits(1.23456e-12, 4), 1.235e-12},
+		{"sigDigits negative", sigDigits(-0.0098765, 3), -0.00988},
+		{"sigDigits 0", sigDigits(0, 3), 0},
+		{"sigDigits NaN", sigDigits(nan, 3), 0},
+		{"sigDigits -Inf", sigDigits(-inf, 4), 0},
+		{"sigDigits subnormal", sigDigits(5e-324, 3), 5e-324},
+		{"sigDigits max", sigDigits(math.MaxFloat64, 3), math.MaxFloat64},
+		// The detectors' names for the same rounding.
+		{"round3", round3(1.00049), 1},
+		{"pfcRound2", pfcRound2(0.255), 0.26},
+		{"berSig", berSig(1.234567e-9), 1.235e-9},
+		{"sig", sig(3456), 3460},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want && math.Abs(tt.got-tt.want) > 1e-12*math.Abs(tt.want) {
+				t.Errorf("got %v, want %v", tt.got, tt.want)
+			}
+		})
+	}
+}
