@@ -148,8 +148,10 @@ type Processor struct {
 	maxTime   schemas.Millis
 	nextTick  schemas.Millis
 	nextEvict schemas.Millis
-	pending   []*schemas.Event
-	intervals intervalEstimator
+	// nextConfigSync is when the inventory stream is read next (inventory.go).
+	nextConfigSync schemas.Millis
+	pending        []*schemas.Event
+	intervals      intervalEstimator
 	// sample is the one being processed: reused, so that handing it to the
 	// detectors (through an interface, it escapes) costs no allocation.
 	sample processor.Sample
@@ -425,10 +427,9 @@ func (p *Processor) readHistory(ctx context.Context, occ *jetstream.OrderedConsu
 		return err
 	}
 	p.inventory = &inventoryReader{js: p.js, name: fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)}
-	if err := p.inventory.open(ctx); err != nil {
+	if err := p.inventory.read(ctx, p.addInventory); err != nil {
 		return err
 	}
-	p.syncConfigs(ctx, p.fabric.wm)
 	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown),
 		"inventories", p.fabric.configs.read, "inventories_refused", p.fabric.configs.refused)
 	return nil
@@ -620,7 +621,10 @@ func (p *Processor) advance(ctx context.Context) {
 	}
 	if wm >= p.nextTick {
 		p.nextTick = wm + p.tick()
-		p.syncConfigs(ctx, wm)
+		if wm >= p.nextConfigSync {
+			p.nextConfigSync = wm + p.configSyncStep()
+			p.syncConfigs(ctx, wm)
+		}
 		for _, d := range p.fabDets {
 			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
 		}

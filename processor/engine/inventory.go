@@ -21,14 +21,16 @@ import (
 // not duplicate them.
 //
 // Data time: an inventory carries the data time it was read (TimeMs). A
-// config read at t is known to fabric detectors at watermarks from t on,
-// whether the inventory reached the processor before or after the counters
-// of that time. The processing goroutine itself reads the stream, without
-// waiting (FetchNoWait), at every tick before the fabric detectors run:
-// nothing touches detector state from another goroutine, and a replay is
-// deterministic, because a collector publishes a node's inventory before
-// the counters of the same reading, so by the time the watermark reaches t
-// the inventory of t is on the stream and this read gets it.
+// config read at t is known to fabric detectors at watermarks from about
+// t on (one sync step later, see syncConfigs), whether the inventory
+// reached the processor before or after the counters of that time. The
+// processing goroutine itself reads the stream, at most every
+// configSyncStep of data time before the fabric detectors run: nothing
+// touches detector state from another goroutine. A replay is
+// deterministic because a collector publishes a node's inventory before
+// the counters of the same reading: once the processor has seen counters
+// past the watermark wm, every inventory of a data time up to wm is on the
+// stream, and a read asked for then gets it.
 //
 // Restarts and takeovers rebuild the state from the stream, which keeps the
 // last 8 inventories per node (a node re-sends its inventory every 5 min):
@@ -51,6 +53,11 @@ type inventoryReader struct {
 	// next is the stream sequence to read from when the consumer has to
 	// be made again (it idled out, the server restarted).
 	next uint64
+	// pending is the read poll asked for, answered by the next poll.
+	pending jetstream.MessageBatch
+	// complete is the watermark up to which the inventories handed over
+	// are complete: the watermark of the poll that asked for them.
+	complete schemas.Millis
 }
 
 func (r *inventoryReader) open(ctx context.Context) error {
@@ -74,7 +81,8 @@ func (r *inventoryReader) open(ctx context.Context) error {
 	return nil
 }
 
-// read hands every inventory stored now to fn, in stream order.
+// read hands every inventory stored now to fn, in stream order, waiting
+// for the answers: the read at start.
 func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) error {
 	if r.cons == nil {
 		if err := r.open(ctx); err != nil {
@@ -82,7 +90,11 @@ func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) 
 		}
 	}
 	for reopened := false; ; {
-		n, err := r.fetch(fn)
+		batch, err := r.cons.FetchNoWait(inventoryFetch)
+		n := 0
+		if err == nil {
+			n, err = r.drain(batch, fn)
+		}
 		if err != nil && !reopened {
 			// The consumer idled out or the server lost it: again from
 			// where this one was.
@@ -101,11 +113,37 @@ func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) 
 	}
 }
 
-func (r *inventoryReader) fetch(fn func(msg jetstream.Msg)) (int, error) {
+// poll hands fn what the read asked for at the previous poll held (all of
+// it, reading on while the answer was full), then asks again without
+// waiting. What poll hands over was stored before the previous poll.
+func (r *inventoryReader) poll(ctx context.Context, fn func(msg jetstream.Msg)) error {
+	if r.pending != nil {
+		batch := r.pending
+		r.pending = nil
+		n, err := r.drain(batch, fn)
+		if err == nil && n == inventoryFetch {
+			err = r.read(ctx, fn)
+		}
+		if err != nil {
+			r.cons = nil // made again at the next poll, from where it was
+			return fmt.Errorf("read inventory: %w", err)
+		}
+	}
+	if r.cons == nil {
+		if err := r.open(ctx); err != nil {
+			return err
+		}
+	}
 	batch, err := r.cons.FetchNoWait(inventoryFetch)
 	if err != nil {
-		return 0, err
+		r.cons = nil
+		return fmt.Errorf("read inventory: %w", err)
 	}
+	r.pending = batch
+	return nil
+}
+
+func (r *inventoryReader) drain(batch jetstream.MessageBatch, fn func(msg jetstream.Msg)) (int, error) {
 	n := 0
 	for msg := range batch.Messages() {
 		n++
@@ -256,23 +294,45 @@ func (f *fabric) Configs(fn func(*processor.KnownConfig) bool) {
 	}
 }
 
-// syncConfigs reads what the inventory stream holds now and applies the
-// configs read up to wm. A read that fails is logged and tried again at
-// the next tick: the configs known stay as they were.
+// configSyncStep is the data time between two reads of the inventory
+// stream: a quarter of the allowed lateness (about a quarter of an
+// interval), at least a tick. A config read at t is then known by the
+// watermark t plus two steps and a tick, well within the two intervals
+// config_mismatch has, and a fleet read every second does not ask the
+// server four times a second.
+func (p *Processor) configSyncStep() schemas.Millis {
+	return max(p.tick(), p.lateness()/4)
+}
+
+// syncConfigs takes the inventories the previous sync asked for, applies
+// the configs read up to that sync's watermark, and asks for more. That
+// answer holds every inventory of a data time up to that watermark (see
+// above), so what is applied does not depend on how fast the server
+// answered: a replay stays deterministic, and the processing goroutine
+// never waits for a round trip. The price is one sync step of data time.
+// A read that fails is logged and tried again at the next sync; the
+// configs known stay as they were.
 func (p *Processor) syncConfigs(ctx context.Context, wm schemas.Millis) {
 	if p.inventory == nil {
 		return
 	}
-	err := p.inventory.read(ctx, func(msg jetstream.Msg) {
-		if err := p.fabric.configs.add(msg.Subject(), msg.Data()); err != nil {
-			p.log.Warn("inventory refused; its configs are not used", "subject", msg.Subject(), "err", err)
+	complete := p.inventory.complete
+	err := p.inventory.poll(ctx, p.addInventory)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("inventory stream; configs are read again at the next sync", "err", err)
 		}
-	})
-	if err != nil && ctx.Err() == nil {
-		p.log.Warn("inventory stream; configs are read again at the next tick", "err", err)
+	} else {
+		p.inventory.complete = wm
 	}
-	p.fabric.configs.apply(wm)
+	p.fabric.configs.apply(complete)
 	p.st.inventories.Store(p.fabric.configs.read)
 	p.st.inventoriesRefused.Store(p.fabric.configs.refused)
 	p.st.configPorts.Store(uint64(len(p.fabric.configs.known)))
+}
+
+func (p *Processor) addInventory(msg jetstream.Msg) {
+	if err := p.fabric.configs.add(msg.Subject(), msg.Data()); err != nil {
+		p.log.Warn("inventory refused; its configs are not used", "subject", msg.Subject(), "err", err)
+	}
 }
