@@ -53,10 +53,10 @@ type inventoryReader struct {
 	// next is the stream sequence to read from when the consumer has to
 	// be made again (it idled out, the server restarted).
 	next uint64
-	// pending is the read poll asked for, answered by the next poll.
+	// pending is the read poll asked for, taken by the next poll.
 	pending jetstream.MessageBatch
-	// complete is the watermark up to which the inventories handed over
-	// are complete: the watermark of the poll that asked for them.
+	// complete is the watermark up to which pending completes what was
+	// handed over: the watermark of the sync that asked for it.
 	complete schemas.Millis
 }
 
@@ -114,9 +114,10 @@ func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) 
 }
 
 // poll hands fn what the read asked for at the previous poll held (all of
-// it, reading on while the answer was full), then asks again without
-// waiting. What poll hands over was stored before the previous poll.
-func (r *inventoryReader) poll(ctx context.Context, fn func(msg jetstream.Msg)) error {
+// it, reading on while the answer was full), with wait also everything
+// stored now, then asks again without waiting. Without wait, what poll
+// hands over was stored before the previous poll.
+func (r *inventoryReader) poll(ctx context.Context, fn func(msg jetstream.Msg), wait bool) error {
 	if r.pending != nil {
 		batch := r.pending
 		r.pending = nil
@@ -127,6 +128,12 @@ func (r *inventoryReader) poll(ctx context.Context, fn func(msg jetstream.Msg)) 
 		if err != nil {
 			r.cons = nil // made again at the next poll, from where it was
 			return fmt.Errorf("read inventory: %w", err)
+		}
+	}
+	if wait {
+		if err := r.read(ctx, fn); err != nil {
+			r.cons = nil
+			return err
 		}
 	}
 	if r.cons == nil {
@@ -304,25 +311,32 @@ func (p *Processor) configSyncStep() schemas.Millis {
 	return max(p.tick(), p.lateness()/4)
 }
 
-// syncConfigs takes the inventories the previous sync asked for, applies
-// the configs read up to that sync's watermark, and asks for more. That
-// answer holds every inventory of a data time up to that watermark (see
-// above), so what is applied does not depend on how fast the server
-// answered: a replay stays deterministic, and the processing goroutine
-// never waits for a round trip. The price is one sync step of data time.
-// A read that fails is logged and tried again at the next sync; the
-// configs known stay as they were.
+// syncConfigs applies the configs read up to a watermark it knows every
+// inventory of, and asks for what comes next. A read asked for at the
+// previous sync holds every inventory of a data time up to that sync's
+// watermark (see above): taking it now and applying up to that watermark
+// costs the processing goroutine no wait for a round trip, at the price of
+// one sync step. When the watermark jumped further since (a small fleet
+// read all at once, then nothing for an interval), that price would be a
+// whole interval: then it reads what the stream holds now, waiting, and
+// applies up to the current watermark. Either way what is applied depends
+// on the data only, never on how fast the server answered: a replay stays
+// deterministic. A read that fails is logged and tried again at the next
+// sync; the configs known stay as they were.
 func (p *Processor) syncConfigs(ctx context.Context, wm schemas.Millis) {
 	if p.inventory == nil {
 		return
 	}
 	complete := p.inventory.complete
-	err := p.inventory.poll(ctx, p.addInventory)
-	if err != nil {
+	wait := wm-complete > 2*p.configSyncStep()
+	if err := p.inventory.poll(ctx, p.addInventory, wait); err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("inventory stream; configs are read again at the next sync", "err", err)
 		}
 	} else {
+		if wait {
+			complete = wm
+		}
 		p.inventory.complete = wm
 	}
 	p.fabric.configs.apply(complete)
