@@ -51,6 +51,9 @@ type Scrape struct {
 	// Totals since the collector started.
 	Batches, Samples uint64
 	Dropped          DropCount
+	// ConfigErrors counts the port configuration reads that failed, for a
+	// source that reads configuration (HostSource.ConfigErrors).
+	ConfigErrors uint64
 }
 
 // New returns a collector.
@@ -89,6 +92,9 @@ func (c *Collector) Run(ctx context.Context) error {
 			sc := Scrape{Duration: time.Since(began), Err: err, Batches: c.pub.Published(), Samples: c.engine.Stats().Samples, Dropped: c.pub.Dropped()}
 			if r != nil {
 				sc.Ports = len(r.Ports)
+			}
+			if ce, ok := c.src.(interface{ ConfigErrors() uint64 }); ok {
+				sc.ConfigErrors = ce.ConfigErrors()
 			}
 			c.onScrape(sc)
 		}

@@ -17,10 +17,11 @@ var ErrInvalidHostOption = errors.New("invalid host source option")
 type HostOption func(*hostConfig) error
 
 type hostConfig struct {
-	ethtool bool
-	root    string
-	now     func() time.Time
-	logger  *slog.Logger
+	ethtool     bool
+	root        string
+	now         func() time.Time
+	logger      *slog.Logger
+	configEvery time.Duration
 }
 
 // WithEthtool switches the ethtool statistics of each port's netdev on or off
@@ -67,7 +68,8 @@ func WithHostLogger(l *slog.Logger) HostOption {
 }
 
 // HostSource reads this host's RDMA ports: sysfs counters through rdmamap,
-// and the ethtool statistics of each port's netdev. It implements Source;
+// the ethtool statistics of each port's netdev, and every
+// DefaultConfigInterval the netdev's configuration (config.go). It implements Source;
 // the collector's loop paces it.
 //
 // It never sets Reading.Restart: a new process starts a new delta engine,
@@ -84,6 +86,8 @@ type HostSource struct {
 	// ethErr is the last ethtool error per netdev, so a netdev that keeps
 	// failing is logged at warn once and at debug after that.
 	ethErr map[string]string
+	// cfg reads the ports' configuration every configEvery (config.go).
+	cfg    hostConfigState
 	closed bool
 }
 
@@ -95,7 +99,7 @@ func NewHostSource(node string, opts ...HostOption) (*HostSource, error) {
 	if node == "" {
 		return nil, fmt.Errorf("%w: empty node name", ErrInvalidHostOption)
 	}
-	cfg := hostConfig{ethtool: true, root: sysfsDefaultRoot, now: time.Now, logger: slog.Default()}
+	cfg := hostConfig{ethtool: true, root: sysfsDefaultRoot, now: time.Now, logger: slog.Default(), configEvery: DefaultConfigInterval}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
 			return nil, err
@@ -107,6 +111,7 @@ func NewHostSource(node string, opts ...HostOption) (*HostSource, error) {
 		logger: cfg.logger,
 		sysfs:  newSysfsReader(cfg.root, cfg.logger, cfg.now),
 		ethErr: make(map[string]string),
+		cfg:    hostConfigState{reader: NewConfigReader(cfg.root), every: cfg.configEvery, failed: make(map[string]string)},
 	}
 	if cfg.ethtool {
 		eth, err := NewEthtoolReader()
@@ -144,6 +149,7 @@ func (h *HostSource) Next(ctx context.Context) (*Reading, error) {
 	if h.eth != nil {
 		h.readEthtool(rd.Ports)
 	}
+	h.readConfig(ctx, rd)
 	return rd, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/collector/sysfstest"
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func TestSysfsParsePortState(t *testing.T) {
@@ -123,6 +124,14 @@ func sysfsNamespaceSpec(t *testing.T, realNetdev string) sysfstest.Spec {
 		},
 		sysfstest.Device{Name: "rxe0", Files: map[string]string{"node_guid": "0000:0000:0000:0001"}},
 	)
+	// The netdevs' configuration: the real interface gets MLNX_OFED's ecn
+	// files and an MTU the host's own interface does not have, so the test
+	// sees it comes from the tree; rwtest2 is upstream-like (no ecn);
+	// rwnone0 has no netdev directory at all. DCB is the real kernel's.
+	if realNetdev != "" {
+		spec.Netdevs = append(spec.Netdevs, sysfstest.RoCENetdev(realNetdev, 9000, []int{3}, []int{3}))
+	}
+	spec.Netdevs = append(spec.Netdevs, sysfstest.RoCENetdev("rwtest2", 4200, nil, nil))
 	return spec
 }
 
@@ -370,6 +379,10 @@ func sysfsNamespaceChecks(t *testing.T, tree, realNetdev string) {
 		}
 	})
 
+	t.Run("config", func(t *testing.T) {
+		sysfsNamespaceConfigChecks(t, rd, ports, realNetdev)
+	})
+
 	t.Run("skipped reasons", func(t *testing.T) {
 		sc, err := NewSysfsReader(logger, nil).Read(ctx)
 		if err != nil {
@@ -560,4 +573,48 @@ func sysfsFindPort(t *testing.T, rd *Reading, dev string, port int) *PortReading
 	}
 	t.Fatalf("port %s/%d not in reading", dev, port)
 	return nil
+}
+
+// sysfsNamespaceConfigChecks: the first scrape read each RoCE port's
+// configuration from /sys/class/net (the tree) and the kernel's DCB
+// netlink, and the collector's inventory carries it through the wire
+// format.
+func sysfsNamespaceConfigChecks(t *testing.T, rd *Reading, ports map[string]*PortReading, realNetdev string) {
+	t.Helper()
+	want := map[string]string{
+		"mlx4_0/1": "nil", "mlx5_0/1": "nil", // InfiniBand: no netdev
+		"mlx5_1/2": "nil", // rwnone0: no such netdev
+		"mlx5_2/1": "mtu=4200 pfc=unknown np=unknown rp=unknown trust=",
+	}
+	if realNetdev != "" {
+		// DCB: the real interface (virtio here) has none: unknown, not off.
+		want["mlx5_1/1"] = "mtu=9000 pfc=unknown np=[3] rp=[3] trust="
+	}
+	for key, w := range want {
+		if got := fmtConfig(ports[key].Config); got != w {
+			t.Errorf("%s config %s, want %s", key, got, w)
+		}
+	}
+	c := &Collector{inventory: map[string]map[portKey]schemas.PortInventory{}, inventorySent: map[string]time.Time{}}
+	inv := c.inventoryChange(rd)
+	if inv == nil {
+		t.Fatal("no inventory for the first reading")
+	}
+	data, err := schemas.EncodeInventory(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := schemas.DecodeInventory(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range back.Ports {
+		got[fmt.Sprintf("%s/%d", p.Device, p.Port)] = fmtConfig(p.Config)
+	}
+	for key, w := range want {
+		if got[key] != w {
+			t.Errorf("inventory %s config %s, want %s", key, got[key], w)
+		}
+	}
 }

@@ -32,6 +32,9 @@ type Incident struct {
 	// none is named.
 	CauseID, CauseType, CauseNode, CauseDevice string
 	CausePort                                  uint16
+	// Config is the port's configuration at the onset and its changes
+	// during the incident (config.go).
+	Config []PortConfig
 }
 
 // Change is one state change (one row of events).
@@ -76,6 +79,9 @@ func Postmortem(ctx context.Context, conn driver.Conn, p Params, dir string) (st
 			continue // node or fabric scope: no single port to plot
 		}
 		if err := moved(ctx, conn, inc); err != nil {
+			return "", nil, err
+		}
+		if err := portConfig(ctx, conn, inc); err != nil {
 			return "", nil, err
 		}
 		plot, err := portPlot(ctx, conn, inc)
@@ -462,6 +468,7 @@ func markdown(p Params, incs []Incident) string {
 				fmt.Fprintf(&b, "| %s | %d | %d | %.4g | %.4g | %s |\n", m.Counter, m.Before, m.During, m.BeforeRate, m.Rate, rise)
 			}
 		}
+		b.WriteString(configMarkdown(inc))
 		if inc.Plot != "" {
 			fmt.Fprintf(&b, "\n![%s around %s](%s)\n", inc.Type, subject(inc), inc.Plot)
 		} else {

@@ -140,13 +140,14 @@ func (s *Sink) Run(ctx context.Context) error {
 		},
 		values: (*InventoryRow).Values,
 	}
+	portConfig := s.configPipeline() // sink/config_rows.go
 	runners := []interface {
 		statser
 		init(context.Context) error
 		run(context.Context) error
-	}{counters, events, inventory}
+	}{counters, events, inventory, portConfig}
 	s.pipesMu.Lock()
-	s.pipes = []statser{counters, events, inventory}
+	s.pipes = []statser{counters, events, inventory, portConfig}
 	s.pipesMu.Unlock()
 
 	if !s.waitSchema(ctx) {
@@ -839,6 +840,7 @@ func (s *Sink) WaitDrained(ctx context.Context) error {
 		{schemas.StreamCounters, s.cfg.ConsumerPrefix + "-counters"},
 		{schemas.StreamEvents, s.cfg.ConsumerPrefix + "-events"},
 		{schemas.StreamInventory, s.cfg.ConsumerPrefix + "-inventory"},
+		{schemas.StreamInventory, s.cfg.ConsumerPrefix + configConsumerSuffix},
 	}
 	tick := time.NewTicker(drainPoll)
 	defer tick.Stop()

@@ -19,6 +19,7 @@ func newCollectorCmd(g *global) *cobra.Command {
 		node        string
 		interval    time.Duration
 		ethtool     bool
+		cfgEvery    time.Duration
 		maxInFlight int
 		source      string
 		sf          simFlags
@@ -60,7 +61,7 @@ func newCollectorCmd(g *global) *cobra.Command {
 				g.log.Info("collector stopped", "reason", stopReason(cmd, err))
 				return err
 			}
-			src, err := collector.NewHostSource(node, collector.WithEthtool(ethtool), collector.WithHostLogger(g.log))
+			src, err := collector.NewHostSource(node, collector.WithEthtool(ethtool), collector.WithHostLogger(g.log), collector.WithConfigInterval(cfgEvery))
 			if err != nil {
 				return err
 			}
@@ -86,6 +87,7 @@ func newCollectorCmd(g *global) *cobra.Command {
 	f.StringVar(&node, "node", envOr("RDMAWATCH_NODE", hostname()), "node name published with every batch (env RDMAWATCH_NODE)")
 	f.DurationVar(&interval, "interval", 10*time.Second, "scrape interval")
 	f.BoolVar(&ethtool, "ethtool", true, "read each port's netdev ethtool statistics (PFC, PHY/FEC)")
+	f.DurationVar(&cfgEvery, "config-interval", collector.DefaultConfigInterval, "read each RoCE port's configuration (MTU, PFC, ECN, trust) this often, in data time; 0 turns it off")
 	f.IntVar(&maxInFlight, "max-in-flight", 64, "unacknowledged batches allowed before the collector waits")
 	deprecatePartitions(cmd)
 	f.StringVar(&source, "source", "sysfs", "what to read: sysfs (this host) or sim (a simulated fleet, every node publishing as its own collector; see --sim-*)")

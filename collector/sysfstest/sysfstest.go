@@ -7,6 +7,9 @@
 //	<dir>/devices/<dev>/ports/<p>/{state,phys_state,rate,link_layer}
 //	<dir>/devices/<dev>/ports/<p>/{counters,hw_counters}/<name>
 //	<dir>/devices/<dev>/ports/<p>/gid_attrs/ndevs/<index>
+//	<dir>/net/<netdev>  -> ../devices/virtual/net/<netdev>
+//	<dir>/devices/virtual/net/<netdev>/{mtu,...}
+//	<dir>/devices/virtual/net/<netdev>/ecn/roce_np|roce_rp/enable/<prio>
 //
 // rdmamap only lists entries of /sys/class/infiniband that are not
 // directories, so a device written as a plain directory would be invisible.
@@ -36,6 +39,43 @@ const (
 // Spec is a whole tree.
 type Spec struct {
 	Devices []Device
+	// Netdevs are the network interfaces below net/: what the collector
+	// reads a RoCE port's configuration from.
+	Netdevs []Netdev
+}
+
+// Netdev is one network interface.
+type Netdev struct {
+	Name string
+	// Files are files directly below the netdev: mtu, ... name -> content
+	// (a newline is appended).
+	Files map[string]string
+	// ECNNP and ECNRP are the files of ecn/roce_np/enable and
+	// ecn/roce_rp/enable (MLNX_OFED's mlx5_core) by priority; nil: no such
+	// directory, as with the upstream driver.
+	ECNNP, ECNRP map[int]string
+}
+
+// RoCENetdev returns an MLNX_OFED-like netdev: mtu, and ECN enable files
+// for priorities 0-7, "1" for the priorities listed, "0" for the others.
+// A nil list leaves its directory out.
+func RoCENetdev(name string, mtu int, np, rp []int) Netdev {
+	nd := Netdev{Name: name, Files: map[string]string{"mtu": strconv.Itoa(mtu)}}
+	enable := func(on []int) map[int]string {
+		if on == nil {
+			return nil
+		}
+		m := make(map[int]string, 8)
+		for p := range 8 {
+			m[p] = "0"
+			if slices.Contains(on, p) {
+				m[p] = "1"
+			}
+		}
+		return m
+	}
+	nd.ECNNP, nd.ECNRP = enable(np), enable(rp)
+	return nd
 }
 
 // Device is one RDMA device.
@@ -99,6 +139,9 @@ func (s Spec) Clone() Spec {
 		}
 		out.Devices[i] = nd
 	}
+	for _, n := range s.Netdevs {
+		out.Netdevs = append(out.Netdevs, Netdev{Name: n.Name, Files: maps.Clone(n.Files), ECNNP: maps.Clone(n.ECNNP), ECNRP: maps.Clone(n.ECNRP)})
+	}
 	return out
 }
 
@@ -135,7 +178,44 @@ func Build(dir string, spec Spec) error {
 			return fmt.Errorf("sysfstest: device %s: %w", d.Name, err)
 		}
 	}
+	for _, n := range spec.Netdevs {
+		if err := buildNetdev(dir, n); err != nil {
+			return fmt.Errorf("sysfstest: netdev %s: %w", n.Name, err)
+		}
+	}
 	return nil
+}
+
+func buildNetdev(dir string, n Netdev) error {
+	if err := checkName(n.Name); err != nil {
+		return err
+	}
+	nd := NetdevDir(dir, n.Name)
+	if err := writeFiles(nd, n.Files); err != nil {
+		return err
+	}
+	for sub, files := range map[string]map[int]string{"roce_np": n.ECNNP, "roce_rp": n.ECNRP} {
+		if files == nil {
+			continue
+		}
+		named := make(map[string]string, len(files))
+		for p, c := range files {
+			named[strconv.Itoa(p)] = c
+		}
+		if err := writeFiles(filepath.Join(nd, "ecn", sub, "enable"), named); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "net"), 0o755); err != nil {
+		return err
+	}
+	// As in real sysfs, class/net/<netdev> is a symlink to the device.
+	return os.Symlink(filepath.Join("..", "devices", "virtual", "net", n.Name), filepath.Join(dir, "net", n.Name))
+}
+
+// NetdevDir is the real directory of a netdev in a tree built at dir.
+func NetdevDir(dir, netdev string) string {
+	return filepath.Join(dir, "devices", "virtual", "net", netdev)
 }
 
 func buildPort(dir string, p Port) error {

@@ -299,3 +299,38 @@ func TestMLX5RoCE(t *testing.T) {
 		t.Error("Clone shares counter maps")
 	}
 }
+
+func TestBuildNetdevs(t *testing.T) {
+	dir := t.TempDir()
+	spec := Spec{Netdevs: []Netdev{RoCENetdev("ens1f0np0", 9000, []int{3}, []int{}), RoCENetdev("eth9", 1500, nil, nil)}}
+	if err := Build(dir, spec); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"net/ens1f0np0/mtu":                  "9000\n",
+		"net/ens1f0np0/ecn/roce_np/enable/3": "1\n",
+		"net/ens1f0np0/ecn/roce_np/enable/0": "0\n",
+		"net/ens1f0np0/ecn/roce_rp/enable/3": "0\n",
+		"net/eth9/mtu":                       "1500\n",
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, path))
+		if err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", path, b, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "net/eth9/ecn")); !os.IsNotExist(err) {
+		t.Errorf("upstream-like netdev has an ecn directory: %v", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "net/eth9")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("net/eth9 is not a symlink: %v %v", fi, err)
+	}
+	c := spec.Clone()
+	c.Netdevs[0].ECNNP[3] = "0"
+	c.Netdevs[0].Files["mtu"] = "1"
+	if spec.Netdevs[0].ECNNP[3] != "1" || spec.Netdevs[0].Files["mtu"] != "9000" {
+		t.Error("Clone shares the netdevs' maps")
+	}
+	if err := Build(t.TempDir(), Spec{Netdevs: []Netdev{{Name: "../x"}}}); err == nil {
+		t.Error("a netdev name escaping the tree was accepted")
+	}
+}

@@ -58,7 +58,7 @@ func TestMigrateTwice(t *testing.T) {
 	}
 	rows.Close()
 	want := []string{"events", "events_latest", "inventory", "inventory_latest",
-		"port_hour", "port_hour_mv", "port_hour_v", "port_minute", "port_minute_mv", "port_minute_v",
+		"port_config", "port_hour", "port_hour_mv", "port_hour_v", "port_minute", "port_minute_mv", "port_minute_v",
 		"port_samples", "schema_migrations", "topology_links", "topology_ports"}
 	if !reflect.DeepEqual(tables, want) {
 		t.Fatalf("tables %v, want %v", tables, want)

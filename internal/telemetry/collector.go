@@ -42,6 +42,8 @@ func (s *Server) RegisterCollector(source string) func(collector.Scrape) {
 			read(func(sc collector.Scrape) float64 { return float64(sc.Samples) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "collector_spool_dropped_batches_total", Help: "Batches given up: spool full, no spool at shutdown, too large."},
 			read(func(sc collector.Scrape) float64 { return float64(sc.Dropped.Messages) })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "collector_config_errors_total", Help: "Port configuration reads that failed (a setting exposed but unreadable); it stays unknown."},
+			read(func(sc collector.Scrape) float64 { return float64(sc.ConfigErrors) })),
 	)
 	return func(sc collector.Scrape) {
 		duration.Observe(sc.Duration.Seconds())

@@ -260,7 +260,7 @@ var ddlName = regexp.MustCompile(`(?i)CREATE\s+(?:TABLE|VIEW|MATERIALIZED\s+VIEW
 // schema_migrations, which Migrate creates itself.
 func migrationObjects(t *testing.T) map[string]bool {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(root(t), "schemas", "clickhouse", "migrations", "*.sql"))
+	files, err := filepath.Glob(filepath.Join(root(t), "schemas", "ddl", "migrations", "*.sql"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no migrations found: %v", err)
 	}
