@@ -117,6 +117,7 @@ func (s *TraceSource) add(l *trace.Line) {
 		Counters:   l.Counters,
 		HWCounters: l.HWCounters,
 		Ethtool:    ethtool,
+		Config:     l.Config,
 	})
 	if l.Time().After(r.Time) {
 		r.Time = l.Time()

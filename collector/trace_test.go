@@ -24,6 +24,30 @@ func TestTraceSourceTrimsEthtoolNames(t *testing.T) {
 	}
 }
 
+// TestTraceSourceCarriesConfig: a sample line's config reaches the reading
+// as read (unknown keys nil), and a line without one carries none, so the
+// inventory keeps what was known before.
+func TestTraceSourceCarriesConfig(t *testing.T) {
+	in := `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":4200,"ecn_np_enabled":[]}}
+{"kind":"sample","ts":"2026-03-14T00:00:10Z","node":"a","device":"d","port":1,"counters":{}}`
+	src := NewTraceSource(newTraceReader(t, in))
+	rd, err := src.Next(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rd.Ports[0].Config
+	if c == nil || c.MTU == nil || *c.MTU != 4200 || c.ECNNPEnabled == nil || len(*c.ECNNPEnabled) != 0 || c.PFCEnabled != nil || c.Trust != "" {
+		t.Fatalf("config of the first line: %+v", c)
+	}
+	rd, err = src.Next(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd.Ports[0].Config != nil {
+		t.Fatalf("a line without config read as %+v", rd.Ports[0].Config)
+	}
+}
+
 func newTraceReader(t *testing.T, in string) *trace.Reader {
 	t.Helper()
 	r, err := trace.NewReader(strings.NewReader(in), "t")

@@ -75,6 +75,50 @@ type FabricView interface {
 	Complete() bool
 }
 
+// ConfigView is implemented by the FabricView of a processor that reads the
+// inventory stream: the fleet's port configuration (docs/formats.md, the
+// trace's `config`), every node's and not only the owned partitions', since
+// comparing a port with its link's other end and with the fabric needs them
+// all. A config is known from the data time it was read: at watermark wm a
+// detector sees, per port, the latest config read at or before wm. Read it
+// with ConfigOf and EachConfig, which accept any FabricView.
+type ConfigView interface {
+	// PortConfig returns what is known of the port's configuration.
+	PortConfig(id schemas.PortID) (KnownConfig, bool)
+	// Configs calls fn for every port with a known configuration, in a
+	// stable order (by node, device, port), until fn returns false.
+	Configs(fn func(*KnownConfig) bool)
+}
+
+// KnownConfig is one port's configuration as the inventory told it.
+type KnownConfig struct {
+	ID schemas.PortID
+	// LinkLayer and Netdev are the inventory's: Ethernet ports are the
+	// fabric's RoCE ports.
+	LinkLayer string
+	Netdev    string
+	// Since is the data time this configuration was first read (it has
+	// not changed since); Read the latest reading that confirmed it.
+	Since, Read schemas.Millis
+	// Config is never nil; its nil fields are unknown.
+	Config *schemas.PortConfig
+}
+
+// ConfigOf returns the port's known configuration when fabric keeps them.
+func ConfigOf(fabric FabricView, id schemas.PortID) (KnownConfig, bool) {
+	if cv, ok := fabric.(ConfigView); ok {
+		return cv.PortConfig(id)
+	}
+	return KnownConfig{}, false
+}
+
+// EachConfig iterates the known configurations when fabric keeps them.
+func EachConfig(fabric FabricView, fn func(*KnownConfig) bool) {
+	if cv, ok := fabric.(ConfigView); ok {
+		cv.Configs(fn)
+	}
+}
+
 // Emitter takes the events a detector decides. The runtime publishes them
 // in emission order after the message that caused them.
 type Emitter interface {

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,8 +18,10 @@ import (
 //     receiver does not drain its queue, so its NIC pauses the fabric;
 //   - retransmissions on a port whose own link shows a ber_drift past the
 //     critical level, or a link_flap: the link loses the packets;
-//   - a cnp_ecn_imbalance that a config_mismatch on the same port explains
-//     (the config_mismatch detector comes later; the rule is here).
+//   - a cnp_ecn_imbalance whose port has, by configuration, the ECN point
+//     off that its counters show broken: a config_mismatch on the same port
+//     naming ecn_np_enabled explains a notification point that sends no
+//     CNPs, one naming ecn_rp_enabled a reaction point that ignores them.
 //
 // Causes sits between a processor's detectors and its emitter: NewDetectors
 // wraps every detector of one processor so that what they emit passes
@@ -58,6 +61,8 @@ type causeEntry struct {
 	end      schemas.Millis // 0 while open
 	eligible bool           // can explain others (a ber_drift past critical)
 	because  string
+	// settings are a config_mismatch's settings that differ.
+	settings []string
 }
 
 // NewCauses returns an empty book.
@@ -86,7 +91,7 @@ func (c *Causes) Resume(typ, scope string, subject schemas.Subject, id string, s
 
 func (c *Causes) note(ev *schemas.Event) {
 	switch ev.Type {
-	case schemas.TypeReceiveStarvation, schemas.TypeBERDrift, schemas.TypeLinkFlap, "config_mismatch":
+	case schemas.TypeReceiveStarvation, schemas.TypeBERDrift, schemas.TypeLinkFlap, TypeConfigMismatch:
 	default:
 		return // explains nothing
 	}
@@ -101,6 +106,9 @@ func (c *Causes) note(ev *schemas.Event) {
 	}
 	if ok, why := because(ev); ok {
 		e.eligible, e.because = true, why
+	}
+	if s, ok := ev.Evidence["settings"].([]string); ok {
+		e.settings = s
 	}
 	if ev.DetectedAt >= c.pruneAt {
 		c.pruneAt = ev.DetectedAt + millis(CauseLinger)
@@ -135,9 +143,22 @@ func because(ev *schemas.Event) (bool, string) {
 		return true, fmt.Sprintf("its link's BER (%.2g) is past the critical %.0g", now, crit)
 	case schemas.TypeLinkFlap:
 		return true, fmt.Sprintf("its link went down (%v time(s))", ev.Evidence["downs"])
-	case "config_mismatch":
-		_, what, _ := strings.Cut(ev.Summary, ": ")
-		return true, "of a configuration mismatch: " + what
+	case TypeConfigMismatch:
+		settings, _ := ev.Evidence["settings"].([]string)
+		prio, _ := ev.Evidence["priority"].(int)
+		var off []string
+		for _, s := range settings {
+			switch s {
+			case settingNP:
+				off = append(off, "notification point")
+			case settingRP:
+				off = append(off, "reaction point")
+			}
+		}
+		if len(off) == 0 {
+			return false, "" // an MTU or PFC mismatch explains no CNP imbalance
+		}
+		return true, fmt.Sprintf("its ECN %s is off on priority %d by configuration, unlike the rest of the fabric", strings.Join(off, " and "), prio)
 	}
 	return false, ""
 }
@@ -157,7 +178,18 @@ func (c *Causes) Link(typ string, f *Finding, now schemas.Millis) (*schemas.Caus
 	case schemas.TypeRetransmissions:
 		return c.find(now, causeKey{schemas.TypeBERDrift, f.Subject}, causeKey{schemas.TypeLinkFlap, f.Subject})
 	case schemas.TypeCNPECNImbalance:
-		return c.find(now, causeKey{"config_mismatch", f.Subject})
+		// Only the setting behind the kind of imbalance the port shows.
+		k := causeKey{TypeConfigMismatch, f.Subject}
+		e, ok := c.known[k]
+		if !ok {
+			return nil, ""
+		}
+		for _, key := range f.Keys {
+			if key == "np_disabled" && slices.Contains(e.settings, settingNP) ||
+				key == "rp_ignoring" && slices.Contains(e.settings, settingRP) {
+				return c.find(now, k)
+			}
+		}
 	}
 	return nil, ""
 }

@@ -78,6 +78,9 @@ func TestCausesLink(t *testing.T) {
 	ev := func(typ string, evidence map[string]any, end *schemas.Millis) *schemas.Event {
 		return &schemas.Event{ID: schemas.EventID(typ, sub, at(0)), Type: typ, State: "open", Subject: sub, DetectedAt: at(10), End: end, Evidence: evidence}
 	}
+	cfgEv := func(settings ...string) *schemas.Event {
+		return ev(TypeConfigMismatch, map[string]any{"settings": settings, "priority": 3}, nil)
+	}
 	storm := &Finding{Subject: sub, Origin: &schemas.Origin{Node: sub.Node, Device: sub.Device, Port: sub.Port}}
 	cases := []struct {
 		name   string
@@ -97,8 +100,18 @@ func TestCausesLink(t *testing.T) {
 			schemas.TypeRetransmissions, &Finding{Subject: sub}, 20, "", ""},
 		{"a flap resolved long ago explains nothing", []*schemas.Event{ev(schemas.TypeLinkFlap, map[string]any{"downs": 1}, func() *schemas.Millis { m := at(5); return &m }())},
 			schemas.TypeRetransmissions, &Finding{Subject: sub}, 5 + 11*60, "", ""},
-		{"config mismatch explains an imbalance", []*schemas.Event{{ID: "config_mismatch/x/0", Type: "config_mismatch", Subject: sub, Summary: "host-a: MTU 1500, its link's other end 9000"}},
-			schemas.TypeCNPECNImbalance, &Finding{Subject: sub}, 20, "config_mismatch", "of a configuration mismatch: MTU 1500, its link's other end 9000"},
+		{"ECN NP off by configuration explains a silent notification point", []*schemas.Event{cfgEv(settingNP)},
+			schemas.TypeCNPECNImbalance, &Finding{Subject: sub, Keys: []string{"np_disabled"}}, 20, TypeConfigMismatch,
+			"its ECN notification point is off on priority 3 by configuration, unlike the rest of the fabric"},
+		{"ECN RP off by configuration explains ignored CNPs", []*schemas.Event{cfgEv(settingMTU, settingRP)},
+			schemas.TypeCNPECNImbalance, &Finding{Subject: sub, Keys: []string{"np_disabled", "rp_ignoring"}}, 20, TypeConfigMismatch,
+			"its ECN reaction point is off on priority 3 by configuration, unlike the rest of the fabric"},
+		{"RP off does not explain a silent notification point", []*schemas.Event{cfgEv(settingRP)},
+			schemas.TypeCNPECNImbalance, &Finding{Subject: sub, Keys: []string{"np_disabled"}}, 20, "", ""},
+		{"an MTU mismatch explains no imbalance", []*schemas.Event{cfgEv(settingMTU, settingPFC)},
+			schemas.TypeCNPECNImbalance, &Finding{Subject: sub, Keys: []string{"np_disabled"}}, 20, "", ""},
+		{"NP off on another port explains nothing here", []*schemas.Event{cfgEv(settingNP)},
+			schemas.TypeCNPECNImbalance, &Finding{Subject: portB.Subject(), Keys: []string{"np_disabled"}}, 20, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -48,6 +48,9 @@ type Tick struct {
 	CNPScale float64
 	// State is the sysfs state the reading shows.
 	State string
+	// Config is the port's configuration the reading shows (nil: none;
+	// misconfig.go), shared: a fault changes a copy.
+	Config *schemas.PortConfig
 }
 
 // Seconds is the window's length.

@@ -73,6 +73,7 @@ type simPort struct {
 	offset  time.Duration // where the port sits in its node's scrape
 	last    time.Time
 	first   bool
+	conf    portConfig // misconfig.go
 }
 
 type simNode struct {
@@ -234,6 +235,7 @@ func (f *Fleet) Step() (tick time.Time, lines []Sample, ok bool) {
 func (f *Fleet) advance(p *simPort, now time.Time, reset bool) {
 	t := Tick{Prev: p.last, Now: now, First: p.first, Port: p.state, Rand: p.rng,
 		UpFraction: 1, UtilScale: 1, BERScale: 1, CNPScale: 1, State: "ACTIVE"}
+	f.baseConfig(p, &t)
 	if reset {
 		// A driver reload: the counters restart from zero and count the
 		// rest of the window.
@@ -247,6 +249,7 @@ func (f *Fleet) advance(p *simPort, now time.Time, reset bool) {
 	for _, e := range p.effects {
 		e.Observe(&t)
 	}
+	p.conf.observe(&t)
 	p.state.linkState = t.State
 	p.last, p.first = now, false
 }
@@ -256,6 +259,7 @@ func (p *simPort) sample(now time.Time) Sample {
 	s := Sample{
 		Kind: KindSample, Time: now, Node: info.Node, Device: info.Device, Port: info.Port,
 		Netdev: info.Netdev, LinkLayer: info.LinkLayer, State: p.state.linkState, Rate: info.Rate(),
+		Config: p.conf.reported(),
 	}
 	// One allocation per sample, cut into the three sources (the set lists
 	// counters, then hw_counters, then ethtool).

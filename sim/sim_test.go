@@ -169,6 +169,7 @@ type traceLine struct {
 	Counters   map[string]uint64 `json:"counters"`
 	HWCounters map[string]uint64 `json:"hw_counters"`
 	Ethtool    map[string]uint64 `json:"ethtool"`
+	Config     json.RawMessage   `json:"config"`
 	raw        string
 	time       time.Time
 }

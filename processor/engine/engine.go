@@ -75,6 +75,11 @@ type Stats struct {
 	KnownEvents uint64
 	// Ports is the number of tracked ports.
 	Ports uint64
+	// Inventories counts the inventory messages read (every node's, see
+	// inventory.go), InventoriesRefused those that did not decode or named
+	// another node than their subject, ConfigPorts the ports whose
+	// configuration is known at the watermark.
+	Inventories, InventoriesRefused, ConfigPorts uint64
 	// Watermark is the processor's watermark (one for all its partitions:
 	// they are read in stream order by one goroutine).
 	Watermark schemas.Millis
@@ -109,6 +114,7 @@ type stats struct {
 	processed, samples, stale, late, implausible          atomic.Uint64
 	decodeErrors, spoofed, panics, deadLetters, deadKnown atomic.Uint64
 	events, dupEvents, known, ports                       atomic.Uint64
+	inventories, inventoriesRefused, configPorts          atomic.Uint64
 	watermark                                             atomic.Int64
 	// parts is indexed like Processor.owned.
 	parts []partStats
@@ -133,6 +139,7 @@ type Processor struct {
 	portDets  []processor.PortDetector
 	fabDets   []processor.FabricDetector
 	fabric    *fabric
+	inventory *inventoryReader // nil until Run opened it
 	started   atomic.Bool
 	st        stats
 	startWall time.Time
@@ -141,8 +148,10 @@ type Processor struct {
 	maxTime   schemas.Millis
 	nextTick  schemas.Millis
 	nextEvict schemas.Millis
-	pending   []*schemas.Event
-	intervals intervalEstimator
+	// nextConfigSync is when the inventory stream is read next (inventory.go).
+	nextConfigSync schemas.Millis
+	pending        []*schemas.Event
+	intervals      intervalEstimator
 	// sample is the one being processed: reused, so that handing it to the
 	// detectors (through an interface, it escapes) costs no allocation.
 	sample processor.Sample
@@ -241,6 +250,9 @@ func (p *Processor) Stats() Stats {
 		DuplicateEvents:    p.st.dupEvents.Load(),
 		KnownEvents:        p.st.known.Load(),
 		Ports:              p.st.ports.Load(),
+		Inventories:        p.st.inventories.Load(),
+		InventoriesRefused: p.st.inventoriesRefused.Load(),
+		ConfigPorts:        p.st.configPorts.Load(),
 		Watermark:          schemas.Millis(p.st.watermark.Load()),
 		PartitionsOwned:    len(p.owned),
 		Partitions:         make([]PartitionStats, len(p.owned)),
@@ -303,65 +315,18 @@ func (p *Processor) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("processor: Run called twice")
 	}
-	rctx, cancel := requestContext(ctx)
-	stream, err := p.js.Stream(rctx, schemas.StreamCounters)
-	cancel()
+	occ, err := p.countersConsumer(ctx)
 	if err != nil {
-		return fmt.Errorf("counters stream: %w", err)
+		return err
 	}
-	if tr := stream.CachedInfo().Config.SubjectTransform; tr != nil {
-		if m := partitionsInTransform.FindStringSubmatch(tr.Destination); m != nil {
-			if n, _ := strconv.Atoi(m[1]); n != p.cfg.Partitions {
-				return fmt.Errorf("%w: the counters stream has %d partitions, config says %d", ErrInvalidConfig, n, p.cfg.Partitions)
-			}
-		}
-	}
-
-	// No fixed consumer name: an ordered consumer of a previous run (or of
-	// the old process in a rolling restart) may still exist on the server,
-	// and reusing its name would hand us its cursor.
-	occ := jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		Metadata:      map[string]string{"rdmawatch": fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)},
-	}
-	if len(p.owned) == p.cfg.Partitions {
-		occ.FilterSubjects = []string{schemas.CountersAllFilter}
-	} else {
-		for _, part := range p.owned {
-			occ.FilterSubjects = append(occ.FilterSubjects, schemas.CountersPartitionFilter(part))
-		}
-	}
-	p.startWall = time.Now()
-	// What a previous run left: events published (read since the warm-up's
-	// start less WarmUp, see published.go) and messages dead-lettered (a
-	// dead letter is stored after the message it copies, so since the
-	// warm-up's start). Zero: the whole history, for StartAll.
-	var eventsFrom, deadFrom time.Time
-	if p.cfg.Start == StartWarmUp {
-		from := p.cfg.StartTime
-		if from.IsZero() {
-			from = p.startWall.Add(-p.cfg.WarmUp)
-		}
-		occ.DeliverPolicy = jetstream.DeliverByStartTimePolicy
-		occ.OptStartTime = &from
-		eventsFrom, deadFrom = from.Add(-p.cfg.WarmUp), from
-	}
-	var unreadable int
-	if p.published, unreadable, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
+	if err := p.readHistory(ctx, occ); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	if p.deadKnown, err = loadDeadLetters(ctx, p.js, deadFrom); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown))
-	rctx, cancel = requestContext(ctx)
-	cons, err := p.js.OrderedConsumer(rctx, schemas.StreamCounters, occ)
+	rctx, cancel := requestContext(ctx)
+	cons, err := p.js.OrderedConsumer(rctx, schemas.StreamCounters, *occ)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("counters consumer: %w", err)
@@ -397,6 +362,77 @@ func (p *Processor) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// countersConsumer checks the counters stream against the config and says
+// what the processor reads of it: the owned partitions, from the start
+// (StartAll) or from the warm-up's start.
+func (p *Processor) countersConsumer(ctx context.Context) (*jetstream.OrderedConsumerConfig, error) {
+	rctx, cancel := requestContext(ctx)
+	stream, err := p.js.Stream(rctx, schemas.StreamCounters)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("counters stream: %w", err)
+	}
+	if tr := stream.CachedInfo().Config.SubjectTransform; tr != nil {
+		if m := partitionsInTransform.FindStringSubmatch(tr.Destination); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n != p.cfg.Partitions {
+				return nil, fmt.Errorf("%w: the counters stream has %d partitions, config says %d", ErrInvalidConfig, n, p.cfg.Partitions)
+			}
+		}
+	}
+	// No fixed consumer name: an ordered consumer of a previous run (or of
+	// the old process in a rolling restart) may still exist on the server,
+	// and reusing its name would hand us its cursor.
+	occ := &jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Metadata:      map[string]string{"rdmawatch": fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)},
+	}
+	if len(p.owned) == p.cfg.Partitions {
+		occ.FilterSubjects = []string{schemas.CountersAllFilter}
+	} else {
+		for _, part := range p.owned {
+			occ.FilterSubjects = append(occ.FilterSubjects, schemas.CountersPartitionFilter(part))
+		}
+	}
+	p.startWall = time.Now()
+	if p.cfg.Start == StartWarmUp {
+		from := p.cfg.StartTime
+		if from.IsZero() {
+			from = p.startWall.Add(-p.cfg.WarmUp)
+		}
+		occ.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		occ.OptStartTime = &from
+	}
+	return occ, nil
+}
+
+// readHistory reads what a previous run left on the streams before the
+// first counters message: events published (since the warm-up's start less
+// WarmUp, see published.go), messages dead-lettered (a dead letter is
+// stored after the message it copies, so since the warm-up's start; the
+// whole history for StartAll), and the fleet's configuration (every
+// inventory the stream keeps, inventory.go).
+func (p *Processor) readHistory(ctx context.Context, occ *jetstream.OrderedConsumerConfig) error {
+	var eventsFrom, deadFrom time.Time
+	if occ.OptStartTime != nil {
+		eventsFrom, deadFrom = occ.OptStartTime.Add(-p.cfg.WarmUp), *occ.OptStartTime
+	}
+	var unreadable int
+	var err error
+	if p.published, unreadable, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
+		return err
+	}
+	if p.deadKnown, err = loadDeadLetters(ctx, p.js, deadFrom); err != nil {
+		return err
+	}
+	p.inventory = &inventoryReader{js: p.js, name: fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)}
+	if err := p.inventory.read(ctx, p.addInventory); err != nil {
+		return err
+	}
+	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown),
+		"inventories", p.fabric.configs.read, "inventories_refused", p.fabric.configs.refused)
+	return nil
 }
 
 // handle processes one message: decode, check, detectors, publish, count.
@@ -578,10 +614,17 @@ func (p *Processor) advance(ctx context.Context) {
 				p.log.Info("forgot silent ports", "ports", n, "watermark", wm)
 				p.st.ports.Store(uint64(len(p.fabric.ports)))
 			}
+			if n := p.fabric.configs.evict(wm - schemas.Millis(p.cfg.PortTTL.Milliseconds())); n > 0 {
+				p.log.Info("forgot the configs of ports no inventory confirmed", "ports", n, "watermark", wm)
+			}
 		}
 	}
 	if wm >= p.nextTick {
 		p.nextTick = wm + p.tick()
+		if wm >= p.nextConfigSync {
+			p.nextConfigSync = wm + p.configSyncStep()
+			p.syncConfigs(ctx, wm)
+		}
 		for _, d := range p.fabDets {
 			d.OnWatermark(ctx, p.fabric, wm, (*emitter)(p))
 		}

@@ -17,10 +17,12 @@ type fabric struct {
 	// order keeps the ids sorted so that Ports iterates the same way on
 	// every run; new ports are rare after the first interval.
 	order []schemas.PortID
+	// configs is the fleet's port configuration (inventory.go).
+	configs *configBook
 }
 
 func newFabric(topo *schemas.Topology, complete bool) *fabric {
-	return &fabric{topo: topo, complete: complete, ports: make(map[schemas.PortID]*processor.PortState)}
+	return &fabric{topo: topo, complete: complete, ports: make(map[schemas.PortID]*processor.PortState), configs: newConfigBook()}
 }
 
 func portLess(a, b schemas.PortID) bool {

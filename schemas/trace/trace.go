@@ -40,6 +40,9 @@ type Line struct {
 	Counters   map[string]uint64 `json:"counters,omitempty"`
 	HWCounters map[string]uint64 `json:"hw_counters,omitempty"`
 	Ethtool    map[string]uint64 `json:"ethtool,omitempty"`
+	// Config is the port's settings as read with the sample (optional, a
+	// sample line's only); a key it lacks is unknown, never "off".
+	Config *schemas.PortConfig `json:"config,omitempty"`
 
 	time time.Time
 }
@@ -70,6 +73,13 @@ func Parse(data []byte) (*Line, error) {
 	hasCounters := l.Counters != nil || l.HWCounters != nil || l.Ethtool != nil
 	if err := check(l.Kind, l.Node, l.Device, l.Port, hasCounters); err != nil {
 		return nil, err
+	}
+	if l.Kind != KindSample {
+		// A restart has no port to describe: dropped, as an unknown key is.
+		l.Config = nil
+	}
+	if err := l.Config.Validate(); err != nil {
+		return nil, fmt.Errorf(`"config": %v`, err)
 	}
 	return &l, nil
 }
@@ -105,7 +115,8 @@ func check(kind, node, device string, port int, hasCounters bool) error {
 func ToRecord(l *Line) *Record {
 	return &Record{Kind: l.Kind, Time: l.time, Node: l.Node, Device: l.Device, Port: l.Port, Netdev: l.Netdev,
 		LinkLayer: l.LinkLayer, State: l.State, Rate: l.Rate,
-		Counters: counterList(l.Counters), HWCounters: counterList(l.HWCounters), Ethtool: counterList(l.Ethtool)}
+		Counters: counterList(l.Counters), HWCounters: counterList(l.HWCounters), Ethtool: counterList(l.Ethtool),
+		Config: l.Config}
 }
 
 func counterList(m map[string]uint64) []Counter {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func TestParse(t *testing.T) {
@@ -31,6 +33,15 @@ func TestParse(t *testing.T) {
 		{"no kind", `{"ts":"2026-03-14T00:00:00Z","node":"a"}`, `missing "kind"`},
 		{"unknown kind", `{"kind":"gauge","ts":"2026-03-14T00:00:00Z","node":"a"}`, "unknown"},
 		{"two values", `{"kind":"collector_restart","ts":"2026-03-14T00:00:00Z","node":"a"} {}`, "more than one"},
+		{"config", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":4200,"pfc_enabled":[3],"ecn_np_enabled":[],"ecn_rp_enabled":[3],"trust":"dscp"}}`, ""},
+		{"config unknown key ignored", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":9000,"buffer_size":[1,2]}}`, ""},
+		{"config on a restart ignored", `{"kind":"collector_restart","ts":"2026-03-14T00:00:00Z","node":"a","config":{"mtu":1}}`, ""},
+		{"config mtu not a number", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":"9000"}}`, "config.mtu"},
+		{"config mtu too small", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":12}}`, `"config": config mtu 12`},
+		{"config priority 8", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"pfc_enabled":[8]}}`, "pfc_enabled: priority 8"},
+		{"config np not a list", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"ecn_np_enabled":3}}`, "config.ecn_np_enabled"},
+		{"config bad trust", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"trust":"vlan"}}`, `trust "vlan"`},
+		{"config not an object", `{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":[]}`, "config"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,7 +105,14 @@ var records = []Record{
 	{Kind: KindCollectorRestart, Time: time.Date(2026, 3, 14, 0, 0, 6, 5e8, time.UTC), Node: `odd"name ünïcode`},
 	{Kind: KindSample, Time: time.Date(2026, 3, 14, 0, 0, 7, 0, time.FixedZone("x", 3600)), Node: "n", Device: "d\\evil", Port: 65535,
 		Ethtool: []Counter{{"tx_prio3_pause ", 1}, {"\x01ctl", 0}}},
+	{Kind: KindSample, Time: time.Date(2026, 3, 14, 0, 0, 8, 0, time.UTC), Node: "gpu-017", Device: "mlx5_0", Port: 1,
+		Netdev: "ens1f0np0", LinkLayer: "Ethernet", State: "ACTIVE", Rate: "200 Gb/sec (4X HDR)", Counters: []Counter{{"symbol_error", 0}},
+		Config: &schemas.PortConfig{MTU: ptr(4200), PFCEnabled: ptr([]int{3}), ECNNPEnabled: ptr([]int(nil)), Trust: "dscp"}},
+	{Kind: KindSample, Time: time.Date(2026, 3, 14, 0, 0, 9, 0, time.UTC), Node: "gpu-017", Device: "mlx5_0", Port: 1,
+		Counters: []Counter{}, Config: &schemas.PortConfig{ECNRPEnabled: ptr([]int{3, 4})}},
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // TestFieldOrder pins the bytes of docs/formats.md's examples.
 func TestFieldOrder(t *testing.T) {
@@ -104,6 +122,14 @@ func TestFieldOrder(t *testing.T) {
 	}
 	if got, want := string(records[2].AppendJSON(nil)), `{"kind":"collector_restart","ts":"2026-03-14T00:00:06.500Z","node":"odd\"name ünïcode"}`; got != want {
 		t.Errorf("restart:\n got %s\nwant %s", got, want)
+	}
+	// A known empty list is written [] (on for no priority), never null
+	// (which would read back as unknown).
+	if got, want := string(records[4].AppendJSON(nil)), `{"kind":"sample","ts":"2026-03-14T00:00:08.000Z","node":"gpu-017","device":"mlx5_0","port":1,"netdev":"ens1f0np0","link_layer":"Ethernet","state":"ACTIVE","rate":"200 Gb/sec (4X HDR)","counters":{"symbol_error":0},"config":{"mtu":4200,"pfc_enabled":[3],"ecn_np_enabled":[],"trust":"dscp"}}`; got != want {
+		t.Errorf("config:\n got %s\nwant %s", got, want)
+	}
+	if got, want := string(records[5].AppendJSON(nil)), `"config":{"ecn_rp_enabled":[3,4]}}`; !strings.HasSuffix(got, want) {
+		t.Errorf("config with one key:\n got %s\nwant it to end in %s", got, want)
 	}
 }
 
@@ -158,7 +184,8 @@ func sameRecord(a, b *Record) bool {
 	}
 	return a.Device == b.Device && a.Port == b.Port && a.Netdev == b.Netdev && a.LinkLayer == b.LinkLayer &&
 		a.State == b.State && a.Rate == b.Rate && slices.Equal(sorted(a.Counters), sorted(b.Counters)) &&
-		slices.Equal(sorted(a.HWCounters), sorted(b.HWCounters)) && slices.Equal(sorted(a.Ethtool), sorted(b.Ethtool))
+		slices.Equal(sorted(a.HWCounters), sorted(b.HWCounters)) && slices.Equal(sorted(a.Ethtool), sorted(b.Ethtool)) &&
+		(a.Config == nil) == (b.Config == nil) && a.Config.Equal(b.Config)
 }
 
 func TestWriterRefusesWhatTheReaderWould(t *testing.T) {
@@ -169,6 +196,7 @@ func TestWriterRefusesWhatTheReaderWould(t *testing.T) {
 		"no counters": {Kind: KindSample, Time: ts, Node: "a", Device: "d", Port: 1},
 		"no kind":     {Time: ts, Node: "a"},
 		"year 10000":  {Kind: KindCollectorRestart, Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), Node: "a"},
+		"mtu 0":       {Kind: KindSample, Time: ts, Node: "a", Device: "d", Port: 1, Counters: []Counter{}, Config: &schemas.PortConfig{MTU: ptr(0)}},
 	} {
 		w := NewWriter(io.Discard)
 		if err := w.Write(&r); err == nil || !strings.Contains(err.Error(), "line 1") {
@@ -185,6 +213,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00.123456789+05:30","node":"a","device":"d","port":1,"ethtool":{}}`))
 	f.Add([]byte(`{"kind":"collector_restart","ts":"1970-01-01T00:00:00Z","node":"\u0000"}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":9000,"pfc_enabled":[3,3],"ecn_np_enabled":[],"ecn_rp_enabled":null,"trust":"pcp","x":{}}}`))
+	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{}}`))
+	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":65537,"pfc_enabled":[-1]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := Parse(data)
 		if err != nil {

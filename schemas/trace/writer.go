@@ -35,6 +35,9 @@ type Record struct {
 	// listed and are written in that order; a key that could not be read
 	// is absent. nil: the source was not read (no key at all).
 	Counters, HWCounters, Ethtool []Counter
+	// Config is the port's settings as read with the sample; nil: none
+	// read. Its nil fields are unknown and left out.
+	Config *schemas.PortConfig
 }
 
 // AppendJSON appends the record in trace format v1 (without the newline),
@@ -66,6 +69,51 @@ func (s *Record) AppendJSON(b []byte) []byte {
 	b = appendCounters(b, "counters", s.Counters)
 	b = appendCounters(b, "hw_counters", s.HWCounters)
 	b = appendCounters(b, "ethtool", s.Ethtool)
+	if s.Config != nil {
+		b = appendConfig(b, s.Config)
+	}
+	return append(b, '}')
+}
+
+// appendConfig writes the config object with its keys in the order of
+// docs/formats.md; an unknown setting is left out, a known empty priority
+// list is written [] (on for no priority).
+func appendConfig(b []byte, c *schemas.PortConfig) []byte {
+	b = append(b, `,"config":{`...)
+	n := len(b)
+	sep := func() {
+		if len(b) > n {
+			b = append(b, ',')
+		}
+	}
+	if c.MTU != nil {
+		b = append(b, `"mtu":`...)
+		b = strconv.AppendInt(b, int64(*c.MTU), 10)
+	}
+	for _, f := range []struct {
+		key string
+		v   *[]int
+	}{{"pfc_enabled", c.PFCEnabled}, {"ecn_np_enabled", c.ECNNPEnabled}, {"ecn_rp_enabled", c.ECNRPEnabled}} {
+		if f.v == nil {
+			continue
+		}
+		sep()
+		b = append(b, '"')
+		b = append(b, f.key...)
+		b = append(b, `":[`...)
+		for i, p := range *f.v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(p), 10)
+		}
+		b = append(b, ']')
+	}
+	if c.Trust != "" {
+		sep()
+		b = append(b, `"trust":`...)
+		b = appendString(b, c.Trust)
+	}
 	return append(b, '}')
 }
 
@@ -127,6 +175,9 @@ func (w *Writer) Write(r *Record) error {
 	w.line++
 	hasCounters := r.Counters != nil || r.HWCounters != nil || r.Ethtool != nil
 	if err := check(r.Kind, r.Node, r.Device, r.Port, hasCounters); err != nil {
+		return fmt.Errorf("write trace line %d: %w", w.line, err)
+	}
+	if err := r.Config.Validate(); err != nil {
 		return fmt.Errorf("write trace line %d: %w", w.line, err)
 	}
 	if y := r.Time.UTC().Year(); y < 0 || y > 9999 {

@@ -176,8 +176,9 @@ type gen struct {
 	events  []event // scheduled noise and fault edges
 	cnpLoss float64
 	// storm bookkeeping for labels
-	storms []*stormState
-	rApp   *rand.Rand // transport.go's random source
+	storms    []*stormState
+	rApp      *rand.Rand // transport.go's random source
+	confState *confState // misconfig.go: nil when no line carries a config
 }
 
 type stormState struct {
@@ -455,7 +456,7 @@ func (g *gen) plan() {
 		if f.Dur > 0 {
 			end = at + f.Dur.Seconds()
 		}
-		if g.planApp(f, used, usedNodes) {
+		if g.planApp(f, used, usedNodes) || g.planConfig(f, used, usedNodes) {
 			continue
 		}
 		switch f.Kind {
@@ -1090,6 +1091,7 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 		}
 		b.WriteByte('}')
 	}
+	g.writeConfig(&b, p, rt)
 	b.WriteByte('}')
 	*seq++
 	g.lines = append(g.lines, line{key: rt, node: ni, seq: *seq, text: []byte(b.String())})

@@ -91,6 +91,8 @@ func Preset(name string, seed uint64, interval time.Duration) (Config, error) {
 			{Kind: CompletionErrors, At: m(15, 17), Dur: m(2, 3)},
 			{Kind: Retransmissions, At: m(19, 21), Dur: m(2, 3)},
 		}
+	case "misconfig":
+		misconfigPreset(&cfg, r)
 	default:
 		return cfg, fmt.Errorf("unknown preset %q", name)
 	}

@@ -177,9 +177,7 @@ func TestDocsEventFieldsMatchSchema(t *testing.T) {
 func TestDocsTraceAndLabelFieldsMatchCode(t *testing.T) {
 	doc := readDoc(t, "formats.md")
 	rows := tableRows(t, section(t, doc, "### `\"kind\": \"sample\"`"))
-	checkFieldTable(t, rows, trace.Line{}, map[string]string{
-		"config": "the trace reader ignores config: the docs say the collector does not read it yet",
-	})
+	checkFieldTable(t, rows, trace.Line{}, nil)
 	labels := tableRows(t, section(t, doc, "## Labels format v1"))
 	checkFieldTable(t, labels, schemas.Label{}, nil)
 }

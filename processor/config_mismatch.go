@@ -1,0 +1,384 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// TypeConfigMismatch is the event type of ConfigMismatch (docs/formats.md,
+// types by layer).
+const TypeConfigMismatch = "config_mismatch"
+
+func init() {
+	Register(TypeConfigMismatch, func() Detector { return NewConfigMismatch() })
+}
+
+// Settings a config_mismatch names, as the trace's config keys.
+const (
+	settingMTU = "mtu"
+	settingPFC = "pfc_enabled"
+	settingNP  = "ecn_np_enabled"
+	settingRP  = "ecn_rp_enabled"
+)
+
+// ConfigMismatch raises config_mismatch (layer link_network) when a RoCE
+// port's settings disagree with its link's other end or with the rest of
+// its fabric, from the configuration the inventory carries (ConfigView):
+//
+//   - MTU: the port's netdev MTU differs from the other end of its link (a
+//     host port at the other end in the topology: frames one end sends,
+//     the other drops), or from the MTU a clear majority of the fabric's
+//     RoCE ports use.
+//   - PFC: PFC is off on the fabric's lossless priority: the priority a
+//     clear majority of the RoCE ports that report PFC have it on for.
+//     Under congestion that port's traffic is dropped instead of paused.
+//   - ECN: the notification point (CNPs for ECN marks) or the reaction point
+//     (slowing down on CNPs) is off on that priority while a clear majority
+//     of the ports have it on. Congestion control is then broken for the
+//     port's flows, which cnp_ecn_imbalance sees in the counters; that
+//     incident names this one as its cause (causes.go).
+//
+// Unknown is never a mismatch: a setting the port or the fabric does not
+// report is not compared, and a fabric with no clear majority has no
+// norm to differ from. The subject is the port that differs: the minority.
+// When the two ends of a link differ in MTU and the fabric has no majority
+// to say which one is wrong, both ends get an incident, each naming the
+// other (deterministic, and the engineer must look at both anyway).
+//
+// Configuration is a state, not a noisy figure: the first observation that
+// shows a mismatch opens the incident (the watermark passing the data time
+// of the reading, so within one tick of it) and the first that shows none
+// resolves it. Its onset is when the port's configuration was read as it
+// is. Only ports this processor reads get incidents; the comparison uses
+// every node's configuration.
+type ConfigMismatch struct {
+	// MajorityShare is the share of the fabric's RoCE ports reporting a
+	// setting that must agree before it is the fabric's norm; default 2/3.
+	// A fleet split more evenly runs two pools on purpose (storage and
+	// compute, a migration under way) and says nothing about which side is
+	// wrong.
+	MajorityShare float64
+	// MinPorts is the fewest RoCE ports reporting a setting for a
+	// majority to mean anything; default 3 (with two, either could be the
+	// odd one).
+	MinPorts int
+	// MinUpdateInterval bounds updates when only figures move; default
+	// 10 min. Only a setting joining the mismatch is news (published at
+	// once): the fabric's shares drift as nodes come and go.
+	MinUpdateInterval time.Duration
+	// SilentResolveAfter resolves the incident of a port that stopped
+	// reporting; default 30 min.
+	SilentResolveAfter time.Duration
+
+	tracker *Tracker
+	fabric  FabricView
+}
+
+// NewConfigMismatch returns the detector with its defaults.
+func NewConfigMismatch() *ConfigMismatch {
+	return &ConfigMismatch{MajorityShare: 2.0 / 3, MinPorts: 3, MinUpdateInterval: 10 * time.Minute, SilentResolveAfter: 30 * time.Minute}
+}
+
+// Name implements Detector.
+func (d *ConfigMismatch) Name() string { return TypeConfigMismatch }
+
+// Init implements Initializer.
+func (d *ConfigMismatch) Init(fabric FabricView) error {
+	d.fabric = fabric
+	return nil
+}
+
+func (d *ConfigMismatch) track() *Tracker {
+	if d.tracker == nil {
+		d.tracker = NewTracker(TypeConfigMismatch, Policy{MinUpdateInterval: d.MinUpdateInterval, SilentResolveAfter: d.SilentResolveAfter})
+	}
+	return d.tracker
+}
+
+// fabricNorm is what the fabric's RoCE ports agree on; a zero field is no
+// norm.
+type fabricNorm struct {
+	ports int // RoCE ports with a config
+	// mtu and its share of the ports reporting an MTU.
+	mtu      int
+	mtuShare float64
+	mtuPorts int
+	// prio is the lossless priority (-1: none); pfc/np/rp say whether a
+	// clear majority has each on for it, with their shares.
+	prio           int
+	pfc, np, rp    bool
+	pfcShare       float64
+	npShare        float64
+	rpShare        float64
+	pfcN, npN, rpN int
+}
+
+// prioCount counts, for one priority list setting, the ports reporting it
+// and per priority those that have it on.
+type prioCount struct {
+	known int
+	on    [schemas.MaxPriority + 1]int
+}
+
+func (c *prioCount) add(list *[]int) {
+	if list == nil {
+		return
+	}
+	c.known++
+	var seen uint8
+	for _, p := range *list {
+		if p >= 0 && p <= schemas.MaxPriority && seen&(1<<p) == 0 {
+			seen |= 1 << p
+			c.on[p]++
+		}
+	}
+}
+
+// top is the priority most ports have on (the lowest on a tie) and its
+// share.
+func (c *prioCount) top() (int, float64) {
+	best := 0
+	for p := range c.on {
+		if c.on[p] > c.on[best] {
+			best = p
+		}
+	}
+	if c.known == 0 || c.on[best] == 0 {
+		return -1, 0
+	}
+	return best, float64(c.on[best]) / float64(c.known)
+}
+
+func (c *prioCount) share(p int) float64 {
+	if c.known == 0 || p < 0 {
+		return 0
+	}
+	return float64(c.on[p]) / float64(c.known)
+}
+
+func isRoCE(kc *KnownConfig) bool { return kc.LinkLayer == "Ethernet" }
+
+// norm computes what the fabric's RoCE ports agree on.
+func (d *ConfigMismatch) norm(fabric FabricView) fabricNorm {
+	var n fabricNorm
+	mtus := map[int]int{}
+	var pfc, np, rp prioCount
+	EachConfig(fabric, func(kc *KnownConfig) bool {
+		if !isRoCE(kc) {
+			return true
+		}
+		n.ports++
+		if kc.Config.MTU != nil {
+			mtus[*kc.Config.MTU]++
+			n.mtuPorts++
+		}
+		pfc.add(kc.Config.PFCEnabled)
+		np.add(kc.Config.ECNNPEnabled)
+		rp.add(kc.Config.ECNRPEnabled)
+		return true
+	})
+	if n.mtuPorts >= d.MinPorts {
+		best, count := 0, 0
+		for v, c := range mtus {
+			if c > count || (c == count && v < best) {
+				best, count = v, c
+			}
+		}
+		if share := float64(count) / float64(n.mtuPorts); share >= d.MajorityShare {
+			n.mtu, n.mtuShare = best, share
+		}
+	}
+	// The lossless priority is PFC's; without PFC reports, the one the
+	// ECN settings agree on.
+	n.prio = -1
+	for _, c := range []*prioCount{&pfc, &np, &rp} {
+		if p, share := c.top(); c.known >= d.MinPorts && share >= d.MajorityShare {
+			n.prio = p
+			break
+		}
+	}
+	if n.prio < 0 {
+		return n
+	}
+	n.pfcShare, n.npShare, n.rpShare = pfc.share(n.prio), np.share(n.prio), rp.share(n.prio)
+	n.pfcN, n.npN, n.rpN = pfc.known, np.known, rp.known
+	n.pfc = pfc.known >= d.MinPorts && n.pfcShare >= d.MajorityShare
+	n.np = np.known >= d.MinPorts && n.npShare >= d.MajorityShare
+	n.rp = rp.known >= d.MinPorts && n.rpShare >= d.MajorityShare
+	return n
+}
+
+// OnWatermark implements FabricDetector.
+func (d *ConfigMismatch) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+	t := d.track()
+	n := d.norm(fabric)
+	if n.ports == 0 && t.Active() == 0 {
+		return
+	}
+	EachConfig(fabric, func(kc *KnownConfig) bool {
+		port, owned := fabric.Port(kc.ID)
+		if !owned || !isRoCE(kc) || (d.SilentResolveAfter > 0 && port.SilentFor(wm) >= d.SilentResolveAfter) {
+			// A silent port's incident is left to Sweep: it can neither
+			// confirm nor clear its configuration.
+			return true
+		}
+		subject := kc.ID.Subject()
+		if f, ok := d.finding(fabric, &n, kc, port); ok {
+			t.Hold(wm, f, em)
+		} else {
+			t.Clear(wm, subject, "the port's configuration agrees with the fabric's again", nil, em)
+		}
+		return true
+	})
+	t.Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
+		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
+		if !ok {
+			return 0, false
+		}
+		return p.LastTime, true
+	}, em)
+}
+
+// mismatch is one setting that differs, in words and figures.
+type mismatch struct {
+	setting  string
+	words    string
+	critical bool
+	peer     *KnownConfig // the link's other end, when its MTU differs
+}
+
+// finding says whether kc's port differs from its fabric or its link's
+// other end, and how.
+func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConfig, port *PortState) (Finding, bool) {
+	c := kc.Config
+	ev := map[string]any{"fabric_ports": n.ports, "config_since": kc.Since.String()}
+	var ms []mismatch
+	if c.MTU != nil {
+		if m, ok := d.mtuMismatch(fabric, n, kc, ev); ok {
+			ms = append(ms, m)
+		}
+	}
+	for _, s := range []struct {
+		setting string
+		list    *[]int
+		norm    bool
+		share   float64
+		known   int
+		what    string
+	}{
+		{settingPFC, c.PFCEnabled, n.pfc, n.pfcShare, n.pfcN, "PFC"},
+		{settingNP, c.ECNNPEnabled, n.np, n.npShare, n.npN, "the ECN notification point"},
+		{settingRP, c.ECNRPEnabled, n.rp, n.rpShare, n.rpN, "the ECN reaction point"},
+	} {
+		on, known := schemas.PriorityOn(s.list, n.prio)
+		if !known || !s.norm || on {
+			continue
+		}
+		ev[s.setting] = slices.Clone(*s.list)
+		ev["fabric_"+s.setting+"_share"] = round3(s.share)
+		ms = append(ms, mismatch{setting: s.setting, critical: s.setting == settingPFC,
+			words: fmt.Sprintf("%s off on priority %d, which %s of the fabric's %d RoCE ports reporting it have on", s.what, n.prio, percent(s.share), s.known)})
+	}
+	if len(ms) == 0 {
+		return Finding{}, false
+	}
+	netdev := kc.Netdev
+	if netdev == "" {
+		netdev = port.Netdev
+	}
+	settings := make([]string, len(ms))
+	words := make([]string, len(ms))
+	severity := schemas.SeverityWarning
+	for i, m := range ms {
+		settings[i], words[i] = m.setting, m.words
+		if m.critical {
+			severity = schemas.SeverityCritical
+		}
+	}
+	ev["settings"] = settings
+	if n.prio >= 0 {
+		ev["priority"] = n.prio
+	}
+	return Finding{
+		Subject:  kc.ID.Subject(),
+		Onset:    kc.Since,
+		Severity: severity,
+		Layer:    schemas.LayerLinkNetwork,
+		Summary:  fmt.Sprintf("%s: configuration differs from the fabric's: %s", portName(kc.ID, netdev), strings.Join(words, "; ")),
+		Evidence: ev,
+		Checks:   d.checks(fabric, kc.ID, netdev, n.prio, ms, ev),
+		Keys:     settings,
+	}, true
+}
+
+// mtuMismatch compares the port's MTU with its link's other end and the
+// fabric's.
+func (d *ConfigMismatch) mtuMismatch(fabric FabricView, n *fabricNorm, kc *KnownConfig, ev map[string]any) (mismatch, bool) {
+	mtu := *kc.Config.MTU
+	var peer *KnownConfig
+	if topo := fabric.Topology(); topo != nil {
+		if e, ok := topo.Peer(kc.ID); ok && e.IsHost() {
+			if pc, ok := ConfigOf(fabric, e.Host); ok && pc.Config.MTU != nil && *pc.Config.MTU != mtu {
+				peer = &pc
+			}
+		}
+	}
+	offFabric := n.mtu != 0 && mtu != n.mtu
+	// With a fabric norm, only the end that differs from it is the
+	// mismatch; without one, both ends of a disagreeing link are.
+	offPeer := peer != nil && (n.mtu == 0 || offFabric)
+	if !offFabric && !offPeer {
+		return mismatch{}, false
+	}
+	ev[settingMTU] = mtu
+	var words []string
+	if offFabric {
+		ev["fabric_mtu"], ev["fabric_mtu_share"] = n.mtu, round3(n.mtuShare)
+		words = append(words, fmt.Sprintf("%s of the fabric's %d RoCE ports reporting it use %d", percent(n.mtuShare), n.mtuPorts, n.mtu))
+	}
+	if offPeer {
+		ev["peer"], ev["peer_mtu"] = peer.ID.String(), *peer.Config.MTU
+		words = append(words, fmt.Sprintf("the other end of its link, %s, uses %d", portName(peer.ID, peer.Netdev), *peer.Config.MTU))
+	}
+	m := mismatch{setting: settingMTU, critical: offPeer,
+		words: fmt.Sprintf("MTU %d where %s", mtu, strings.Join(words, " and "))}
+	if offPeer {
+		m.peer = peer
+	}
+	return m, true
+}
+
+func percent(share float64) string { return strconv.Itoa(int(share*100+0.5)) + "%" }
+
+// checks names the commands that show each setting on the host.
+func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev string, prio int, ms []mismatch, ev map[string]any) []schemas.Check {
+	nd := netdevOf(id, netdev)
+	var out []schemas.Check
+	for _, m := range ms {
+		switch m.setting {
+		case settingMTU:
+			note := fmt.Sprintf("mtu: %v here", ev[settingMTU])
+			if v, ok := ev["fabric_mtu"]; ok {
+				note += fmt.Sprintf(", %v on the rest of the fabric", v)
+			}
+			out = append(out, onHost(id.Node, "ip link show "+nd, note))
+			if m.peer != nil {
+				out = append(out, onHost(m.peer.ID.Node, "ip link show "+netdevOf(m.peer.ID, m.peer.Netdev),
+					fmt.Sprintf("mtu at the link's other end: %d", *m.peer.Config.MTU)))
+			}
+		case settingPFC:
+			out = append(out, onHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("PFC enabled on priority %d, as on the rest of the fabric; trust mode", prio)))
+		case settingNP:
+			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/%d", nd, prio), "1: the notification point answers ECN marks with CNPs"))
+		case settingRP:
+			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/%d", nd, prio), "1: the reaction point slows down on CNPs"))
+		}
+	}
+	return append(out, onSwitch(fabric, id, "PFC and ECN settings of the switch port"))
+}

@@ -1,0 +1,343 @@
+package processor
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// configView is a FabricView with the fleet's configuration, as the engine
+// gives it: tracked ports (the owned ones) and configs of every node.
+type configView struct {
+	ports   map[schemas.PortID]*PortState
+	configs map[schemas.PortID]*KnownConfig
+	topo    *schemas.Topology
+	wm      schemas.Millis
+}
+
+func (v *configView) Topology() *schemas.Topology { return v.topo }
+func (v *configView) Watermark() schemas.Millis   { return v.wm }
+func (v *configView) Complete() bool              { return true }
+func (v *configView) Port(id schemas.PortID) (*PortState, bool) {
+	p, ok := v.ports[id]
+	return p, ok
+}
+func (v *configView) Ports(fn func(*PortState) bool) {
+	for _, id := range sortedIDs(v.ports) {
+		if !fn(v.ports[id]) {
+			return
+		}
+	}
+}
+func (v *configView) PortConfig(id schemas.PortID) (KnownConfig, bool) {
+	kc, ok := v.configs[id]
+	if !ok {
+		return KnownConfig{}, false
+	}
+	return *kc, true
+}
+func (v *configView) Configs(fn func(*KnownConfig) bool) {
+	for _, id := range sortedIDs(v.configs) {
+		if !fn(v.configs[id]) {
+			return
+		}
+	}
+}
+
+func sortedIDs[V any](m map[schemas.PortID]V) []schemas.PortID {
+	ids := make([]schemas.PortID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b schemas.PortID) int { return strings.Compare(a.String(), b.String()) })
+	return ids
+}
+
+func host(i int) schemas.PortID {
+	return schemas.PortID{Node: "gpu-0" + string(rune('0'+i/10)) + string(rune('0'+i%10)), Device: "mlx5_0", Port: 1}
+}
+
+// roce is the usual lossless RoCE config: MTU 4200, PFC, NP and RP on 3.
+func roce() *schemas.PortConfig {
+	mtu := 4200
+	return &schemas.PortConfig{MTU: &mtu, PFCEnabled: &[]int{3}, ECNNPEnabled: &[]int{3}, ECNRPEnabled: &[]int{3}, Trust: "dscp"}
+}
+
+func with(c *schemas.PortConfig, change func(c *schemas.PortConfig)) *schemas.PortConfig {
+	change(c)
+	return c
+}
+
+func mtuOf(v int) func(c *schemas.PortConfig) { return func(c *schemas.PortConfig) { c.MTU = &v } }
+
+type fleetPort struct {
+	id        schemas.PortID
+	cfg       *schemas.PortConfig // nil: no config known
+	linkLayer string              // default Ethernet
+	notOwned  bool                // another instance reads it
+}
+
+// fleet makes n healthy RoCE ports; change edits some.
+func fleet(n int, change map[int]*schemas.PortConfig) []fleetPort {
+	var out []fleetPort
+	for i := range n {
+		c := roce()
+		if ch, ok := change[i]; ok {
+			c = ch
+		}
+		out = append(out, fleetPort{id: host(i), cfg: c})
+	}
+	return out
+}
+
+func newConfigView(ports []fleetPort, topo *schemas.Topology) *configView {
+	v := &configView{ports: map[schemas.PortID]*PortState{}, configs: map[schemas.PortID]*KnownConfig{}, topo: topo}
+	for _, p := range ports {
+		if !p.notOwned {
+			st := NewPortState(p.id)
+			st.LastTime, st.Samples = at(0), 1
+			v.ports[p.id] = st
+		}
+		if p.cfg != nil {
+			ll := p.linkLayer
+			if ll == "" {
+				ll = "Ethernet"
+			}
+			v.configs[p.id] = &KnownConfig{ID: p.id, LinkLayer: ll, Netdev: "ens1f0np0", Since: at(0), Read: at(0), Config: p.cfg}
+		}
+	}
+	return v
+}
+
+type configEvents []*schemas.Event
+
+func (e *configEvents) Emit(ev *schemas.Event) { *e = append(*e, ev) }
+
+func (e configEvents) opened() map[string]*schemas.Event {
+	out := map[string]*schemas.Event{}
+	for _, ev := range e {
+		if ev.State == schemas.StateOpen {
+			out[ev.Subject.Node] = ev
+		}
+	}
+	return out
+}
+
+func backToBack(t *testing.T, a, b schemas.PortID) *schemas.Topology {
+	t.Helper()
+	topo, err := schemas.ParseTopology(strings.NewReader(`{"fabric":"f","switches":[{"name":"leaf-01","tier":"leaf"}],"links":[{"a":"` + a.String() + `","b":"` + b.String() + `"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
+}
+
+func TestConfigMismatch(t *testing.T) {
+	noPFC := func(c *schemas.PortConfig) { c.PFCEnabled = &[]int{} }
+	cases := []struct {
+		name     string
+		ports    []fleetPort
+		topo     func(t *testing.T) *schemas.Topology
+		want     map[string]string // node -> severity of the open incident
+		settings []string          // of every incident
+		checks   []string          // in every incident's next checks
+		summary  string
+	}{
+		{name: "healthy fabric", ports: fleet(8, nil), want: map[string]string{}},
+		{name: "MTU of one port differs from the fabric", ports: fleet(8, map[int]*schemas.PortConfig{5: with(roce(), mtuOf(1500))}),
+			want: map[string]string{"gpu-005": "warning"}, settings: []string{settingMTU}, checks: []string{"ssh gpu-005 'ip link show ens1f0np0'"},
+			summary: "gpu-005 mlx5_0/1 (ens1f0np0): configuration differs from the fabric's: MTU 1500 where 88% of the fabric's 8 RoCE ports reporting it use 4200"},
+		{name: "PFC off on the lossless priority", ports: fleet(8, map[int]*schemas.PortConfig{2: with(roce(), noPFC)}),
+			want: map[string]string{"gpu-002": "critical"}, settings: []string{settingPFC}, checks: []string{"ssh gpu-002 'mlnx_qos -i ens1f0np0'"}},
+		{name: "PFC on another priority", ports: fleet(8, map[int]*schemas.PortConfig{2: with(roce(), func(c *schemas.PortConfig) { c.PFCEnabled = &[]int{4} })}),
+			want: map[string]string{"gpu-002": "critical"}, settings: []string{settingPFC}},
+		{name: "ECN notification point off", ports: fleet(8, map[int]*schemas.PortConfig{7: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} })}),
+			want: map[string]string{"gpu-007": "warning"}, settings: []string{settingNP}, checks: []string{"ssh gpu-007 'cat /sys/class/net/ens1f0np0/ecn/roce_np/enable/3'"},
+			summary: "gpu-007 mlx5_0/1 (ens1f0np0): configuration differs from the fabric's: the ECN notification point off on priority 3, which 88% of the fabric's 8 RoCE ports reporting it have on"},
+		{name: "ECN reaction point and MTU off together", ports: fleet(8, map[int]*schemas.PortConfig{1: with(roce(), func(c *schemas.PortConfig) { c.ECNRPEnabled = &[]int{0}; c.MTU = nil; *c = *with(c, mtuOf(9000)) })}),
+			want: map[string]string{"gpu-001": "warning"}, settings: []string{settingMTU, settingRP}, checks: []string{"roce_rp/enable/3"}},
+		{name: "unknown is never a mismatch", ports: fleet(8, map[int]*schemas.PortConfig{3: {Trust: "pcp"}, 4: {MTU: roce().MTU}}), want: map[string]string{}},
+		{name: "a port without any config", ports: append(fleet(6, nil), fleetPort{id: host(9)}), want: map[string]string{}},
+		{name: "the whole fabric without ECN is no mismatch", ports: fleet(6, map[int]*schemas.PortConfig{
+			0: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} }), 1: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} }),
+			2: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} }), 3: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} }),
+			4: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} }), 5: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} })}),
+			want: map[string]string{}},
+		{name: "an even split has no norm", ports: fleet(6, map[int]*schemas.PortConfig{0: with(roce(), mtuOf(9000)), 1: with(roce(), mtuOf(9000)), 2: with(roce(), mtuOf(9000))}),
+			want: map[string]string{}},
+		{name: "two ports are too few for a norm", ports: fleet(2, map[int]*schemas.PortConfig{0: with(roce(), mtuOf(9000))}), want: map[string]string{}},
+		{name: "InfiniBand ports are not RoCE ports", ports: append(fleet(4, nil),
+			fleetPort{id: host(10), cfg: with(roce(), mtuOf(2048)), linkLayer: "InfiniBand"}), want: map[string]string{}},
+		{name: "a port another instance reads", ports: append(fleet(6, nil), fleetPort{id: host(10), cfg: with(roce(), mtuOf(1500)), notOwned: true}),
+			want: map[string]string{}},
+		{name: "a link's two ends differ, no fabric: both ends", ports: fleet(2, map[int]*schemas.PortConfig{0: with(roce(), mtuOf(9000))}),
+			topo: func(t *testing.T) *schemas.Topology { return backToBack(t, host(0), host(1)) },
+			want: map[string]string{"gpu-000": "critical", "gpu-001": "critical"}, settings: []string{settingMTU}, checks: []string{"ip link show"}},
+		{name: "a link's two ends differ in a fabric: the odd end", ports: fleet(6, map[int]*schemas.PortConfig{0: with(roce(), mtuOf(9000))}),
+			topo: func(t *testing.T) *schemas.Topology { return backToBack(t, host(0), host(1)) },
+			want: map[string]string{"gpu-000": "critical"}, settings: []string{settingMTU}, checks: []string{"ssh gpu-001 'ip link show ens1f0np0'"},
+			summary: "MTU 9000 where 83% of the fabric's 6 RoCE ports reporting it use 4200 and the other end of its link, gpu-001 mlx5_0/1 (ens1f0np0), uses 4200"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var topo *schemas.Topology
+			if c.topo != nil {
+				topo = c.topo(t)
+			}
+			v := newConfigView(c.ports, topo)
+			d := NewConfigMismatch()
+			var evs configEvents
+			v.wm = at(1)
+			d.OnWatermark(context.Background(), v, v.wm, &evs)
+			v.wm = at(2)
+			d.OnWatermark(context.Background(), v, v.wm, &evs)
+			opened := evs.opened()
+			if len(evs) != len(opened) {
+				t.Errorf("%d events for %d incidents: a config that holds still must not update", len(evs), len(opened))
+			}
+			if len(opened) != len(c.want) {
+				t.Fatalf("incidents on %v, want %v", keys(opened), c.want)
+			}
+			for node, sev := range c.want {
+				ev := opened[node]
+				if ev == nil {
+					t.Fatalf("no incident on %s; got %v", node, keys(opened))
+				}
+				if err := ev.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				if ev.Severity != sev || ev.Layer != schemas.LayerLinkNetwork || ev.Type != TypeConfigMismatch || ev.DetectedAt != at(1) || ev.Start != at(0) {
+					t.Errorf("%s: %+v", node, ev)
+				}
+				if got, _ := ev.Evidence["settings"].([]string); !slices.Equal(got, c.settings) {
+					t.Errorf("%s: settings %v, want %v", node, got, c.settings)
+				}
+				for _, want := range c.checks {
+					if !slices.ContainsFunc(ev.NextChecks, func(s string) bool { return strings.Contains(s, want) }) {
+						t.Errorf("%s: next checks %q lack %q", node, ev.NextChecks, want)
+					}
+				}
+				if c.summary != "" && !strings.Contains(ev.Summary, c.summary) {
+					t.Errorf("%s: summary\n%s\nlacks\n%s", node, ev.Summary, c.summary)
+				}
+			}
+		})
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestConfigMismatchResolvesWhenFixed: the port's config changes back, the
+// incident resolves at once and says why; a port that goes silent resolves
+// after SilentResolveAfter.
+func TestConfigMismatchResolvesWhenFixed(t *testing.T) {
+	ports := fleet(6, map[int]*schemas.PortConfig{4: with(roce(), mtuOf(1500)), 5: with(roce(), mtuOf(1500))})
+	v := newConfigView(ports[:5], nil)
+	v.ports[host(5)] = NewPortState(host(5))
+	v.ports[host(5)].LastTime, v.ports[host(5)].Samples = at(0), 1
+	v.configs[host(5)] = &KnownConfig{ID: host(5), LinkLayer: "Ethernet", Since: at(0), Read: at(0), Config: ports[5].cfg}
+	d := NewConfigMismatch()
+	var evs configEvents
+	for sec := 1.0; sec <= 60; sec++ {
+		v.wm = at(sec)
+		if sec == 30 {
+			v.configs[host(4)].Config, v.configs[host(4)].Since = roce(), at(30)
+		}
+		v.ports[host(4)].LastTime = v.wm
+		d.OnWatermark(context.Background(), v, v.wm, &evs)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Subject.Node+" "+ev.State)
+		if ev.State == schemas.StateResolved && ev.Subject.Node == "gpu-004" {
+			if ev.End == nil || *ev.End != at(30) || !strings.Contains(ev.Summary, "resolved, the port's configuration agrees with the fabric's again") {
+				t.Errorf("resolved: end %v, summary %q", ev.End, ev.Summary)
+			}
+		}
+	}
+	if want := []string{"gpu-004 open", "gpu-005 open", "gpu-004 resolved"}; !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	// gpu-005 goes silent: resolved after SilentResolveAfter of data time.
+	v.wm = at(60) + millis(d.SilentResolveAfter)
+	d.OnWatermark(context.Background(), v, v.wm, &evs)
+	if last := evs[len(evs)-1]; last.Subject.Node != "gpu-005" || last.State != schemas.StateResolved {
+		t.Fatalf("silent port: last event %s %s", last.Subject.Node, last.State)
+	}
+}
+
+// TestConfigMismatchExplainsCNPImbalance runs the two detectors the way a
+// processor does: a notification point off by configuration, whose ECN
+// marks go unanswered, gives a cnp_ecn_imbalance that names the
+// config_mismatch as its cause and says why.
+func TestConfigMismatchExplainsCNPImbalance(t *testing.T) {
+	dets := Link([]Detector{NewCNPECNImbalance(), NewConfigMismatch()})
+	v := newConfigView(fleet(6, map[int]*schemas.PortConfig{0: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} })}), nil)
+	var evs configEvents
+	var marked, sent uint64
+	ctx := context.Background()
+	for sec := 0.0; sec < 300; sec += 5 {
+		for _, id := range sortedIDs(v.ports) {
+			var dm, ds uint64 = 5000, 500
+			if id == host(0) {
+				ds = 0 // NP off: no CNPs for the marks
+			}
+			if sec > 0 {
+				marked, sent = marked+dm, sent+ds
+			}
+			flags := schemas.Flag(0)
+			if sec == 0 {
+				flags = schemas.FlagFirst
+			}
+			s := sample(id, sec, "ACTIVE",
+				schemas.CounterDelta{Name: "np_ecn_marked_roce_packets", Source: schemas.SourceHWCounters, Value: marked, Delta: dm, Flags: flags},
+				schemas.CounterDelta{Name: "np_cnp_sent", Source: schemas.SourceHWCounters, Value: sent, Delta: ds, Flags: flags},
+				schemas.CounterDelta{Name: "rp_cnp_handled", Source: schemas.SourceHWCounters, Value: sent, Delta: ds, Flags: flags},
+				schemas.CounterDelta{Name: "rp_cnp_ignored", Source: schemas.SourceHWCounters, Value: 0, Delta: 0, Flags: flags})
+			port := v.ports[id]
+			for _, d := range dets {
+				if pd, ok := d.(PortDetector); ok {
+					pd.OnSample(ctx, port, s, &evs)
+				}
+			}
+			port.Observe(s)
+		}
+		v.wm = at(sec)
+		for _, d := range dets {
+			if fd, ok := d.(FabricDetector); ok {
+				fd.OnWatermark(ctx, v, v.wm, &evs)
+			}
+		}
+	}
+	var cnp, cfg *schemas.Event
+	for _, ev := range evs {
+		switch {
+		case ev.Type == TypeConfigMismatch && cfg == nil:
+			cfg = ev
+		case ev.Type == schemas.TypeCNPECNImbalance && ev.Subject == host(0).Subject() && ev.Cause != nil && cnp == nil:
+			cnp = ev
+		}
+	}
+	if cfg == nil || cfg.Subject != host(0).Subject() {
+		t.Fatalf("no config_mismatch on gpu-000: %v", evs)
+	}
+	if cnp == nil {
+		t.Fatalf("no cnp_ecn_imbalance on gpu-000 naming a cause; events: %d", len(evs))
+	}
+	if cnp.Cause.ID != cfg.ID || cnp.Cause.Type != TypeConfigMismatch {
+		t.Errorf("cause %+v, want %s", cnp.Cause, cfg.ID)
+	}
+	if want := "because its ECN notification point is off on priority 3 by configuration"; !strings.Contains(cnp.Summary, want) {
+		t.Errorf("summary %q lacks %q", cnp.Summary, want)
+	}
+}
