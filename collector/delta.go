@@ -227,7 +227,10 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 	portZero := !baseline && looksUnreadable(ps, raws)
 	portReset := !baseline && !portZero && looksLikePortReset(ps, raws)
 	s.Counters = make([]schemas.CounterDelta, 0, len(raws))
-	intervalSec := uint64(s.IntervalMs+999) / 1000
+	lim := deltaLimits{intervalSec: uint64(s.IntervalMs+999) / 1000}
+	if !baseline && !portReset {
+		lim.packets, lim.packetsKnown = packetDelta(ps, raws)
+	}
 	for _, rc := range raws {
 		if portZero {
 			if cd, ok := e.heldUnreadable(ps, rc); ok {
@@ -235,9 +238,44 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 			}
 			continue
 		}
-		s.Counters = append(s.Counters, e.counterDelta(ps, rc, portReset, intervalSec))
+		s.Counters = append(s.Counters, e.counterDelta(ps, rc, portReset, lim))
 	}
 	return s
+}
+
+// deltaLimits bound what one reading of a port can plausibly count.
+type deltaLimits struct {
+	intervalSec uint64
+	// packets is how many packets the port received and sent since its last
+	// reading (port_rcv_packets + port_xmit_packets), when both are known.
+	packets      uint64
+	packetsKnown bool
+}
+
+// packetEventSlack is how far a q-counter may run ahead of the port's packet
+// counters before its 0 baseline is taken for a misreading: every q-counter
+// counts events of packets that crossed the port (marked, NAKed, dropped for
+// lack of buffers, CNPs sent), so it cannot outrun them; the slack allows for
+// the two files being read a moment apart.
+const packetEventSlack = 2
+
+// packetDelta is the port's packet count since its last reading, known only
+// when both packet counters moved forward from a non-zero baseline.
+func packetDelta(ps *portState, raws []rawCounter) (uint64, bool) {
+	var sum uint64
+	seen := 0
+	for _, rc := range raws {
+		if rc.key.src != schemas.SourceCounters || (rc.key.name != "port_rcv_packets" && rc.key.name != "port_xmit_packets") {
+			continue
+		}
+		cs := ps.counters[rc.key]
+		if cs == nil || cs.value == 0 || cs.held || rc.value < cs.value {
+			return 0, false
+		}
+		sum += rc.value - cs.value
+		seen++
+	}
+	return sum, seen == 2
 }
 
 // looksUnreadable tells a port whose files could not be read (a reader that
@@ -304,7 +342,7 @@ func looksLikePortReset(ps *portState, raws []rawCounter) bool {
 // a misreading, not traffic.
 const maxQCounterRate = 1e8
 
-func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, intervalSec uint64) schemas.CounterDelta {
+func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, lim deltaLimits) schemas.CounterDelta {
 	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
 	if rc.kind.Saturating() && rc.value >= rc.kind.Max() {
 		cd.Flags |= schemas.FlagSaturated
@@ -318,10 +356,13 @@ func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, inte
 	prev := cs.value
 	var delta uint64
 	switch {
-	case rc.kind == schemas.Wrap32 && prev == 0 && rc.value > maxQCounterRate*max(intervalSec, 1):
-		// A 32-bit q-counter read as 0 and then far beyond any rate a port can
-		// produce: the 0 was rdmamap's answer for a file it could not read,
-		// taken as the baseline. Start over from this reading.
+	case prev == 0 && (rc.kind == schemas.Wrap32 && rc.value > maxQCounterRate*max(lim.intervalSec, 1) ||
+		rc.key.src == schemas.SourceHWCounters && lim.packetsKnown && rc.value > packetEventSlack*lim.packets+maxQCounterRate/1000):
+		// A q-counter read as 0 and then far beyond any rate a port can
+		// produce, or beyond the packets that crossed the port meanwhile:
+		// the 0 was rdmamap's answer for a file it could not read, taken as
+		// the baseline (at a collector start nothing earlier tells it from
+		// a real 0). Start over from this reading.
 		cs.value, cs.held = rc.value, false
 		cd.Flags |= schemas.FlagFirst
 		e.stats.Glitches++

@@ -141,6 +141,15 @@ func TestEngineDeltas(t *testing.T) {
 			{at: 10, hw: m("np_ecn_marked_roce_packets", 1751807952, "np_cnp_sent", 96254908), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {0, first}, "np_cnp_sent": {25615, 0}}},
 			{at: 20, hw: m("np_ecn_marked_roce_packets", 1751808952, "np_cnp_sent", 96254918), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {1000, 0}}},
 		}},
+		{"a zero baseline then more events than packets crossed the port is a glitch", []step{
+			{at: 0, c: m("port_rcv_packets", 5_000_000_000, "port_xmit_packets", 4_000_000_000), hw: m("np_ecn_marked_roce_packets", 0), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {0, first}}},
+			{at: 10, c: m("port_rcv_packets", 5_100_000_000, "port_xmit_packets", 4_100_000_000), hw: m("np_ecn_marked_roce_packets", 606_287_351), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {0, first}}},
+			{at: 20, c: m("port_rcv_packets", 5_200_000_000, "port_xmit_packets", 4_200_000_000), hw: m("np_ecn_marked_roce_packets", 606_425_277), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {137_926, 0}}},
+		}},
+		{"a zero baseline then fewer events than packets is a real delta", []step{
+			{at: 0, c: m("port_rcv_packets", 5_000_000_000, "port_xmit_packets", 4_000_000_000), hw: m("np_ecn_marked_roce_packets", 0), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {0, first}}},
+			{at: 10, c: m("port_rcv_packets", 5_900_000_000, "port_xmit_packets", 4_100_000_000), hw: m("np_ecn_marked_roce_packets", 606_287_351), want: map[string]wantDelta{"np_ecn_marked_roce_packets": {606_287_351, 0}}},
+		}},
 		{"missing key keeps the baseline", []step{
 			{at: 0, et: m("rx_corrected_bits_phy", 100, "rx_bits_phy", 1000), want: map[string]wantDelta{"rx_corrected_bits_phy": {0, first}}},
 			{at: 1, et: m("rx_bits_phy", 2000), want: map[string]wantDelta{"rx_bits_phy": {1000, 0}}, absent: []string{"rx_corrected_bits_phy"}},
