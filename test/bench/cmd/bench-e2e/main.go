@@ -54,7 +54,6 @@ type flags struct {
 	sinks       int
 	partitions  int
 	templates   int
-	slices      int
 	flapEvery   time.Duration
 	maxP99      time.Duration
 	drainGrace  time.Duration
@@ -79,7 +78,6 @@ func parseFlags(args []string) (flags, error) {
 	fs.IntVar(&f.sinks, "sinks", 1, "rdmawatch sink processes (sharing the durable consumers)")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the counters stream")
 	fs.IntVar(&f.templates, "templates", 10, "reading rounds of the fleet kept in memory and replayed in turn")
-	fs.IntVar(&f.slices, "slices", 10, "the nodes of a round are published in this many slices spread over the interval")
 	fs.DurationVar(&f.flapEvery, "flap-every", 2*time.Second, "inject a link flap on a new port this often (the latency probes); 0: none")
 	fs.DurationVar(&f.maxP99, "max-p99", 2*time.Second, "the p99 sample-to-event latency a trial must stay under to hold")
 	fs.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "after the window, how long the pipeline may take to process and store what was published")
@@ -103,8 +101,8 @@ func parseFlags(args []string) (flags, error) {
 		return f, errors.New("--ports, --interval (at least 1ms) and --duration must be positive")
 	case f.processors < 1 || f.sinks < 1 || f.partitions < f.processors:
 		return f, fmt.Errorf("--processors %d, --sinks %d, --partitions %d: want at least one of each and no fewer partitions than processors", f.processors, f.sinks, f.partitions)
-	case f.templates < 1 || f.slices < 1:
-		return f, errors.New("--templates and --slices must be positive")
+	case f.templates < 1:
+		return f, errors.New("--templates must be positive")
 	case f.flapEvery < 0 || (f.flapEvery > 0 && f.flapEvery < f.interval):
 		return f, fmt.Errorf("--flap-every %s: 0 or at least one interval (%s)", f.flapEvery, f.interval)
 	case f.portBase < 1024 || f.portBase+300+f.processors+f.sinks > 65535:

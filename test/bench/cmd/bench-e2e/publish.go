@@ -22,15 +22,14 @@ type flap struct {
 
 // generator publishes the fleet's template batches, re-timed, at the
 // collection interval in wall time: the load generator, so wall time is
-// right here. Tick n has data time start+n*interval; its nodes are
-// published in slices spread over the interval, as collectors on
-// independent timers would.
+// right here. Tick n has data time start+n*interval; each node's batch
+// keeps its offset in the round (the simulated hosts read at slightly
+// different moments) and is published at its data time.
 type generator struct {
 	js        jetstream.JetStream
 	nodes     []string
 	tt        []templateTick
 	interval  time.Duration
-	slices    int
 	start     time.Time // wall time, and data time, of tick 0
 	flapEvery int       // ticks between flaps; 0: none
 	flapAfter int       // first tick that may carry a flap
@@ -41,14 +40,13 @@ type generator struct {
 	worstBehnd atomic.Int64 // ns, largest since the last take
 
 	mu       sync.Mutex
-	releases [][]time.Time // [tick][slice]
 	flaps    []flap
 	flapped  map[string]bool
 	firstErr error
 }
 
-func newGenerator(nc *nats.Conn, nodes []string, tt []templateTick, interval time.Duration, slices int, start time.Time, flapEvery, flapAfter int) (*generator, error) {
-	g := &generator{nodes: nodes, tt: tt, interval: interval, slices: max(1, slices), start: start,
+func newGenerator(nc *nats.Conn, nodes []string, tt []templateTick, interval time.Duration, start time.Time, flapEvery, flapAfter int) (*generator, error) {
+	g := &generator{nodes: nodes, tt: tt, interval: interval, start: start,
 		flapEvery: flapEvery, flapAfter: flapAfter, flapped: map[string]bool{}}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(8192),
@@ -67,21 +65,26 @@ func newGenerator(nc *nats.Conn, nodes []string, tt []templateTick, interval tim
 	return g, nil
 }
 
-// run publishes tick after tick until ctx ends.
+// run publishes tick after tick until ctx ends. A node's batch goes out
+// at its own data time (its collector publishes right after reading), so
+// data time and wall time are the same clock here.
 func (g *generator) run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for n := 0; ; n++ {
 		tmpl := &g.tt[n%len(g.tt)]
-		shift := g.start.UnixMilli() + int64(n)*g.interval.Milliseconds() - tmpl.at
+		tickStart := g.start.Add(time.Duration(n) * g.interval)
+		shift := tickStart.UnixMilli() - tmpl.at
 		flapAt := -1
 		if g.flapEvery > 0 && n >= g.flapAfter && (n-g.flapAfter)%g.flapEvery == 0 && len(tmpl.batches) > 0 {
 			flapAt = (n * 7919) % len(tmpl.batches) // a different node, and partition, each time
 		}
-		rel := make([]time.Time, g.slices)
-		for s := range g.slices {
-			due := g.start.Add(time.Duration(n)*g.interval + time.Duration(s)*g.interval/time.Duration(g.slices))
-			if d := time.Until(due); d > 0 {
+		for i := range tmpl.batches {
+			tm := &tmpl.batches[i]
+			due := tickStart.Add(tm.offset)
+			// Batches due within a few milliseconds go together: a timer
+			// per batch would cost more than the publishing.
+			if d := time.Until(due); d > 2*time.Millisecond {
 				timer.Reset(d)
 				select {
 				case <-ctx.Done():
@@ -91,40 +94,27 @@ func (g *generator) run(ctx context.Context) error {
 			} else if ctx.Err() != nil {
 				return nil
 			}
-			now := time.Now()
-			g.behind(now.Sub(due))
-			g.mu.Lock()
-			if s == 0 {
-				g.releases = append(g.releases, rel)
+			g.behind(time.Since(due))
+			seq := uint64(n)
+			var data []byte
+			if i == flapAt {
+				var err error
+				if data, err = g.flap(tm, shift, seq, n); err != nil {
+					return err
+				}
+			} else {
+				data = tm.retime(nil, shift, seq) // a fresh buffer: the client keeps the message until its ack
 			}
-			rel[s] = now
-			g.mu.Unlock()
-			for i := range tmpl.batches {
-				tm := &tmpl.batches[i]
-				if tm.node%g.slices != s {
-					continue
+			m := &nats.Msg{Subject: tm.subject, Data: data, Header: nats.Header{}}
+			m.Header.Set(jetstream.MsgIDHeader, tm.msgID(seq))
+			if _, err := g.js.PublishMsgAsync(m); err != nil {
+				if ctx.Err() != nil {
+					return nil
 				}
-				seq := uint64(n)
-				var data []byte
-				if i == flapAt {
-					var err error
-					if data, err = g.flap(tm, shift, seq, n); err != nil {
-						return err
-					}
-				} else {
-					data = tm.retime(nil, shift, seq) // a fresh buffer: the client keeps the message until its ack
-				}
-				m := &nats.Msg{Subject: tm.subject, Data: data, Header: nats.Header{}}
-				m.Header.Set(jetstream.MsgIDHeader, tm.msgID(seq))
-				if _, err := g.js.PublishMsgAsync(m); err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return fmt.Errorf("publish %s: %w", tm.subject, err)
-				}
-				g.published.Add(uint64(tm.ports))
-				g.messages.Add(1)
+				return fmt.Errorf("publish %s: %w", tm.subject, err)
 			}
+			g.published.Add(uint64(tm.ports))
+			g.messages.Add(1)
 		}
 	}
 }
@@ -160,23 +150,6 @@ func (g *generator) behind(d time.Duration) {
 			return
 		}
 	}
-}
-
-// released is when the reading of the node (its slice) holding data time
-// ms was published; for a fabric event (no node) the last slice of that
-// tick: all of the tick's data was out by then.
-func (g *generator) released(node string, ms int64, nodeIndex map[string]int) (time.Time, bool) {
-	n := int((ms - g.start.UnixMilli()) / g.interval.Milliseconds())
-	s := g.slices - 1
-	if i, ok := nodeIndex[node]; ok {
-		s = i % g.slices
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if n < 0 || n >= len(g.releases) || g.releases[n][s].IsZero() {
-		return time.Time{}, false
-	}
-	return g.releases[n][s], true
 }
 
 // wait blocks until every async publish was acknowledged or ctx ends.

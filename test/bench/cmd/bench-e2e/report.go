@@ -193,8 +193,8 @@ func (t *trial) report() error {
 	p99 := percentile(t.flapLat, 0.99)
 	fmt.Fprintf(w, "sample-to-event latency, link-flap probes: %d of %d injected came back: p50 %s p99 %s max %s\n",
 		len(t.flapLat), len(t.gen.flapList()), ms(percentile(t.flapLat, 0.5)), ms(p99), ms(percentile(t.flapLat, 1)))
-	fmt.Fprintf(w, "sample-to-event latency, every event (%d, %d unmatched): p50 %s p99 %s max %s\n",
-		len(t.allLat), t.unmatched, ms(percentile(t.allLat, 0.5)), ms(percentile(t.allLat, 0.99)), ms(percentile(t.allLat, 1)))
+	fmt.Fprintf(w, "data-time-to-event latency, every event (%d): p50 %s p99 %s max %s\n",
+		len(t.allLat), ms(percentile(t.allLat, 0.5)), ms(percentile(t.allLat, 0.99)), ms(percentile(t.allLat, 1)))
 	types := make([]string, 0, len(t.byType))
 	for typ, st := range t.byType {
 		types = append(types, fmt.Sprintf("%s %d/%d/%d", typ, st["open"], st["update"], st["resolved"]))
@@ -225,6 +225,10 @@ func (t *trial) report() error {
 	for _, r := range v.reasons {
 		fmt.Fprintf(w, "  - %s\n", r)
 	}
+	if t.stopErr != nil {
+		fmt.Fprintf(w, "note: a stage did not stop cleanly after the run: %v\n", t.stopErr)
+	}
+	t.reported = true
 	return nil
 }
 

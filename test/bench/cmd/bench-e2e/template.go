@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -34,6 +35,7 @@ type template struct {
 	seqOff   int
 	timeOffs []int // the batch's time, then each port's
 	ports    int
+	offset   time.Duration // of the batch's data time in its round
 }
 
 // templateTick is the fleet's batches of one reading round, at data time at.
@@ -85,8 +87,13 @@ func fleetTemplates(ports, ticks int, interval time.Duration) (nodes []string, t
 				return fmt.Errorf("templates: batch of %s: %w", b.Node, err)
 			}
 			tm.node, tm.subject, tm.idPrefix = i, schemas.CountersSubject(b.Node), b.Node+"/"+boot+"/"
+			tm.offset = time.Duration(b.TimeMs-tick.at) * time.Millisecond
+			if tm.offset < 0 || tm.offset >= interval {
+				return fmt.Errorf("templates: batch of %s %s after its round: want within the interval", b.Node, tm.offset)
+			}
 			tick.batches = append(tick.batches, tm)
 		}
+		sort.SliceStable(tick.batches, func(i, j int) bool { return tick.batches[i].offset < tick.batches[j].offset })
 		tt = append(tt, tick)
 		return nil
 	})

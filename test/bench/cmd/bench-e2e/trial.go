@@ -59,11 +59,15 @@ type trial struct {
 	mu         sync.Mutex
 	seconds    []second
 	flapLat    []time.Duration // link-flap probes: publish of the flapped reading -> open event
-	allLat     []time.Duration // every event: publish of its subject's reading at its data time -> arrival
-	unmatched  int
+	allLat     []time.Duration // every event: its data time (= the wall time its reading was published) -> arrival
 	byType     map[string]map[string]int
 	eventCount uint64
 	flapByKey  map[string]bool // probes already matched
+
+	stopOnce   sync.Once
+	stopResult error
+	stopErr    error // of the stop after the window, printed by the report
+	reported   bool
 
 	load0, load1 float64
 	drained      bool
@@ -134,7 +138,9 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 	}
 	tr.stages = append(tr.stages, &stage{name: "generator", role: "generator", pid: os.Getpid()})
 	defer func() {
-		err = errors.Join(err, tr.stopAll())
+		if stopErr := tr.stopAll(); !tr.reported {
+			err = errors.Join(err, stopErr)
+		}
 		if removeDir && err == nil {
 			os.RemoveAll(dir)
 		} else {
@@ -186,7 +192,11 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 			return fmt.Errorf("rdmawatch migrate: %w: %s", err, out)
 		}
 		if !f.keepDB {
-			defer func() { err = errors.Join(err, dropDatabase(dsn)) }()
+			defer func() {
+				// The sinks first: they write what they hold before they stop.
+				_ = tr.stopAll()
+				err = errors.Join(err, dropDatabase(dsn))
+			}()
 		}
 		fmt.Fprintf(stdout, "  ClickHouse: %s (private database, %s)\n", redactDSN(dsn), map[bool]string{true: "kept", false: "dropped at the end"}[f.keepDB])
 	}
@@ -239,6 +249,7 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 	if err := tr.measure(ctx, nc, nodes, tt); err != nil {
 		return err
 	}
+	tr.stopErr = tr.stopAll()
 	return tr.report()
 }
 
@@ -341,8 +352,14 @@ func rowsIn(ctx context.Context, dsn string) (uint64, error) {
 }
 
 // stopAll stops every child (SIGTERM: the roles write their profiles),
-// the nats-server last.
+// the nats-server last. Only the first call stops; later ones return its
+// result.
 func (t *trial) stopAll() error {
+	t.stopOnce.Do(func() { t.stopResult = t.stopStages() })
+	return t.stopResult
+}
+
+func (t *trial) stopStages() error {
 	var errs []error
 	for i := len(t.stages) - 1; i >= 0; i-- {
 		st := t.stages[i]
@@ -382,7 +399,6 @@ func (t *trial) watchEvents(ctx context.Context) error {
 }
 
 func (t *trial) event(ev *schemas.Event, arrived time.Time) {
-	rel, ok := t.gen.released(ev.Subject.Node, int64(ev.DetectedAt), t.nodeIndex)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.eventCount++
@@ -390,11 +406,9 @@ func (t *trial) event(ev *schemas.Event, arrived time.Time) {
 		t.byType[ev.Type] = map[string]int{}
 	}
 	t.byType[ev.Type][ev.State]++
-	if ok {
-		t.allLat = append(t.allLat, arrived.Sub(rel))
-	} else {
-		t.unmatched++
-	}
+	// Data time is wall time here (each batch is published at its data
+	// time), so this is the latency from the reading that decided it.
+	t.allLat = append(t.allLat, arrived.Sub(ev.DetectedAt.Time()))
 	if ev.Type != schemas.TypeLinkFlap || ev.State != schemas.StateOpen {
 		return
 	}
@@ -427,7 +441,7 @@ func (t *trial) measure(ctx context.Context, nc *nats.Conn, nodes []string, tt [
 		flapEvery = int(f.flapEvery / f.interval)
 		flapAfter = int((warmUp + f.interval - 1) / f.interval)
 	}
-	gen, err := newGenerator(nc, nodes, tt, f.interval, f.slices, startWall, flapEvery, flapAfter)
+	gen, err := newGenerator(nc, nodes, tt, f.interval, startWall, flapEvery, flapAfter)
 	if err != nil {
 		return err
 	}
