@@ -49,7 +49,9 @@ func newGenerator(nc *nats.Conn, nodes []string, tt []templateTick, interval tim
 	g := &generator{nodes: nodes, tt: tt, interval: interval, start: start,
 		flapEvery: flapEvery, flapAfter: flapAfter, flapped: map[string]bool{}}
 	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(8192),
+		// Thousands of collectors publish at once on a real fleet, each
+		// with its own bound: allow two rounds in flight before stalling.
+		jetstream.WithPublishAsyncMaxPending(max(4096, 2*len(nodes))),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
 			g.pubErrors.Add(1)
 			g.mu.Lock()
@@ -107,7 +109,9 @@ func (g *generator) run(ctx context.Context) error {
 			}
 			m := &nats.Msg{Subject: tm.subject, Data: data, Header: nats.Header{}}
 			m.Header.Set(jetstream.MsgIDHeader, tm.msgID(seq))
-			if _, err := g.js.PublishMsgAsync(m); err != nil {
+			// A stall longer than an interval means the broker cannot take
+			// the load: the run fails and says so.
+			if _, err := g.js.PublishMsgAsync(m, jetstream.WithStallWait(max(g.interval, time.Second))); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
