@@ -22,7 +22,7 @@ type window struct {
 	cpu                          []float64 // mean cores per role
 	rssMax                       []int
 	loadMean                     float64
-	publishedTotal, processedEnd float64
+	insertBusy, inserts          float64 // per second
 }
 
 func summarise(ss []second) window {
@@ -43,6 +43,8 @@ func summarise(ss []second) window {
 		a.procPendMax = max(a.procPendMax, s.procPending)
 		a.sinkPendMax = max(a.sinkPendMax, s.sinkPending)
 		a.loadMean += s.load1 / n
+		a.insertBusy += s.insertBusy / n
+		a.inserts += s.inserts / n
 		for i := range roles {
 			if i < len(s.cpu) {
 				a.cpu[i] += s.cpu[i] / n
@@ -117,8 +119,8 @@ func judge(in verdictInput) verdict {
 			a.lagMean.Round(10*time.Millisecond), b.lagMean.Round(10*time.Millisecond), a.procPendMean, b.procPendMean, b.cpu[roleIndex("processor")]))
 	}
 	if in.withSink && b.sinkPendMean > a.sinkPendMean+in.perInterval {
-		why = append(why, fmt.Sprintf("sink into ClickHouse: falls behind (backlog %.0f -> %.0f messages; stores %.0f of %.0f rows/s; sink %.2f cores, ClickHouse %.2f cores)",
-			a.sinkPendMean, b.sinkPendMean, b.rows, b.pub, b.cpu[roleIndex("sink")], b.cpu[roleIndex("clickhouse")]))
+		why = append(why, fmt.Sprintf("sink into ClickHouse: falls behind (backlog %.0f -> %.0f messages; stores %.0f of %.0f rows/s; sink %.2f cores, in INSERTs %.0f%% of the time; ClickHouse %.2f cores)",
+			a.sinkPendMean, b.sinkPendMean, b.rows, b.pub, b.cpu[roleIndex("sink")], 100*b.insertBusy, b.cpu[roleIndex("clickhouse")]))
 	}
 	if !in.drained {
 		why = append(why, "drain: not everything published was processed and stored within the drain grace")
@@ -178,6 +180,12 @@ func (t *trial) report() error {
 	if f.clickhouse != "" {
 		fmt.Fprintf(w, "sink backlog (messages): first window mean %.0f max %d; last window mean %.0f max %d\n",
 			a.sinkPendMean, a.sinkPendMax, b.sinkPendMean, b.sinkPendMax)
+		perInsert, took := 0.0, time.Duration(0)
+		if all.inserts > 0 {
+			perInsert, took = all.rows/all.inserts, time.Duration(all.insertBusy/all.inserts*float64(time.Second))
+		}
+		fmt.Fprintf(w, "sink INSERTs into port_samples: %.2f/s of %.0f rows, %s each; the sink spends %.0f%% of its time waiting on them (ClickHouse's time, block building included)\n",
+			all.inserts, perInsert, took.Round(time.Millisecond), 100*all.insertBusy)
 		fmt.Fprintf(w, "stored: %d port_samples rows (FINAL) of %d published", t.final.rows, t.final.published)
 		if t.final.err != nil {
 			fmt.Fprintf(w, " (count failed: %v)", t.final.err)

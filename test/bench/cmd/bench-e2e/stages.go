@@ -171,21 +171,28 @@ func (s *stage) scrape(ctx context.Context) (map[string]*metricSum, error) {
 	out := map[string]*metricSum{}
 	for name, fam := range fams {
 		for _, m := range fam.GetMetric() {
-			v := m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
-			key := name
+			label := ""
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "table" || l.GetName() == "stream" {
-					key = name + "{" + l.GetValue() + "}"
+					label = "{" + l.GetValue() + "}"
 				}
 			}
-			ms := out[key]
-			if ms == nil {
-				ms = &metricSum{}
-				out[key] = ms
+			add := func(key string, v float64) {
+				ms := out[key]
+				if ms == nil {
+					ms = &metricSum{}
+					out[key] = ms
+				}
+				ms.sum += v
+				ms.max = max(ms.max, v)
+				ms.n++
 			}
-			ms.sum += v
-			ms.max = max(ms.max, v)
-			ms.n++
+			if h := m.GetHistogram(); h != nil {
+				add(name+"_sum"+label, h.GetSampleSum())
+				add(name+"_count"+label, float64(h.GetSampleCount()))
+				continue
+			}
+			add(name+label, m.GetCounter().GetValue()+m.GetGauge().GetValue()+m.GetUntyped().GetValue())
 		}
 	}
 	return out, nil

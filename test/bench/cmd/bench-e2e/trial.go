@@ -40,6 +40,8 @@ type second struct {
 	cpu                         []float64 // cores, per role
 	rss                         []int     // bytes, per role
 	load1                       float64
+	insertBusy                  float64 // seconds the sinks spent in port_samples INSERTs per second
+	inserts                     float64 // port_samples INSERT blocks in the second
 	publishedTotal, rowsTotal   float64
 	processedTotal, eventsTotal float64
 }
@@ -565,6 +567,7 @@ func (t *trial) checkStages() error {
 type cumulative struct {
 	at                                    time.Time
 	published, processed, rows, eventsNum float64
+	insertSec, inserts                    float64
 	cpu                                   []float64
 }
 
@@ -592,6 +595,8 @@ func (t *trial) sample(startWall time.Time, prev *cumulative) second {
 			s.procLag = max(s.procLag, time.Duration(metric(ms, "rdmawatch_processor_lag_seconds").max*float64(time.Second)))
 		case "sink":
 			cur.rows += metric(ms, "rdmawatch_sink_rows_inserted_total{port_samples}").sum
+			cur.insertSec += metric(ms, "rdmawatch_sink_insert_duration_seconds_sum{port_samples}").sum
+			cur.inserts += metric(ms, "rdmawatch_sink_insert_duration_seconds_count{port_samples}").sum
 		}
 	}
 	if t.gen != nil {
@@ -612,6 +617,8 @@ func (t *trial) sample(startWall time.Time, prev *cumulative) second {
 			s.processed = (cur.processed - prev.processed) / dt
 			s.rows = (cur.rows - prev.rows) / dt
 			s.events = uint64(cur.eventsNum - prev.eventsNum)
+			s.insertBusy = (cur.insertSec - prev.insertSec) / dt
+			s.inserts = cur.inserts - prev.inserts
 			for i := range roles {
 				s.cpu[i] = (cur.cpu[i] - prev.cpu[i]) / dt
 			}
