@@ -14,15 +14,15 @@ const warmUp = 10 * time.Second
 
 // window sums up seconds of the trial.
 type window struct {
-	n                            int
-	pub, proc, rows              float64
-	lagMean, lagMax, behindMax   time.Duration
-	procPendMean, sinkPendMean   float64
-	procPendMax, sinkPendMax     uint64
-	cpu                          []float64 // mean cores per role
-	rssMax                       []int
-	loadMean                     float64
-	insertBusy, inserts          float64 // per second
+	n                          int
+	pub, proc, rows            float64
+	lagMean, lagMax, behindMax time.Duration
+	procPendMean, sinkPendMean float64
+	procPendMax, sinkPendMax   uint64
+	cpu                        []float64 // mean cores per role
+	rssMax                     []int
+	loadMean                   float64
+	insertBusy, inserts        float64 // per second
 }
 
 func summarise(ss []second) window {
