@@ -78,7 +78,7 @@ func TestJudge(t *testing.T) {
 	base := func() verdictInput {
 		return verdictInput{first: steadyWindow(), last: steadyWindow(), all: steadyWindow(), perInterval: 125,
 			interval: time.Second, drained: true, flapP99: 50 * time.Millisecond, flaps: 20, maxP99: 2 * time.Second,
-			withSink: true, published: 1000, rows: 1000}
+			withSink: true, sinks: 1, published: 1000, rows: 1000}
 	}
 	for _, tc := range []struct {
 		name   string

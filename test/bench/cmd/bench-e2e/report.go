@@ -104,6 +104,7 @@ type verdictInput struct {
 	flaps            int
 	maxP99           time.Duration
 	withSink         bool
+	sinks            int
 	published, rows  uint64
 	rowsErr          error
 }
@@ -120,7 +121,7 @@ func judge(in verdictInput) verdict {
 	}
 	if in.withSink && b.sinkPendMean > a.sinkPendMean+in.perInterval {
 		why = append(why, fmt.Sprintf("sink into ClickHouse: falls behind (backlog %.0f -> %.0f messages; stores %.0f of %.0f rows/s; sink %.2f cores, in INSERTs %.0f%% of the time; ClickHouse %.2f cores)",
-			a.sinkPendMean, b.sinkPendMean, b.rows, b.pub, b.cpu[roleIndex("sink")], 100*b.insertBusy, b.cpu[roleIndex("clickhouse")]))
+			a.sinkPendMean, b.sinkPendMean, b.rows, b.pub, b.cpu[roleIndex("sink")], 100*b.insertBusy/float64(in.sinks), b.cpu[roleIndex("clickhouse")]))
 	}
 	if !in.drained {
 		why = append(why, "drain: not everything published was processed and stored within the drain grace")
@@ -184,8 +185,8 @@ func (t *trial) report() error {
 		if all.inserts > 0 {
 			perInsert, took = all.rows/all.inserts, time.Duration(all.insertBusy/all.inserts*float64(time.Second))
 		}
-		fmt.Fprintf(w, "sink INSERTs into port_samples: %.2f/s of %.0f rows, %s each; the sink spends %.0f%% of its time waiting on them (ClickHouse's time, block building included)\n",
-			all.inserts, perInsert, took.Round(time.Millisecond), 100*all.insertBusy)
+		fmt.Fprintf(w, "sink INSERTs into port_samples: %.2f/s of %.0f rows, %s each; a sink spends %.0f%% of its time in them (ClickHouse's time, block building included)\n",
+			all.inserts, perInsert, took.Round(time.Millisecond), 100*all.insertBusy/float64(f.sinks))
 		fmt.Fprintf(w, "stored: %d port_samples rows (FINAL) of %d published", t.final.rows, t.final.published)
 		if t.final.err != nil {
 			fmt.Fprintf(w, " (count failed: %v)", t.final.err)
@@ -223,7 +224,7 @@ func (t *trial) report() error {
 	fmt.Fprintf(w, "machine: %d cores, load average (1 min) %.1f at the start, %.1f at the end, %.1f mean over the window\n",
 		runtime.NumCPU(), t.load0, t.load1, all.loadMean)
 	v := judge(verdictInput{first: a, last: b, all: all, perInterval: perInterval, interval: f.interval, drained: t.drained,
-		flapP99: p99, flaps: len(t.flapLat), maxP99: f.maxP99, withSink: f.clickhouse != "",
+		flapP99: p99, flaps: len(t.flapLat), maxP99: f.maxP99, withSink: f.clickhouse != "", sinks: f.sinks,
 		published: t.final.published, rows: t.final.rows, rowsErr: t.final.err})
 	result := "holds"
 	if !v.holds {
