@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -66,6 +67,8 @@ type flags struct {
 	dir         string
 	profileDir  string
 	logLevel    string
+	sinkArgs    []string
+	procArgs    []string
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -90,12 +93,15 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.dir, "dir", "", "directory for the nats-server's store, logs and profiles (default: a new temporary one, removed unless --profile writes into it)")
 	fs.StringVar(&f.profileDir, "profile", "", "write CPU profiles of every stage's measured run here (generator.pprof, processor-0.pprof, sink-0.pprof)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of this program and the roles: debug, info, warn, error")
+	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"")
+	procArgs := fs.String("processor-args", "", "more flags for every rdmawatch processor, space separated")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	f.sinkArgs, f.procArgs = strings.Fields(*sinkArgs), strings.Fields(*procArgs)
 	switch {
 	case f.ports < 1 || f.interval < time.Millisecond || f.duration <= 0:
 		return f, errors.New("--ports, --interval (at least 1ms) and --duration must be positive")

@@ -70,7 +70,7 @@ func TestPrivateDSN(t *testing.T) {
 // steadyWindow is a window whose figures hold: flat lag and backlogs.
 func steadyWindow() window {
 	w := window{pub: 1000, proc: 1000, rows: 1000, lagMean: 300 * time.Millisecond, lagMax: 600 * time.Millisecond,
-		procPendMean: 10, sinkPendMean: 300, cpu: make([]float64, len(roles)), rssMax: make([]int, len(roles))}
+		procPendMean: 10, procPendMax: 40, sinkPendMean: 300, sinkPendMax: 900, cpu: make([]float64, len(roles)), rssMax: make([]int, len(roles))}
 	return w
 }
 
@@ -88,9 +88,11 @@ func TestJudge(t *testing.T) {
 	}{
 		{"flat", func(*verdictInput) {}, true, ""},
 		{"generator behind", func(in *verdictInput) { in.all.behindMax = 1500 * time.Millisecond }, false, "load generator"},
-		{"processor lag grows", func(in *verdictInput) { in.last.lagMean = 2 * time.Second }, false, "processor"},
-		{"processor backlog grows", func(in *verdictInput) { in.last.procPendMean = 500 }, false, "processor"},
-		{"sink backlog grows", func(in *verdictInput) { in.last.sinkPendMean = 2000 }, false, "sink"},
+		{"processor lag grows", func(in *verdictInput) { in.last.lagMean = 1700 * time.Millisecond }, false, "processor"},
+		{"processor lag swings", func(in *verdictInput) { in.last.lagMean = 1500 * time.Millisecond }, true, ""},
+		{"processor backlog grows", func(in *verdictInput) { in.last.procPendMean = 200 }, false, "processor"},
+		{"sink backlog grows", func(in *verdictInput) { in.last.sinkPendMean = 1100 }, false, "sink"},
+		{"sink backlog swings", func(in *verdictInput) { in.last.sinkPendMean = 1000 }, true, ""},
 		{"sink backlog grows, no sink", func(in *verdictInput) { in.last.sinkPendMean, in.withSink = 2000, false }, true, ""},
 		{"not drained", func(in *verdictInput) { in.drained = false }, false, "drain"},
 		{"rows missing", func(in *verdictInput) { in.rows = 999 }, false, "storage"},

@@ -202,7 +202,7 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 		}
 		fmt.Fprintf(stdout, "  ClickHouse: %s (private database, %s)\n", redactDSN(dsn), map[bool]string{true: "kept", false: "dropped at the end"}[f.keepDB])
 	}
-	start := func(name, role string, port int, args ...string) error {
+	start := func(name, role string, port int, args ...string) error { // args: the command and its flags
 		listen := fmt.Sprintf("127.0.0.1:%d", port)
 		if err := freeAddr(listen); err != nil {
 			return err
@@ -220,14 +220,15 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 		return nil
 	}
 	for i := range f.processors {
-		if err := start(fmt.Sprintf("processor-%d", i), "processor", f.portBase+300+i, "processor",
-			"--instance", strconv.Itoa(i), "--instances", strconv.Itoa(f.processors), "--topology", topoPath); err != nil {
+		args := append([]string{"processor", "--instance", strconv.Itoa(i), "--instances", strconv.Itoa(f.processors), "--topology", topoPath}, f.procArgs...)
+		if err := start(fmt.Sprintf("processor-%d", i), "processor", f.portBase+300+i, args...); err != nil {
 			return err
 		}
 	}
 	if dsn != "" {
 		for i := range f.sinks {
-			if err := start(fmt.Sprintf("sink-%d", i), "sink", f.portBase+300+f.processors+i, "sink", "--clickhouse", dsn); err != nil {
+			args := append([]string{"sink", "--clickhouse", dsn}, f.sinkArgs...)
+			if err := start(fmt.Sprintf("sink-%d", i), "sink", f.portBase+300+f.processors+i, args...); err != nil {
 				return err
 			}
 		}
