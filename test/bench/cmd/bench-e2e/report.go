@@ -219,7 +219,7 @@ func (t *trial) report() error {
 	// processed, the sinks and ClickHouse the rows stored. It is what
 	// projects a larger fleet (on a machine as loaded as this one was).
 	handled := map[string]float64{"generator": all.pub, "nats": all.pub, "processor": all.proc, "sink": all.rows, "clickhouse": all.rows}
-	fmt.Fprintf(w, "%-11s %14s %14s %22s %12s\n", "stage", "cores (steady)", "cores (last)", "cores per 10k samples/s", "max RSS MiB")
+	fmt.Fprintf(w, "%-11s %14s %14s %24s %12s\n", "stage", "cores (steady)", "cores (last)", "cores per 10k samples/s", "max RSS MiB")
 	for i, r := range roles {
 		if all.rssMax[i] == 0 && all.cpu[i] == 0 {
 			continue
@@ -232,7 +232,7 @@ func (t *trial) report() error {
 		if h := handled[r]; h > 0 {
 			per = fmt.Sprintf("%.3f", all.cpu[i]/(h/10000))
 		}
-		fmt.Fprintf(w, "%-11s %14.2f %14.2f %22s %12.0f%s\n", r, all.cpu[i], b.cpu[i], per, float64(all.rssMax[i])/(1<<20), note)
+		fmt.Fprintf(w, "%-11s %14.2f %14.2f %24s %12.0f%s\n", r, all.cpu[i], b.cpu[i], per, float64(all.rssMax[i])/(1<<20), note)
 	}
 	fmt.Fprintf(w, "machine: %d cores, load average (1 min) %.1f at the start, %.1f at the end, %.1f mean over the window\n",
 		runtime.NumCPU(), t.load0, t.load1, all.loadMean)
