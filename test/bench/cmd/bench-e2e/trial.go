@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -106,6 +107,9 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 	if err != nil {
 		return err
 	}
+	// The simulator's state is garbage now: give it back, so the
+	// generator's memory is what it publishes from.
+	debug.FreeOSMemory()
 	var tmplBytes, samples int
 	for _, tick := range tt {
 		for _, b := range tick.batches {
