@@ -197,7 +197,8 @@ func (t *trial) report() error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "load generator behind its schedule: max %s; publish errors %d\n", ms(all.behindMax), t.gen.pubErrors.Load())
+	fmt.Fprintf(w, "load generator behind its schedule: max %s; publish errors %d; stalls (two rounds unacknowledged for an interval) %d\n",
+		ms(all.behindMax), t.gen.pubErrors.Load(), t.gen.stalls.Load())
 	fmt.Fprintf(w, "drained within %s after the window: %v", f.drainGrace, t.drained)
 	if t.drained {
 		fmt.Fprintf(w, " (in %s)", t.drainTook.Round(100*time.Millisecond))
