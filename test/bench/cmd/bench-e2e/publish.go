@@ -39,7 +39,7 @@ type generator struct {
 	messages   atomic.Uint64
 	pubErrors  atomic.Uint64
 	stalls     atomic.Uint64 // publishes that waited more than an interval for room
-	worstBehnd atomic.Int64 // ns, largest since the last take
+	worstBehnd atomic.Int64  // ns, largest since the last take
 
 	mu       sync.Mutex
 	flaps    []flap
