@@ -90,7 +90,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.BoolVar(&f.keepDB, "keep-database", false, "keep the private database after the run")
 	fs.StringVar(&f.rdmawatch, "rdmawatch", envOr("RDMAWATCH_BIN", "bin/rdmawatch"), "the rdmawatch binary whose processor, sink and migrate run (env RDMAWATCH_BIN)")
 	fs.IntVar(&f.portBase, "port-base", 24000, "TCP ports used: nats-server on base+222, telemetry of the roles from base+300")
-	fs.StringVar(&f.dir, "dir", "", "directory for the nats-server's store, logs and profiles (default: a new temporary one, removed unless --profile writes into it)")
+	fs.StringVar(&f.dir, "dir", "", "directory for the nats-server's store, the topology and the logs (default: a new temporary one, removed after a successful run)")
 	fs.StringVar(&f.profileDir, "profile", "", "write CPU profiles of every stage's measured run here (generator.pprof, processor-0.pprof, sink-0.pprof)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of this program and the roles: debug, info, warn, error")
 	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"")

@@ -128,7 +128,7 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 		if dir, err = os.MkdirTemp("", "bench-e2e-"); err != nil {
 			return err
 		}
-		removeDir = f.profileDir == ""
+		removeDir = true // on success; a failed run keeps its logs
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
