@@ -65,12 +65,15 @@ bench: build
 	  RDMAWATCH_CLICKHOUSE="$$dsn" $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 10m $(PKGS)
 
 # The end-to-end benchmark (BENCHMARKS.md figure 5), its own program out of
-# the product binary: PORTS ports at a 1 s interval for DURATION.
-PORTS    ?= 10000
-DURATION ?= 1m
-bench-e2e:
+# the product binary: PORTS ports at a 1 s interval for DURATION, published
+# from memory into nats-server, rdmawatch processor(s) and sink(s) as separate
+# processes, a private database of the local ClickHouse. BENCH_E2E_FLAGS adds
+# flags (--processors 2, --profile DIR, ...).
+PORTS    ?= 50000
+DURATION ?= 5m
+bench-e2e: build
 	@dsn=$$($(CH) up | tail -n 1) && \
-	  $(GO) run ./test/bench/cmd/bench-e2e --ports $(PORTS) --interval 1s --duration $(DURATION) --clickhouse "$$dsn" --log-level warn
+	  $(GO) run ./test/bench/cmd/bench-e2e --ports $(PORTS) --interval 1s --duration $(DURATION) --clickhouse "$$dsn" --rdmawatch $(BIN) $(BENCH_E2E_FLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,36 +1,41 @@
 // Command bench-e2e is the end-to-end benchmark of BENCHMARKS.md (figure 5):
-// the pipeline of `rdmawatch run` (embedded NATS JetStream, delta engine and
-// publisher, processors, and the sink into ClickHouse when a DSN is set)
-// over a simulated RoCE fleet of --ports ports (8 per host, the load
-// generator of test/bench) read every --interval, in real time (speed 1),
-// for --duration of wall time. A PFC storm and a link flap are injected
-// every --fault-every so that events exist.
+// it measures the pipeline, not the load generator.
 //
-// Every second it prints the port samples published and processed, the lag
-// (newest published data time - newest processed data time), the batches
-// published but not yet processed, the sink's pending messages (counters
-// consumer: not yet delivered + not yet acked) and how far the load
-// generator is behind real time. At the end: p50/p99/max of the
-// sample-to-event latency (wall time from when the subject node's reading
-// holding the event's data time was released to the collector, to when the
-// event arrived from the events stream), the lag in the first and the last
-// window (a minute, or a quarter of a shorter run), the CPU used, and
-// "result: holds" or "result: does not hold". The exit status is 0 either
-// way; an error is a failed run.
+// Before the measured window it runs the simulated RoCE fleet of test/bench
+// (--ports ports, 8 per host) through the collector's delta engine for
+// --templates reading rounds and keeps every node's batch encoded in
+// memory: on a real fleet the simulator's work and the delta engine run on
+// every host, not here. Then it starts, as separate processes so that each
+// has its own CPU and memory: a nats-server (this program re-executed, the
+// nats-server module of go.mod) with the production streams, --processors
+// `rdmawatch processor` and --sinks `rdmawatch sink` into a private
+// database of the ClickHouse of --clickhouse (migrated by `rdmawatch
+// migrate`). During --duration it publishes the template batches, re-timed
+// in place (data times and the sequence number are fixed-width fields), at
+// --interval in wall time, and injects a link flap on a new port every
+// --flap-every: the open event of each flap gives a sample-to-event latency
+// (wall time from the publish of the reading that carries the flap to the
+// arrival of its event on the events stream).
 //
-//	go run ./test/bench/cmd/bench-e2e --ports N --interval 1s --duration 1m --clickhouse "$dsn"
+// Every --report-every it prints the samples published, processed and
+// landed in ClickHouse per second, the processors' data-time lag and
+// backlog, the sink's backlog, the CPU (cores) and memory of each stage and
+// the load average. At the end: the figures of the first and the last
+// window, the latency p50/p99, and "result: holds" or "result: does not
+// hold" with the stage that saturates. Exit status 0 either way; an error
+// is a failed run.
 //
-// It lives under test/ because test/bench imports testing and natstest: the
-// product binary must not link them.
+//	go run ./test/bench/cmd/bench-e2e --ports N --duration 5m
+//
+// It lives under test/ because test/bench imports testing: the product
+// binary must not link it.
 package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -38,23 +43,32 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/internal/pipeline"
-	"github.com/rdmawatch/rdmawatch/sim"
-	"github.com/rdmawatch/rdmawatch/test/bench"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 )
 
 // flags are the settings of one trial.
 type flags struct {
-	ports      int
-	interval   time.Duration
-	duration   time.Duration
-	processors int
-	faultEvery time.Duration
-	maxP99     time.Duration
-	cpuProfile string
-	drainGrace time.Duration
-	clickhouse string
-	logLevel   string
+	ports       int
+	interval    time.Duration
+	duration    time.Duration
+	processors  int
+	sinks       int
+	partitions  int
+	templates   int
+	flapEvery   time.Duration
+	maxP99      time.Duration
+	drainGrace  time.Duration
+	reportEvery time.Duration
+	clickhouse  string
+	database    string
+	keepDB      bool
+	rdmawatch   string
+	portBase    int
+	dir         string
+	profileDir  string
+	logLevel    string
+	sinkArgs    []string
+	procArgs    []string
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -63,26 +77,65 @@ func parseFlags(args []string) (flags, error) {
 	fs.IntVar(&f.ports, "ports", 1000, "ports in the simulated fleet (rounded up to whole hosts of 8)")
 	fs.DurationVar(&f.interval, "interval", time.Second, "collection interval")
 	fs.DurationVar(&f.duration, "duration", 5*time.Minute, "wall time measured")
-	fs.IntVar(&f.processors, "processors", 1, "processor instances")
-	fs.DurationVar(&f.faultEvery, "fault-every", 30*time.Second, "inject a PFC storm and a link flap this often")
+	fs.IntVar(&f.processors, "processors", 1, "rdmawatch processor instances (--instance i --instances N)")
+	fs.IntVar(&f.sinks, "sinks", 1, "rdmawatch sink processes (sharing the durable consumers)")
+	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the counters stream")
+	fs.IntVar(&f.templates, "templates", 10, "reading rounds of the fleet kept in memory and replayed in turn")
+	fs.DurationVar(&f.flapEvery, "flap-every", 2*time.Second, "inject a link flap on a new port this often (the latency probes); 0: none")
 	fs.DurationVar(&f.maxP99, "max-p99", 2*time.Second, "the p99 sample-to-event latency a trial must stay under to hold")
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured window to this file")
-	fs.DurationVar(&f.drainGrace, "drain-grace", 20*time.Second, "after the measured window, how long the pipeline may take to drain")
-	fs.StringVar(&f.clickhouse, "clickhouse", os.Getenv("RDMAWATCH_CLICKHOUSE"), "ClickHouse DSN of the sink; empty: no sink (env RDMAWATCH_CLICKHOUSE)")
-	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	fs.DurationVar(&f.drainGrace, "drain-grace", 30*time.Second, "after the window, how long the pipeline may take to process and store what was published")
+	fs.DurationVar(&f.reportEvery, "report-every", 10*time.Second, "print a progress line this often (figures are sampled every second)")
+	fs.StringVar(&f.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", "clickhouse://127.0.0.1:19000/default"), "ClickHouse DSN; its database is replaced by a private one (--database); empty: no sink (env RDMAWATCH_CLICKHOUSE)")
+	fs.StringVar(&f.database, "database", "", "the private database (default bench_e2e_<unix time>); dropped at the end unless --keep-database")
+	fs.BoolVar(&f.keepDB, "keep-database", false, "keep the private database after the run")
+	fs.StringVar(&f.rdmawatch, "rdmawatch", envOr("RDMAWATCH_BIN", "bin/rdmawatch"), "the rdmawatch binary whose processor, sink and migrate run (env RDMAWATCH_BIN)")
+	fs.IntVar(&f.portBase, "port-base", 24000, "TCP ports used: nats-server on base+222, telemetry of the roles from base+300")
+	fs.StringVar(&f.dir, "dir", "", "directory for the nats-server's store, the topology and the logs (default: a new temporary one, removed after a successful run)")
+	fs.StringVar(&f.profileDir, "profile", "", "write CPU profiles of every stage's measured run here (generator.pprof, processor-0.pprof, sink-0.pprof)")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of this program and the roles: debug, info, warn, error")
+	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"")
+	procArgs := fs.String("processor-args", "", "more flags for every rdmawatch processor, space separated")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if f.ports < 1 || f.interval <= 0 || f.duration <= 0 {
-		return f, errors.New("--ports, --interval and --duration must be positive")
+	f.sinkArgs, f.procArgs = strings.Fields(*sinkArgs), strings.Fields(*procArgs)
+	switch {
+	case f.ports < 1 || f.interval < time.Millisecond || f.duration <= 0:
+		return f, errors.New("--ports, --interval (at least 1ms) and --duration must be positive")
+	case f.processors < 1 || f.sinks < 1 || f.partitions < f.processors:
+		return f, fmt.Errorf("--processors %d, --sinks %d, --partitions %d: want at least one of each and no fewer partitions than processors", f.processors, f.sinks, f.partitions)
+	case f.templates < 1:
+		return f, errors.New("--templates must be positive")
+	case f.flapEvery < 0 || (f.flapEvery > 0 && f.flapEvery < f.interval):
+		return f, fmt.Errorf("--flap-every %s: 0 or at least one interval (%s)", f.flapEvery, f.interval)
+	case f.portBase < 1024 || f.portBase+300+f.processors+f.sinks > 65535:
+		return f, fmt.Errorf("--port-base %d: out of range", f.portBase)
+	case f.reportEvery < time.Second:
+		return f, errors.New("--report-every: at least 1s")
 	}
 	return f, nil
 }
 
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == serveNATSCommand {
+		if err := serveNATS(ctx, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-e2e nats-server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	f, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -91,9 +144,7 @@ func main() {
 		var lvl slog.Level
 		if err = lvl.UnmarshalText([]byte(f.logLevel)); err == nil {
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			err = run(ctx, f, log, os.Stdout)
-			stop()
 		}
 	}
 	if err != nil {
@@ -102,92 +153,25 @@ func main() {
 	}
 }
 
-// fleet builds the simulated fleet with its faults. It runs a little longer
-// than the window: the window ends by cancelling, so the end of the data
-// never shortens it.
-func fleet(f flags) (*sim.Fleet, sim.Config, []string, error) {
-	start := time.Now().UTC().Truncate(time.Second)
-	cfg := bench.FleetConfig(f.ports, f.interval, f.duration+time.Minute)
-	cfg.Start = start
-	cfg.Fabric = "bench-e2e"
-	fl, err := sim.NewFleet(cfg)
-	if err != nil {
-		return nil, cfg, nil, err
-	}
-	lay := fl.Layout()
-	var faults []string
-	for i, at := 0, 10*time.Second; f.faultEvery > 0 && at < f.duration; i, at = i+1, at+f.faultEvery {
-		// Spread over the fleet: a different leaf each time.
-		origin := lay.Ports[(i*997+3)%len(lay.Ports)].PortRef
-		flap := lay.Ports[(i*991+len(lay.Ports)/2)%len(lay.Ports)].PortRef
-		storm := sim.PFCStorm{Port: origin, From: start.Add(at), Duration: f.faultEvery / 2, Spread: 200 * time.Millisecond, MaxAffected: 4}
-		lf := sim.LinkFlap{Port: flap, At: start.Add(at + f.faultEvery/3)}
-		for _, ft := range []sim.Fault{storm, lf} {
-			if err := fl.Inject(ft); err != nil {
-				return nil, cfg, nil, fmt.Errorf("inject: %w", err)
-			}
-			faults = append(faults, sim.DescribeFault(ft, start))
-		}
-	}
-	return fl, cfg, faults, nil
-}
+// serveNATSCommand makes this program a nats-server (the module's, as
+// embedded by the project) in a process of its own, so its CPU is its own.
+const serveNATSCommand = "serve-nats"
 
-func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) error {
-	fl, cfg, faults, err := fleet(f)
+func serveNATS(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet(serveNATSCommand, flag.ContinueOnError)
+	dir := fs.String("dir", "", "JetStream store directory")
+	port := fs.Int("port", 0, "client port on 127.0.0.1")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || *port <= 0 {
+		return errors.New("--dir and --port are required")
+	}
+	srv, err := natsutil.StartEmbedded(*dir, *port)
 	if err != nil {
 		return err
 	}
-	topo, err := sim.ParsedTopology(cfg)
-	if err != nil {
-		return err
-	}
-	simSrc, err := sim.NewSource(fl, sim.WithSpeed(1))
-	if err != nil {
-		return err
-	}
-	lay := fl.Layout()
-	fmt.Fprintf(stdout, "bench-e2e: %d ports (%d hosts x %d) read every %s in real time for %s; %d processor(s); ClickHouse: %s\n",
-		len(lay.Ports), len(lay.Nodes), bench.PortsPerHost, f.interval, f.duration, f.processors, orNone(f.clickhouse))
-	fmt.Fprintf(stdout, "  %d faults injected (a PFC storm and a link flap every %s), first: %s\n", len(faults), f.faultEvery, strings.Join(faults[:min(2, len(faults))], "; "))
-	fmt.Fprintf(stdout, "%6s %10s %10s %8s %8s %8s %8s %7s\n", "t", "pub/s", "proc/s", "lag", "backlog", "sinkpend", "behind", "events")
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	tr := &trial{f: f, log: log, stdout: stdout, cancel: cancel,
-		src: &releaseSource{Source: simSrc, byNode: map[string][]release{}}}
-	defer tr.endWindow()
-	p, err := pipeline.Start(runCtx, pipeline.Config{
-		Source:     tr.src,
-		Topology:   topo,
-		ClickHouse: f.clickhouse,
-		Processors: f.processors,
-		Log:        log,
-		BootID:     func(string, int) string { return rand.Text() },
-		DrainGrace: f.drainGrace,
-		OnEvent:    tr.event,
-		OnProgress: tr.progress,
-	})
-	if err != nil {
-		return err
-	}
-	if err := tr.startWindow(p.JetStream()); err != nil {
-		return errors.Join(err, p.Shutdown())
-	}
-	res, runErr := p.Run(runCtx)
-	tr.endWindow()
-	drainEnd := time.Now()
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
-		return runErr
-	}
-	if ctx.Err() != nil {
-		return ctx.Err() // interrupted: no verdict
-	}
-	return tr.report(res, drainEnd.Sub(tr.t0.Add(tr.cpuWall)) < f.drainGrace)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none (no sink)"
-	}
-	return s
+	<-ctx.Done()
+	srv.Shutdown()
+	return nil
 }
