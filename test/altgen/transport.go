@@ -56,7 +56,7 @@ type appState struct {
 	lossFromBER bool    // loss follows the BER past critical
 	starve      float64 // out_of_buffer per second
 	starvePeers []*port
-	starveKind  int // 0 out_of_buffer, 1 RNR NAKs, 2 rx_discards_phy
+	starveKind  int     // 0 out_of_buffer, 1 RNR NAKs, 2 rx_discards_phy
 	cqe         float64 // failed completions per second
 	cqeKind     int
 	reorder     float64 // healthy out-of-sequence share
