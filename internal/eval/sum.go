@@ -176,3 +176,8 @@ func (s *Sum) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "affected-F1 %.3f [%s]: pfc_storm %s\n", f.F1, f.Run, f.Subject)
 	}
 }
+
+// AffectedF1 is the affected-F1 of a storm incident against its label.
+func AffectedF1(in *Incident, l *schemas.Label) float64 {
+	return f1(in.AffectedNodes, l.Affected)
+}

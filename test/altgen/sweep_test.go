@@ -150,7 +150,11 @@ func replayDir(ctx context.Context, dir string) ([]schemas.Event, []schemas.Labe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tr, err := trace.Open(filepath.Join(dir, "trace.jsonl"))
+	path := filepath.Join(dir, "trace.jsonl")
+	if _, err := os.Stat(path); err != nil {
+		path += ".gz"
+	}
+	tr, err := trace.Open(path)
 	if err != nil {
 		return nil, nil, nil, err
 	}
