@@ -11,7 +11,8 @@ import (
 
 // TestRegressions replays the cases the sweep once failed on (cut out of
 // altgen traces by testdata/trim.py, see testdata/README.md) and requires
-// every label found once, nothing else raised, and every storm's affected
+// every label found once, nothing else raised (a case without labels is a
+// healthy one: any incident fails it), and every storm's affected
 // nodes right (affected-F1 at least minAffectedF1 each).
 func TestRegressions(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("testdata", "*", "labels.jsonl"))
@@ -26,9 +27,6 @@ func TestRegressions(t *testing.T) {
 			evs, labels, _, err := replayDir(t.Context(), dir)
 			if err != nil {
 				t.Fatal(err)
-			}
-			if len(labels) == 0 {
-				t.Fatal("no labels")
 			}
 			iv, err := eval.TraceInterval(traceOf(t, dir))
 			if err != nil {
