@@ -15,6 +15,11 @@ KEEP = {
         "hw_counters": lambda k: k in ("rp_cnp_handled", "np_ecn_marked_roce_packets", "np_cnp_sent"),
         "ethtool": lambda k: "pause" in k or "storm" in k,
     },
+    "cnp_ecn_imbalance": {
+        "counters": lambda k: k in ("port_rcv_data", "port_xmit_data", "port_rcv_packets", "port_xmit_packets"),
+        "hw_counters": lambda k: k.startswith("np_") or k.startswith("rp_"),
+        "ethtool": lambda k: "pause" in k,
+    },
     "receive_starvation": {
         "counters": lambda k: k in ("port_rcv_data", "port_xmit_data", "port_rcv_packets", "port_xmit_packets"),
         "hw_counters": lambda k: k in ("out_of_buffer", "rnr_nak_retry_err"),
