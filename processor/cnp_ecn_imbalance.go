@@ -137,6 +137,11 @@ type CNPECNImbalance struct {
 	fabric *Tracker
 	view   FabricView
 	fab    cnpFabric
+	// blind are the RoCE ports that carry traffic but show no congestion
+	// counters (no hw_counters: an old kernel, a collector without
+	// access): reaction points whose CNPs nobody counts. Bounded by the
+	// fabric's RoCE ports; usually empty.
+	blind map[schemas.PortID]*cnpBlind
 }
 
 // NewCNPECNImbalance returns the detector with its defaults; change the
@@ -263,6 +268,9 @@ type cnpPort struct {
 	// readings and ignoring count the clean readings, and those in which
 	// rp_cnp_ignored rose: one burst of ignored CNPs is not a disabled RP.
 	readings, ignoring *Buckets
+	// tx is what the port transmits (bytes), for the share of the CNPs a
+	// blind port may receive (see cnpBlind).
+	tx *Buckets
 	// has: counters the port ever exposed; prevOK: read with a real value
 	// in the previous reading, so this reading's delta spans one interval.
 	has, prevOK uint8
@@ -292,11 +300,19 @@ func newCNPPort() *cnpPort {
 		covered:  NewBuckets(cnpBuckets, cnpBucketWidth),
 		readings: NewBuckets(cnpBuckets, cnpBucketWidth),
 		ignoring: NewBuckets(cnpBuckets, cnpBucketWidth),
+		tx:       NewBuckets(cnpBuckets, cnpBucketWidth),
 	}
 	for i := range st.sums {
 		st.sums[i] = NewBuckets(cnpBuckets, cnpBucketWidth)
 	}
 	return st
+}
+
+// cnpBlind is a RoCE port without congestion counters: what it transmits
+// (bytes, prorated over its intervals), the bound of the CNPs it may get.
+type cnpBlind struct {
+	tx   *Buckets
+	last schemas.Millis
 }
 
 // cnpWindow is one port's figures over a window.
@@ -366,8 +382,12 @@ func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample
 	st, ok := LookupPortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
 	if !ok {
 		// Only ports with the notification-point counters take state:
-		// InfiniBand ports and RoCE ports without them cost nothing.
+		// InfiniBand ports and RoCE ports without them cost nothing,
+		// but for what a blind RoCE port transmits.
 		if present&(1<<cnpMarked|1<<cnpSent) != 1<<cnpMarked|1<<cnpSent {
+			if present == 0 {
+				d.observeBlind(s)
+			}
 			return
 		}
 		st = PortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
@@ -386,6 +406,9 @@ func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample
 		spread(st.sums[i], from, to, float64(deltas[i]))
 	}
 	spread(st.covered, from, to, float64(to-from))
+	if tx, ok := cnpTxBytes(s); ok {
+		spread(st.tx, from, to, tx)
+	}
 	st.readings.Add(to, 1)
 	if deltas[cnpIgnored] > 0 {
 		st.ignoring.Add(to, 1)
@@ -393,6 +416,46 @@ func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample
 	d.learnRates(st, deltas, float64(to-from)/1000)
 	d.trackRuns(st, s, deltas)
 	d.judgePort(st, port, s, em)
+}
+
+// cnpBlindFactor: a blind port may receive this multiple of its share of
+// the window's transmitted bytes in CNPs. Its share is measured over the
+// same window (not a past share, as for an unknown port), so the margin is
+// for the senders that cross the marked queues more than others.
+const cnpBlindFactor = 1.5
+
+var idPortXmitData = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_data")
+
+// cnpTxBytes is the sample's port_xmit_data delta in bytes (the counter
+// counts 4-byte words), if it has a usable one.
+func cnpTxBytes(s *Sample) (float64, bool) {
+	c, ok := s.CounterByID(idPortXmitData)
+	if !ok || s.IntervalMs <= 0 || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0 {
+		return 0, false
+	}
+	return 4 * float64(c.Delta), true
+}
+
+// observeBlind keeps what a RoCE port without congestion counters
+// transmits.
+func (d *CNPECNImbalance) observeBlind(s *Sample) {
+	if s.PortSample == nil || s.LinkLayer != "Ethernet" {
+		return
+	}
+	tx, ok := cnpTxBytes(s)
+	if !ok {
+		return
+	}
+	if d.blind == nil {
+		d.blind = make(map[schemas.PortID]*cnpBlind)
+	}
+	b := d.blind[s.ID]
+	if b == nil {
+		b = &cnpBlind{tx: NewBuckets(cnpBuckets, cnpBucketWidth)}
+		d.blind[s.ID] = b
+	}
+	spread(b.tx, s.Since(), s.Time, tx)
+	b.last = max(b.last, s.Time)
 }
 
 // learnRates keeps the port's usual CNP rates, an exponential average with a
@@ -578,6 +641,10 @@ type cnpFabric struct {
 	// lastShared is the end of the latest window the shares were learned
 	// from.
 	lastShared schemas.Millis
+	// blindShare is the blind ports' usual share of the fabric's RoCE
+	// transmit bytes over balanced windows (see allowBlind).
+	blindShare float64
+	blindKnown bool
 }
 
 // fabricWindow is the fabric's sums over one window, with per-bucket sums
@@ -587,10 +654,15 @@ type fabricWindow struct {
 	sent, handled, ign float64
 	unknownRecv        float64 // CNPs the unknown ports may have received
 	unknownSent        float64
-	ports, uncovered   int
-	bucketSent         [cnpBuckets]float64
-	bucketRecv         [cnpBuckets]float64
-	buckets            int
+	// blindRecv is what the blind ports may have received beyond their
+	// usual share: it lowers the lost CNPs, but unlike unknownRecv it does
+	// not make a window inconclusive (their usual share is learned from
+	// the balanced windows it would otherwise hide).
+	blindRecv        float64
+	ports, uncovered int
+	bucketSent       [cnpBuckets]float64
+	bucketRecv       [cnpBuckets]float64
+	buckets          int
 }
 
 // OnWatermark implements FabricDetector: the fabric balance, and the sweep
@@ -668,12 +740,14 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	var covered []cnpKnown
 	var unknown []*cnpPort
 	var unknownMs []float64
+	var monitoredTx float64
 	fabric.Ports(func(p *PortState) bool {
 		st, ok := LookupPortLocal[cnpPort](p, schemas.TypeCNPECNImbalance)
 		if !ok || (p.LastTime < w.from-forget) {
 			return true
 		}
 		w.ports++
+		monitoredTx += st.tx.Sum(w.from, w.to)
 		pw := st.window(w.from, w.to)
 		w.sent += pw.c[cnpSent]
 		w.handled += pw.c[cnpHandled]
@@ -693,6 +767,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 		return true
 	})
 	w.allowUnknown(unknown, unknownMs, spanMs)
+	blindShare := d.allowBlind(&w, monitoredTx, end-forget)
 	if w.sent <= 0 || w.sent < d.MinFabricLost {
 		// Even losing every CNP would prove nothing: the window shows
 		// neither loss nor balance.
@@ -703,7 +778,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	recv := w.handled + w.ign
 	conclusive := w.unknownRecv <= d.MaxUnknownShare*w.sent
 	gap := (w.sent - recv) / w.sent
-	lostLow := w.sent - recv - w.unknownRecv
+	lostLow := w.sent - recv - w.unknownRecv - w.blindRecv
 	gapLow := lostLow / w.sent
 	lossy := gapLow >= d.MinGap && lostLow >= max(d.MinFabricLost, d.FabricSigmas*sigma)
 	balanced := math.Abs(w.sent-recv) <= max(d.BalanceTolerance*w.sent, d.BalanceSigmas*sigma) && gap < d.MinGap
@@ -717,6 +792,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 			if d.fab.balanced >= d.BalancedEvaluations {
 				d.fab.proven = true
 			}
+			d.learnBlind(blindShare, float64(end-d.fab.lastShared)/1000)
 			d.learnShares(covered, w.sent, float64(end-d.fab.lastShared)/1000)
 			d.fab.lastShared = end
 		} else {
@@ -731,6 +807,48 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	case conclusive && gap < d.MinGap/cnpClearGapDivisor:
 		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)
 	}
+}
+
+// allowBlind adds what the blind RoCE ports may have received beyond
+// their usual share, and returns their share of the window's transmitted
+// bytes. Blind ports send CNPs nobody counts and receive CNPs nobody counts;
+// while their traffic keeps its usual share, what that does to the balance
+// is in the balance the fabric proved. CNPs go to the senders whose traffic
+// crosses the marked queues, so when a blind port's share of the
+// transmitted bytes grows (a job starts there), it may take up to
+// cnpBlindFactor times the growth of the CNPs: without that allowance the
+// job reads as CNPs lost in the network. A share that shrinks allows
+// nothing: lost CNPs still show.
+func (d *CNPECNImbalance) allowBlind(w *fabricWindow, monitoredTx float64, forgetBefore schemas.Millis) float64 {
+	var blindTx float64
+	for id, b := range d.blind {
+		if b.last < forgetBefore {
+			delete(d.blind, id)
+			continue
+		}
+		blindTx += b.tx.Sum(w.from, w.to)
+	}
+	if blindTx <= 0 {
+		return 0
+	}
+	share := blindTx / (blindTx + monitoredTx)
+	grown := share
+	if d.fab.blindKnown {
+		grown = max(0, share-d.fab.blindShare)
+	}
+	w.blindRecv = cnpBlindFactor * grown * w.sent
+	return share
+}
+
+// learnBlind keeps the blind ports' usual share (an average over about
+// 5 min of balanced windows).
+func (d *CNPECNImbalance) learnBlind(share, seconds float64) {
+	if !d.fab.blindKnown {
+		d.fab.blindShare, d.fab.blindKnown = share, true
+		return
+	}
+	a := min(1, max(0, seconds)/cnpAverageSeconds)
+	d.fab.blindShare += a * (share - d.fab.blindShare)
 }
 
 // allowUnknown adds what the unknown ports may have sent and received:

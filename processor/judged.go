@@ -246,6 +246,19 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 	if !ok {
 		return
 	}
+	// A sample whose deltas span a gap (the port or its node was silent
+	// for minutes) averages over a time in which anything may have
+	// happened: a burst of seconds inside it reads as a rate held for
+	// minutes. It neither starts nor advances an incident, nor teaches
+	// the baseline; an open one stays as it is until the next reading,
+	// one interval later, says whether the excess goes on.
+	if judgedSpansGap(port, s) {
+		if !t.IsOpen(subject) {
+			st.run, st.secRun = 0, 0
+			t.Clear(s.Time, subject, "", nil, em)
+		}
+		return
+	}
 	secs := float64(s.IntervalMs) / 1000
 	figure := prim / secs
 	if j.perPacket {
@@ -346,6 +359,13 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 	st.secBase += alpha * (math.Min(secFigure, secLimit) - st.secBase)
 	st.baseN = min(n, 1<<30)
 	t.Clear(s.Time, subject, "the counters are back to the port's usual level", map[string]any{"figure_now": sig(figure)}, em)
+}
+
+// judgedSpansGap reports whether the sample's interval is over two and a
+// half of the port's usual ones (plus a second of read jitter).
+func judgedSpansGap(port *PortState, s *Sample) bool {
+	usual := port.LastIntervalMs
+	return usual > 0 && s.IntervalMs > usual*5/2+1000
 }
 
 // OnWatermark recomputes the fabric's median baseline once a minute and

@@ -50,15 +50,22 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		return
 	}
 	for _, leaf := range pfcSortedLeaves(d.victims) {
-		if leaf == "" || d.leafExplained(leaf) {
+		// A port of the leaf that reports and sends pauses now is the
+		// likelier origin (its storm opens when its streak is long
+		// enough): a host that merely has a gap in its samples at that
+		// moment is not to be blamed for its pauses.
+		if leaf == "" || d.leafExplained(leaf) || d.leafPausesReporting(fabric, leaf, wm) {
 			continue
 		}
 		var victims []*pfcPort
 		strong := false
 		for _, v := range pfcSortedVictims(d.victims[leaf]) {
 			// A sender paused in bursts while congestion control is
-			// busy (CNPs handled) is an incast sender, not a victim.
-			if d.sustainedVictim(v, wm) && v.cnpHandPerS < d.IncastEventsPerS {
+			// busy (CNPs handled) is an incast sender, not a victim; a
+			// victim an active storm elsewhere already claimed (a remote
+			// victim through the spine) is explained, no evidence of a
+			// storm on its own leaf.
+			if d.sustainedVictim(v, wm) && v.cnpHandPerS < d.IncastEventsPerS && !d.claimed(v.id) {
 				victims = append(victims, v)
 				strong = strong || v.rxFraction >= pfcStrongVictimFraction
 			}
@@ -126,6 +133,33 @@ func (d *PFCStorm) leafLagging(fabric FabricView, topo *schemas.Topology, leaf s
 		}
 	}
 	return false
+}
+
+// claimed reports whether an active storm counts the port among its
+// affected.
+func (d *PFCStorm) claimed(id schemas.PortID) bool {
+	for _, st := range d.storms {
+		if _, ok := st.byPort[id]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// leafPausesReporting reports whether a host port under leaf that is not
+// silent (not overdue at wm) is in a tx pause streak in its latest, fresh
+// reading.
+func (d *PFCStorm) leafPausesReporting(fabric FabricView, leaf string, wm schemas.Millis) bool {
+	found := false
+	fabric.Ports(func(p *PortState) bool {
+		st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
+		if ok && st.leaf == leaf && st.txStreak > 0 && !pfcOverdue(p, wm) &&
+			wm-st.prevTime <= pfcFreshIntervals*schemas.Millis(max(st.prevIntvlMs, pfcMinIntervalMs)) {
+			found = true
+		}
+		return !found
+	})
+	return found
 }
 
 // leafExplained reports whether an active storm's origin is on the leaf.

@@ -56,13 +56,23 @@ func (d *PFCStorm) collectAffected(st *pfcIncident) int {
 			if !fresh || !known && !d.sustainedVictim(v, max(wm, v.victimLast)) {
 				continue
 			}
-			// A port paused in bursts while congestion control slows it
-			// (CNPs handled) is an incast sender: that pause is not ours.
-			if !known && v.cnpHandPerS >= d.IncastEventsPerS {
-				continue
-			}
 			hops, ok := topo.Hops(st.origin, v.id)
 			if !ok || hops > pfcMaxVictimHops || d.nearer(v.id, st, hops, topo) {
+				continue
+			}
+			// A port paused in bursts while congestion control slows it
+			// (CNPs handled) is an incast sender: that pause is not ours.
+			// But CNPs do not tell the two apart on their own: a storm's
+			// victims send through the queues the storm fills, so their
+			// flows are ECN-marked and they handle CNPs too. What tells
+			// them apart is how much of the time the port is paused:
+			// congestion control ends an incast's pauses within
+			// milliseconds, so an incast sender is paused a small part of
+			// an interval, while a victim of a storm is paused as long as
+			// the storm lasts. And under the storm's own leaf, whose
+			// buffers the origin fills, every port paused since the onset
+			// is the storm's (the leaf pauses whatever sends into it).
+			if !known && v.cnpHandPerS >= d.IncastEventsPerS && hops > pfcSameLeafHops && v.rxFraction < pfcStrongVictimFraction {
 				continue
 			}
 			// Pauses that began well before the storm are someone else's.

@@ -33,11 +33,11 @@ var ethernetNames = [3][]string{
 	{"symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
 		"port_rcv_data", "port_xmit_data", "port_rcv_packets", "port_xmit_packets", "port_xmit_wait"},
 	{"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "out_of_buffer",
-		"out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "lifespan"},
+		"out_of_sequence", "packet_seq_err", "local_ack_timeout_err", "lifespan", "rnr_nak_retry_err"},
 	{"tx_prio3_pause", "tx_prio3_pause_duration", "rx_prio3_pause", "rx_prio3_pause_duration",
 		"tx_pause_storm_warning_events", "tx_pause_storm_error_events", "rx_bits_phy", "rx_corrected_bits_phy",
 		"rx_pcs_symbol_err_phy", "link_down_events_phy",
-		"rx_err_lane_0_phy", "rx_err_lane_1_phy", "rx_err_lane_2_phy", "rx_err_lane_3_phy"},
+		"rx_err_lane_0_phy", "rx_err_lane_1_phy", "rx_err_lane_2_phy", "rx_err_lane_3_phy", "rx_discards_phy"},
 }
 
 // Counter files of an InfiniBand port: the full PortCounters set and the

@@ -55,7 +55,14 @@ func DescribeFault(f Fault, base time.Time) string {
 		if v.StormAfter > 0 {
 			storm = fmt.Sprintf(", its PFC storm %s later", v.StormAfter)
 		}
-		return fmt.Sprintf("receive_starvation %s at %s for %s%s", v.Port, at(v.From), v.Duration, storm)
+		via := ""
+		switch v.Via {
+		case StarveRNR:
+			via = fmt.Sprintf(" (RNR NAKs to %d senders)", len(v.Senders))
+		case StarveDiscards:
+			via = " (rx_discards_phy: the host does not drain the NIC)"
+		}
+		return fmt.Sprintf("receive_starvation %s at %s for %s%s%s", v.Port, at(v.From), v.Duration, via, storm)
 	case Incast:
 		return fmt.Sprintf("incast (not a fault: congestion that must raise nothing) into %s from %d senders from %s", v.Receiver, len(v.Senders), at(v.From))
 	}

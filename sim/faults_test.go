@@ -185,3 +185,59 @@ func TestReceiveStarvationAndItsStorm(t *testing.T) {
 		t.Error("a storm after the starvation ends: no error")
 	}
 }
+
+// A receiver starving by RNR NAKs drops few packets and its senders count
+// the NAKs; one that does not drain its NIC discards at the port and pauses
+// a little; an unknown way or RNR without senders is an error.
+func TestReceiveStarvationVia(t *testing.T) {
+	c := DefaultConfig()
+	c.Hosts, c.IBHosts, c.Duration = 6, 0, 12*time.Minute
+	rx, tx := PortRef{"gpu-001", "mlx5_0", 1}, PortRef{"gpu-003", "mlx5_0", 1}
+	disc := PortRef{"gpu-005", "mlx5_1", 1}
+	from := c.Start.Add(2*time.Minute + 300*time.Millisecond)
+	c.Faults = []Fault{
+		ReceiveStarvation{Port: rx, Via: StarveRNR, Senders: []PortRef{tx}, From: from, Duration: 5 * time.Minute, PerSecond: 200},
+		ReceiveStarvation{Port: disc, Via: StarveDiscards, From: from, Duration: 5 * time.Minute},
+	}
+	lines, labels, _ := generate(t, c)
+	if len(labels) != 2 || labels[0].Subject != portSubject(rx) && labels[1].Subject != portSubject(rx) {
+		t.Fatalf("labels = %+v, want one per starving receiver", labels)
+	}
+	ports := byPort(lines)
+	hw := func(name string) func(traceLine) uint64 {
+		return func(l traceLine) uint64 { return l.HWCounters[name] }
+	}
+	et := func(name string) func(traceLine) uint64 {
+		return func(l traceLine) uint64 { return l.Ethtool[name] }
+	}
+	in, before := [2]time.Time{from.Add(10 * time.Second), from.Add(4 * time.Minute)}, [2]time.Time{c.Start, from}
+	for _, tc := range []struct {
+		what     string
+		port     PortRef
+		f        func(traceLine) uint64
+		span     [2]time.Time
+		min, max float64
+	}{
+		{"receiver out_of_buffer", rx, hw("out_of_buffer"), in, 120, 300},
+		{"receiver out_of_buffer before", rx, hw("out_of_buffer"), before, 0, 20},
+		{"sender rnr_nak_retry_err", tx, hw("rnr_nak_retry_err"), in, 120, 300},
+		{"sender rnr_nak_retry_err before", tx, hw("rnr_nak_retry_err"), before, 0, 1},
+		{"discarding rx_discards_phy", disc, et("rx_discards_phy"), in, 500, 1200},
+		{"discarding out_of_buffer", disc, hw("out_of_buffer"), in, 0, 20},
+		{"discarding tx pause µs/s", disc, et("tx_prio3_pause_duration"), in, 8e4, 3e5},
+	} {
+		if r := rateOver(t, ports[tc.port], tc.f, tc.span[0], tc.span[1]); r < tc.min || r > tc.max {
+			t.Errorf("%s: %.0f/s, want %.0f..%.0f", tc.what, r, tc.min, tc.max)
+		}
+	}
+	l := newLayout(&c)
+	for _, bad := range []ReceiveStarvation{
+		{Port: rx, Via: "smoke", From: from, Duration: time.Minute},
+		{Port: rx, Via: StarveRNR, From: from, Duration: time.Minute},
+		{Port: rx, Via: StarveRNR, Senders: []PortRef{rx}, From: from, Duration: time.Minute},
+	} {
+		if _, err := bad.Start(l); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}

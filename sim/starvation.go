@@ -8,9 +8,28 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
+// Ways a receiver starves (ReceiveStarvation.Via).
+const (
+	// StarveBuffers: no receive buffer posted for what arrives (an RQ or
+	// SRQ runs dry): out_of_buffer at PerSecond (default 1500).
+	StarveBuffers = ""
+	// StarveRNR: RC queue pairs without a posted receive answer with RNR
+	// NAKs; each NAKed packet is dropped (out_of_buffer) and its sender
+	// counts the NAK (rnr_nak_retry_err on Senders) and backs off for the
+	// RNR timer, so the rate is low: PerSecond defaults to 150.
+	StarveRNR = "rnr"
+	// StarveDiscards: the host cannot take packets off the NIC (PCIe
+	// backpressure, IOMMU): the NIC's receive buffer overflows and the
+	// lossy classes are discarded (rx_discards_phy at PerSecond, default
+	// 800) while PFC holds the lossless one (the port pauses its link a
+	// tenth of the time), and no out_of_buffer.
+	StarveDiscards = "discards"
+)
+
 // ReceiveStarvation is an application that stops posting receive buffers
 // fast enough: the port drops what arrives without one (out_of_buffer rises
-// to PerSecond). With StormAfter the receive queue backs up into the NIC's
+// to PerSecond); Via says how the starvation shows (StarveBuffers,
+// StarveRNR, StarveDiscards). With StormAfter the receive queue backs up into the NIC's
 // buffer that much later and the port starts to pause its link: a PFC storm
 // from the same port (PFCStorm, with Spread, MaxAffected and Remote), whose
 // label names the starvation as its cause.
@@ -29,6 +48,10 @@ type ReceiveStarvation struct {
 	Spread      time.Duration
 	MaxAffected int
 	Remote      int
+	Via         string
+	// Senders are the ports that send to the starving receiver and count
+	// its RNR NAKs (StarveRNR).
+	Senders []PortRef
 }
 
 // Start implements Fault.
@@ -42,8 +65,23 @@ func (f ReceiveStarvation) Start(l *Layout) (Effect, error) {
 	if f.StormAfter >= f.Duration {
 		return nil, fmt.Errorf("receive_starvation: storm_after %s is not within the starvation's %s", f.StormAfter, f.Duration)
 	}
+	switch f.Via {
+	case StarveBuffers:
+	case StarveRNR:
+		if len(f.Senders) == 0 {
+			return nil, fmt.Errorf("receive_starvation via rnr: no senders to count the RNR NAKs")
+		}
+		for _, r := range f.Senders {
+			if _, ok := l.Port(r); !ok || r == f.Port {
+				return nil, fmt.Errorf("receive_starvation via rnr: sender %s is not another port of the fabric", r)
+			}
+		}
+	case StarveDiscards:
+	default:
+		return nil, fmt.Errorf("receive_starvation: via %q is not one of rnr, discards or empty (buffers)", f.Via)
+	}
 	if f.PerSecond == 0 {
-		f.PerSecond = 1500
+		f.PerSecond = map[string]float64{StarveBuffers: 1500, StarveRNR: 150, StarveDiscards: 800}[f.Via]
 	}
 	f.From = f.From.UTC().Truncate(time.Millisecond)
 	if err := checkWindow(l, "receive_starvation from", f.From); err != nil {
@@ -76,7 +114,7 @@ type receiveStarvation struct {
 }
 
 func (e *receiveStarvation) Ports() []PortRef {
-	out := []PortRef{e.spec.Port}
+	out := append([]PortRef{e.spec.Port}, e.spec.Senders...)
 	if e.storm != nil {
 		for _, r := range e.storm.Ports() {
 			if r != e.spec.Port {
@@ -88,11 +126,27 @@ func (e *receiveStarvation) Ports() []PortRef {
 }
 
 func (e *receiveStarvation) Apply(t *Tick) {
-	if t.Port.Info.PortRef == e.spec.Port {
-		if on := t.Overlap(e.spec.From, e.until); on > 0 {
+	ref := t.Port.Info.PortRef
+	if on := t.Overlap(e.spec.From, e.until); on > 0 {
+		switch {
+		case ref == e.spec.Port:
 			// The application's pace wanders: a log-normal rate per window.
 			rate := e.spec.PerSecond * math.Exp(0.3*t.Rand.NormFloat64())
-			t.Port.Add(schemas.SourceHWCounters, "out_of_buffer", poisson(t.Rand, rate*on))
+			switch e.spec.Via {
+			case StarveDiscards:
+				t.Port.Add(schemas.SourceEthtool, "rx_discards_phy", poisson(t.Rand, rate*on))
+				t.Port.Add(schemas.SourceEthtool, "tx_prio3_pause_duration", uint64(0.1*on*1e6))
+				t.Port.Add(schemas.SourceEthtool, "tx_prio3_pause", uint64(0.1*on*1e6/120))
+			default:
+				t.Port.Add(schemas.SourceHWCounters, "out_of_buffer", poisson(t.Rand, rate*on))
+			}
+		case e.spec.Via == StarveRNR:
+			for _, s := range e.spec.Senders {
+				if s == ref {
+					share := 0.95 * e.spec.PerSecond / float64(len(e.spec.Senders))
+					t.Port.Add(schemas.SourceHWCounters, "rnr_nak_retry_err", poisson(t.Rand, share*on))
+				}
+			}
 		}
 	}
 	if e.stormPorts[t.Port.Info.PortRef] {

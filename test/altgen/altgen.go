@@ -984,6 +984,9 @@ func (g *gen) stepEth(p *port, t, rxB, c, txPause, rxPause float64, cnpSent *flo
 		g.add(p, "out_of_buffer", poisson(g.r, (c-0.7)*20))
 		g.add(p, "rx_discards_phy", poisson(g.r, (c-0.7)*5))
 	}
+	// A host that cannot drain its NIC pauses the lossless priority a
+	// little (transport.go's StarvationDiscards).
+	txPause = math.Max(txPause, p.app.pauseTx)
 	// Pauses: duration in µs, one frame per ~120 µs paused.
 	pr := g.prio
 	g.add(p, fmt.Sprintf("tx_prio%d_pause_duration", pr), math.Round(txPause*1e6))

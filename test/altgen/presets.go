@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// Presets are the preset names, in the order a sweep runs them.
+var Presets = []string{"healthy", "pfc", "cnp", "ber-roce", "ber-ib", "retrans", "starve", "mix", "wide"}
+
 // Preset returns a named trace configuration; the seed varies sizes, link
 // layers, fault times and parameters within the preset.
 func Preset(name string, seed uint64, interval time.Duration) (Config, error) {
@@ -72,13 +75,28 @@ func Preset(name string, seed uint64, interval time.Duration) (Config, error) {
 			{Kind: Retransmissions, At: m(38, 42), Dur: m(3, 6)},
 		}
 	case "starve":
-		cfg.Duration = m(40, 50)
+		cfg.Duration = m(58, 62)
 		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 3, 4+r.IntN(3), r.IntN(2)
 		cfg.Faults = []Fault{
 			{Kind: ReceiveStarvation, At: m(6, 9), Dur: m(3, 6)},
 			{Kind: StarvationStorm, At: m(15, 18), Dur: m(3, 5)},
 			{Kind: CompletionErrors, At: m(24, 27), Dur: m(3, 6)},
 			{Kind: ReceiveStarvation, At: m(33, 36), Dur: m(2, 4)},
+			{Kind: StarvationRNR, At: m(42, 45), Dur: m(3, 5)},
+			{Kind: StarvationDiscards, At: m(50, 53), Dur: m(3, 5)},
+		}
+	case "wide":
+		// A wide RoCE fabric: storms whose victims on other leaves come
+		// late, a starving receiver that turns into a storm, and the
+		// congestion-control faults, over many leaves.
+		cfg.Duration = m(40, 50)
+		cfg.Leaves, cfg.HostsPerLeaf, cfg.IBLeaves = 6+r.IntN(3), 6+r.IntN(3), 0
+		cfg.Faults = []Fault{
+			{Kind: PFCStorm, At: m(4, 7), Dur: time.Duration(90+r.IntN(200)) * time.Second, Port: -1},
+			{Kind: StarvationStorm, At: m(12, 15), Dur: m(3, 5)},
+			{Kind: PFCStorm, At: m(22, 25), Dur: time.Duration(90+r.IntN(200)) * time.Second, Port: -1},
+			{Kind: NPDisabled, At: m(28, 30), Dur: m(4, 6), Port: -1},
+			{Kind: Retransmissions, At: m(33, 36), Dur: m(3, 5)},
 		}
 	case "layers":
 		// Compact, for the scenario library: one of each transport and

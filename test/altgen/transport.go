@@ -30,6 +30,17 @@ const (
 	ReceiveStarvation = "receive_starvation" // a receiver does not post buffers
 	StarvationStorm   = "starvation_storm"   // the same, and its NIC pauses the fabric
 	CompletionErrors  = "completion_errors"  // an application's completions fail
+	// StarvationRNR: a receiver whose RC queue pairs have no receive
+	// posted answers with RNR NAKs; its senders back off for the RNR timer
+	// and retry, so the drops are few (each NAKed packet counts once in
+	// out_of_buffer) and the senders count about as many RNR NAKs.
+	StarvationRNR = "starvation_rnr"
+	// StarvationDiscards: a host that cannot take packets off the NIC
+	// fast enough (PCIe backpressure, a slow IOMMU): the NIC's receive
+	// buffer overflows. PFC protects the lossless priority (the port
+	// pauses its link a little) and the lossy classes are discarded:
+	// rx_discards_phy, with no out_of_buffer and no RNR NAKs.
+	StarvationDiscards = "starvation_discards"
 )
 
 // LabelCause is the root cause a label names.
@@ -45,11 +56,14 @@ type appState struct {
 	lossFromBER bool    // loss follows the BER past critical
 	starve      float64 // out_of_buffer per second
 	starvePeers []*port
+	starveKind  int     // 0 out_of_buffer, 1 RNR NAKs, 2 rx_discards_phy
 	cqe         float64 // failed completions per second
 	cqeKind     int
 	reorder     float64 // healthy out-of-sequence share
 	blipTo      float64
 	blipRate    float64
+	blipPhy     bool    // the blip overflows the NIC buffer (rx_discards_phy) instead
+	pauseTx     float64 // tx pause share the starving port adds (StarvationDiscards)
 }
 
 var appCounters = []string{"req_cqe_error", "req_cqe_flush_error", "req_remote_access_errors", "req_remote_invalid_request",
@@ -91,7 +105,7 @@ func (g *gen) peersOf(p *port, n int) []*port {
 // not one of them.
 func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) bool {
 	switch f.Kind {
-	case Retransmissions, RetransBER, ReceiveStarvation, StarvationStorm, CompletionErrors:
+	case Retransmissions, RetransBER, ReceiveStarvation, StarvationStorm, CompletionErrors, StarvationRNR, StarvationDiscards:
 	default:
 		return false
 	}
@@ -148,6 +162,17 @@ func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) b
 			st := g.planStorm(p, from, end, false)
 			st.cause = &LabelCause{Type: ReceiveStarvation, Subject: g.subject(p)}
 		}
+	case StarvationRNR:
+		p.app.starvePeers = g.peersOf(p, 2+r.IntN(4))
+		p.app.starveKind = 1
+		g.at(at, "starve", p, nil, 40+r.Float64()*360)
+		g.at(end, "starve", p, nil, 0)
+		label(ReceiveStarvation, at, end)
+	case StarvationDiscards:
+		p.app.starveKind = 2
+		g.at(at, "starve", p, nil, 100+r.Float64()*1900)
+		g.at(end, "starve", p, nil, 0)
+		label(ReceiveStarvation, at, end)
 	case CompletionErrors:
 		p.app.cqeKind = r.IntN(2)
 		g.at(at, "cqe", p, nil, math.Exp(math.Log(1)+r.Float64()*math.Log(60)))
@@ -200,18 +225,43 @@ func (g *gen) stepApp(p *port, t, pkts, c, ber float64) {
 	}
 	// Incast blips: a few seconds of receive-buffer drops on a busy leaf
 	// (at most one a minute per port: longer drops are starvation).
+	// A third of them overflow the NIC's buffer on a lossy class instead
+	// (rx_discards_phy alone).
 	if g.cfg.Noise && g.leafOn[p.leaf] && c > 0.2 && t > a.blipTo+60 && r.Float64() < 1.0/1200 {
 		a.blipTo = t + 3 + r.Float64()*12
 		a.blipRate = 200 + r.Float64()*3000
+		a.blipPhy = r.Float64() < 1.0/3
 	}
-	oob := 0.0
+	oob, phy := 0.0, 0.0
 	if t < a.blipTo {
-		oob = a.blipRate * (0.5 + r.Float64())
+		if a.blipPhy {
+			phy = a.blipRate * (0.5 + r.Float64())
+		} else {
+			oob = a.blipRate * (0.5 + r.Float64())
+		}
 	}
+	rnr := 0.0
+	a.pauseTx = 0
 	if a.starve > 0 {
-		oob += a.starve * math.Exp(0.3*r.NormFloat64())
-		for _, q := range a.starvePeers {
-			g.add(q, "rnr_nak_retry_err", poisson(r, a.starve*0.005/float64(len(a.starvePeers))))
+		v := a.starve * math.Exp(0.3*r.NormFloat64())
+		switch a.starveKind {
+		case 0:
+			oob += v
+			for _, q := range a.starvePeers {
+				g.add(q, "rnr_nak_retry_err", poisson(r, a.starve*0.005/float64(len(a.starvePeers))))
+			}
+		case 1:
+			// Each RNR NAK drops the packet it answers (out_of_buffer)
+			// and reaches one sender; the netdev's own rings are not
+			// involved (no rx_out_of_buffer).
+			rnr = poisson(r, v)
+			g.add(p, "out_of_buffer", rnr)
+			for _, q := range a.starvePeers {
+				g.add(q, "rnr_nak_retry_err", poisson(r, rnr*0.95/float64(len(a.starvePeers))))
+			}
+		case 2:
+			phy += v
+			a.pauseTx = 0.05 + 0.15*r.Float64()
 		}
 	}
 	if oob > 0 {
@@ -219,6 +269,9 @@ func (g *gen) stepApp(p *port, t, pkts, c, ber float64) {
 		g.add(p, "out_of_buffer", n)
 		g.add(p, "rx_out_of_buffer", n)
 		g.add(p, "rx_discards_phy", poisson(r, n*0.08))
+	}
+	if phy > 0 {
+		g.add(p, "rx_discards_phy", poisson(r, phy))
 	}
 	// Failed completions: the application's, and a stray one when an
 	// application exits.

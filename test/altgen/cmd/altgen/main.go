@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	preset := flag.String("preset", "mix", "healthy | pfc | ber-roce | ber-ib | cnp | retrans | starve | layers | misconfig | mix (see altgen.Preset)")
+	preset := flag.String("preset", "mix", "healthy | pfc | ber-roce | ber-ib | cnp | retrans | starve | layers | misconfig | mix | wide (see altgen.Preset)")
 	seed := flag.Uint64("seed", 1, "random seed")
 	interval := flag.Duration("interval", 5*time.Second, "collection interval")
 	minutes := flag.Int("minutes", 0, "duration in minutes (0: the preset's)")

@@ -1,0 +1,209 @@
+package altgen_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/eval"
+	"github.com/rdmawatch/rdmawatch/internal/pipeline"
+	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/trace"
+	"github.com/rdmawatch/rdmawatch/test/altgen"
+)
+
+// TestSweep is the evaluation sweep of issue 12: altgen traces for every
+// preset x seed x interval, replayed through the real pipeline (embedded
+// JetStream, delta engine, processors) and scored with eval; the totals per
+// type must meet the issue's targets. Opt-in, it takes minutes:
+//
+//	RDMAWATCH_SWEEP=1 go test -run TestSweep -v -timeout 2h ./test/altgen
+//
+// RDMAWATCH_SWEEP_SEEDS (1-3, or 1,4,9), RDMAWATCH_SWEEP_PRESETS (all),
+// RDMAWATCH_SWEEP_INTERVALS (5s,10s), RDMAWATCH_SWEEP_PARALLEL (2) narrow or
+// widen it; RDMAWATCH_SWEEP_KEEP=DIR keeps the traces of the runs with a
+// miss or a false alarm; RDMAWATCH_SWEEP_REPORT=FILE writes the table there
+// too; RDMAWATCH_SWEEP_TARGETS=0 reports without failing.
+func TestSweep(t *testing.T) {
+	if os.Getenv("RDMAWATCH_SWEEP") == "" {
+		t.Skip("set RDMAWATCH_SWEEP=1 to run the evaluation sweep (minutes)")
+	}
+	seeds, err := parseSeeds(envOr("RDMAWATCH_SWEEP_SEEDS", "1-3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	presets := strings.Split(envOr("RDMAWATCH_SWEEP_PRESETS", strings.Join(altgen.Presets, ",")), ",")
+	var intervals []time.Duration
+	for _, s := range strings.Split(envOr("RDMAWATCH_SWEEP_INTERVALS", "5s,10s"), ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d <= 0 {
+			t.Fatalf("RDMAWATCH_SWEEP_INTERVALS: %q is not a positive duration", s)
+		}
+		intervals = append(intervals, d)
+	}
+	par, err := strconv.Atoi(envOr("RDMAWATCH_SWEEP_PARALLEL", "2"))
+	if err != nil || par < 1 {
+		t.Fatalf("RDMAWATCH_SWEEP_PARALLEL: %q is not a positive number", os.Getenv("RDMAWATCH_SWEEP_PARALLEL"))
+	}
+	keep := os.Getenv("RDMAWATCH_SWEEP_KEEP")
+
+	type run struct {
+		name     string
+		preset   string
+		seed     uint64
+		interval time.Duration
+	}
+	var runs []run
+	for _, p := range presets {
+		for _, iv := range intervals {
+			for _, s := range seeds {
+				runs = append(runs, run{fmt.Sprintf("%s/seed%d/%s", p, s, iv), strings.TrimSpace(p), s, iv})
+			}
+		}
+	}
+	var (
+		mu      sync.Mutex
+		sum     eval.Sum
+		samples uint64
+		elapsed time.Duration
+	)
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	ctx := t.Context()
+	for _, r := range runs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cfg, err := altgen.Preset(r.preset, r.seed, r.interval)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			dir := filepath.Join(t.TempDir(), strings.ReplaceAll(r.name, "/", "_"))
+			if err := altgen.Generate(cfg, dir, false); err != nil {
+				t.Errorf("%s: generate: %v", r.name, err)
+				return
+			}
+			evs, labels, res, err := replayDir(ctx, dir)
+			if err != nil {
+				t.Errorf("%s: %v", r.name, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			rep := sum.Add(r.name, evs, labels, eval.Options{Interval: r.interval})
+			samples += res.Engine.Samples
+			elapsed += res.Elapsed
+			bad := len(rep.Misses) > 0 || len(rep.FalseAlarms) > 0
+			t.Logf("%s: %d labels, %d incidents, %d missed, %d false, %d samples in %s", r.name, rep.All.Labels, rep.All.Incidents, len(rep.Misses), len(rep.FalseAlarms), res.Engine.Samples, res.Elapsed.Round(time.Millisecond))
+			if bad && keep != "" {
+				dst := filepath.Join(keep, strings.ReplaceAll(r.name, "/", "_"))
+				if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
+					os.RemoveAll(dst)
+					if err := os.Rename(dir, dst); err != nil {
+						t.Logf("keep %s: %v", dst, err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "sweep: presets %s, seeds %s, intervals %s\n", strings.Join(presets, ","), envOr("RDMAWATCH_SWEEP_SEEDS", "1-3"), envOr("RDMAWATCH_SWEEP_INTERVALS", "5s,10s"))
+	sum.WriteText(&buf)
+	if elapsed > 0 {
+		fmt.Fprintf(&buf, "replayed %d samples in %s of replay time (%.0f samples/s per run, %d at a time)\n", samples, elapsed.Round(time.Second), float64(samples)/elapsed.Seconds(), par)
+	}
+	t.Log("\n" + buf.String())
+	if p := os.Getenv("RDMAWATCH_SWEEP_REPORT"); p != "" {
+		if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if os.Getenv("RDMAWATCH_SWEEP_TARGETS") != "0" {
+		for _, miss := range sum.Check(eval.Issue12) {
+			t.Errorf("target missed: %s", miss)
+		}
+	}
+}
+
+// replayDir replays DIR/trace.jsonl with DIR/topology.json through the
+// in-process pipeline and returns its events and DIR/labels.jsonl.
+func replayDir(ctx context.Context, dir string) ([]schemas.Event, []schemas.Label, *pipeline.Result, error) {
+	labels, err := schemas.LoadLabels(filepath.Join(dir, "labels.jsonl"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	topo, err := schemas.LoadTopology(filepath.Join(dir, "topology.json"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	path := filepath.Join(dir, "trace.jsonl")
+	if _, err := os.Stat(path); err != nil {
+		path += ".gz"
+	}
+	tr, err := trace.Open(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer tr.Close()
+	var (
+		mu  sync.Mutex
+		evs []schemas.Event
+	)
+	res, err := pipeline.Run(ctx, pipeline.Config{
+		Source: collector.NewTraceSource(tr), Topology: topo,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnEvent: func(e *schemas.Event) {
+			mu.Lock()
+			evs = append(evs, *e)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return evs, labels, res, nil
+}
+
+func envOr(k, def string) string {
+	if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseSeeds reads "1-3" or "1,4,9" (or a mix).
+func parseSeeds(s string) ([]uint64, error) {
+	var out []uint64
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.ParseUint(lo, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("RDMAWATCH_SWEEP_SEEDS: %q is not a seed or a range", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.ParseUint(hi, 10, 64); err != nil || b < a {
+				return nil, fmt.Errorf("RDMAWATCH_SWEEP_SEEDS: %q is not a range", part)
+			}
+		}
+		for v := a; v <= b; v++ {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
