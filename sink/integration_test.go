@@ -268,6 +268,25 @@ func TestSinkWritesRows(t *testing.T) {
 		}
 	}
 
+	// delta_name/delta_value (ALIAS) list every counter's delta, the named
+	// columns under their counters' names.
+	var deltaNames []string
+	var deltaValues []uint64
+	if err := conn.QueryRow(ctx, `SELECT delta_name, delta_value FROM port_samples FINAL WHERE node = 'gpu-017' AND device = 'mlx5_0'`).
+		Scan(&deltaNames, &deltaValues); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for i, n := range deltaNames {
+		got[n] += deltaValues[i]
+	}
+	for name, want := range map[string]uint64{"port_xmit_data": 8000, "port_rcv_data": 4000, "np_cnp_sent": 11, "rx_prio3_pause": 100,
+		"tx_prio7_pause_duration": 30, "port_rcv_errors": 3, "rx_vport_unicast_packets": 9, "tx_pause_storm_warning_events": 1} {
+		if got[name] != want {
+			t.Errorf("delta_value of %s = %d, want %d (all: %v)", name, got[name], want, got)
+		}
+	}
+
 	var (
 		state, evidence string
 		endMs           *int64
