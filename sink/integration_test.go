@@ -525,3 +525,35 @@ func TestNewRejects(t *testing.T) {
 		t.Fatalf("New without js and conn: %v", err)
 	}
 }
+
+// TestCounterDictionaryMatchesSchemas: the names migration 0011 gives the
+// ids (counter_dictionary, extra_name, flagged_name) are the wire's
+// dictionary. When schemas' dictionary grows, this fails until a migration
+// names the new ids too.
+func TestCounterDictionaryMatchesSchemas(t *testing.T) {
+	t.Parallel()
+	conn, _ := migrated(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := conn.Query(ctx, "SELECT id, source, name FROM counter_dictionary ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for ; rows.Next(); n++ {
+		var id uint16
+		var src uint8
+		var name string
+		if err := rows.Scan(&id, &src, &name); err != nil {
+			t.Fatal(err)
+		}
+		cid := schemas.CounterID(n)
+		if int(id) != n || n >= schemas.CounterIDs || schemas.Source(src) != cid.Source() || name != cid.Name() {
+			t.Fatalf("counter_dictionary row %d: id %d source %d name %q; schemas has %d entries", n, id, src, name, schemas.CounterIDs)
+		}
+	}
+	if n != schemas.CounterIDs {
+		t.Errorf("counter_dictionary names %d ids, schemas' dictionary has %d: add a migration that names the new ones (view and ALIAS columns)", n, schemas.CounterIDs)
+	}
+}
