@@ -20,12 +20,17 @@ func PerSecond(delta uint64, intervalMs int64) float64 {
 	if intervalMs <= 0 {
 		return 0
 	}
-	return float64(delta) * 1000 / float64(intervalMs)
+	return float64(delta) / (float64(intervalMs) / 1000)
 }
 
 // Gbps is a byte delta (port_*_data deltas are bytes already) over its
 // interval, in Gb/s.
-func Gbps(bytes uint64, intervalMs int64) float64 { return PerSecond(bytes, intervalMs) * 8 / 1e9 }
+func Gbps(bytes uint64, intervalMs int64) float64 {
+	if intervalMs <= 0 {
+		return 0
+	}
+	return float64(bytes) * 8 / (float64(intervalMs) / 1000) / 1e9
+}
 
 // LinkUtilisation is the busier direction's throughput over the link's
 // rate, 0..1; 0 when the rate is unknown. It is the sink's `utilisation`
