@@ -9,10 +9,11 @@ import (
 )
 
 // columns0011 are the port_samples columns migration 0011 added; dropping
-// them gives the layout before it back.
-var columns0011 = []string{"extra_id", "extra_delta", "flagged_id", "flagged_flags", "flagged_value",
-	"unknown_source", "unknown_name", "unknown_delta", "unknown_value", "unknown_flags",
-	"extra_name", "flagged_name", "delta_name", "delta_value"}
+// them gives the layout before it back (the ALIAS columns first: they
+// depend on the others).
+var columns0011 = []string{"extra_name", "flagged_name", "delta_name", "delta_value",
+	"extra_id", "extra_delta", "flagged_id", "flagged_flags", "flagged_value",
+	"unknown_source", "unknown_name", "unknown_delta", "unknown_value", "unknown_flags"}
 
 // legacyColumns is what the sink wrote before 0011: the same columns up to
 // the pause sums, then the per-priority pause arrays and every counter of
