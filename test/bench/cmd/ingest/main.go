@@ -162,11 +162,15 @@ func run(ctx context.Context, c config) error {
 		olds, news, sinks = append(olds, o), append(news, n), append(sinks, s)
 		fmt.Printf("round %d: old %s | new %s | sink %s\n", round, o.format(len(samples)), n.format(len(samples)), s.format(len(samples)))
 	}
-	rate := func(rs []result) float64 { return float64(len(samples)) / median(rs, func(r result) time.Duration { return r.wall }).Seconds() }
+	rate := func(rs []result) float64 {
+		return float64(len(samples)) / median(rs, func(r result) time.Duration { return r.wall }).Seconds()
+	}
 	fmt.Printf("\nmedian rows/s (wall): old %.0f, new %.0f, sink %.0f\n", rate(olds), rate(news), rate(sinks))
 	fmt.Printf("new/old %.2f (target >= 5), sink/new %.2f (target >= 0.7)\n", rate(news)/rate(olds), rate(sinks)/rate(news))
 	if c.serverPID > 0 {
-		cpu := func(rs []result) time.Duration { return median(rs, func(r result) time.Duration { return r.serverCPU }) }
+		cpu := func(rs []result) time.Duration {
+			return median(rs, func(r result) time.Duration { return r.serverCPU })
+		}
 		fmt.Printf("median server CPU per insert: old %.2fs, new %.2fs, sink %.2fs; old/new %.2f\n",
 			cpu(olds).Seconds(), cpu(news).Seconds(), cpu(sinks).Seconds(), cpu(olds).Seconds()/cpu(news).Seconds())
 	}
