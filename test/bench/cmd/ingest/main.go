@@ -378,7 +378,8 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 	}
 	cfg := sink.Config{DSN: db.dsn, ConsumerPrefix: "ingest-" + strconv.Itoa(round)}
 	if !c.sinkDefaults {
-		cfg.BatchRows, cfg.MaxAckPending, cfg.BlockRows = rows+1, rows, 65536
+		// One flush when every row is in (not by time), as 65536-row blocks.
+		cfg.BatchRows, cfg.MaxAckPending, cfg.BlockRows, cfg.FlushInterval = rows, rows, 65536, time.Minute
 	}
 	s, err := sink.New(js, db.conn, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
