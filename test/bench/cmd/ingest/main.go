@@ -34,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,7 @@ type config struct {
 	dsn, client, scenario string
 	rounds, serverPID     int
 	keep, sinkDefaults    bool
+	cpuProfile            string
 }
 
 func main() {
@@ -66,6 +68,7 @@ func main() {
 	flag.IntVar(&c.rounds, "rounds", 3, "rounds of old, new and sink, alternating")
 	flag.IntVar(&c.serverPID, "server-pid", 0, "pid of the ClickHouse server, to report its CPU seconds per insert (0: wall time only)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the benchmark's databases")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the sink runs (go tool pprof)")
 	flag.BoolVar(&c.sinkDefaults, "sink-defaults", false, "run the sink with its default config instead of the bulk one (every row in one flush, blocks as large as clickhouse-client's)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -311,7 +314,7 @@ func clientInsert(ctx context.Context, c config, db *database, columns []string,
 	if _, err := clickhouse(ctx, c, db, native, "INSERT INTO port_samples ("+strings.Join(columns, ", ")+") FORMAT Native"); err != nil {
 		return result{}, err
 	}
-	r := result{wall: time.Since(t0), serverCPU: serverCPU(c.serverPID) - cpu0}
+	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0)}
 	return r, db.check(ctx, rows)
 }
 
@@ -385,13 +388,25 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 	if err != nil {
 		return result{}, err
 	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", c.cpuProfile, round))
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	done := make(chan error, 1)
 	cpu0 := serverCPU(c.serverPID)
 	t0 := time.Now()
 	go func() { done <- s.Run(rctx) }()
 	err = s.WaitDrained(ctx)
-	r := result{wall: time.Since(t0), serverCPU: serverCPU(c.serverPID) - cpu0}
+	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0)}
 	cancel()
 	if runErr := <-done; err == nil {
 		err = runErr
@@ -422,6 +437,15 @@ func serverCPU(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// cpuSince is the server's CPU time since cpu0, -1 when not measured.
+func cpuSince(pid int, cpu0 time.Duration) time.Duration {
+	now := serverCPU(pid)
+	if now < 0 || cpu0 < 0 {
+		return -1
+	}
+	return now - cpu0
 }
 
 func rowValues(rows []sink.SampleRow) [][]any {
