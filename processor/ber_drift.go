@@ -393,9 +393,9 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 	}
 	switch {
 	case rate > 0:
-		bits = rate * 1e9 * float64(s.IntervalMs) / 1000
+		bits = schemas.LineBits(rate, s.IntervalMs, 0)
 	case haveRcv:
-		bits = rcvBytes * 8 // deltas of port_rcv_data are bytes already
+		bits = schemas.LineBits(0, s.IntervalMs, rcvBytes) // deltas of port_rcv_data are bytes already
 	}
 	return errs, bits, bits > 0, false
 }

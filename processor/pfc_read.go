@@ -68,7 +68,7 @@ func pfcReadPauses(s *Sample) pfcReading {
 		r.stormErr = c.Delta
 	}
 	if c, ok := s.CounterByID(idPortRcvData); ok && c.Flags&unusable == 0 {
-		r.rcvGbps = float64(c.Delta) * 8 / sec / 1e9
+		r.rcvGbps = schemas.Gbps(c.Delta, s.IntervalMs)
 		r.rcvKnown = true
 	}
 	if c, ok := s.CounterByID(idCNP[cnpMarked]); ok && c.Flags&unusable == 0 {
@@ -80,21 +80,20 @@ func pfcReadPauses(s *Sample) pfcReading {
 	if c, ok := s.CounterByID(idCNP[cnpHandled]); ok && c.Flags&unusable == 0 {
 		r.cnpHandPerS = float64(c.Delta) / sec
 	}
-	micros := float64(s.IntervalMs) * 1000
 	for p := range 8 {
 		if !txOK[p] {
 			continue
 		}
-		if f := min(1, txDur[p]/micros); !r.valid || f > r.txFraction {
+		if f := schemas.PauseFraction(txDur[p], s.IntervalMs); !r.valid || f > r.txFraction {
 			r.valid, r.prio, r.txFraction, r.txFramesPerS = true, p, f, txFrames[p]/sec
 		}
-		if f := min(1, rxDur[p]/micros); f > r.rxFraction {
+		if f := schemas.PauseFraction(rxDur[p], s.IntervalMs); f > r.rxFraction {
 			r.rxFraction, r.rxFramesPerS = f, rxFrames[p]/sec
 		}
 	}
 	r.utilisation = -1
 	if gbps := rateGbps(s.Rate); gbps > 0 && r.rcvKnown {
-		r.utilisation = r.rcvGbps / gbps
+		r.utilisation, _ = schemas.RcvUtilisation(r.rcvGbps, gbps)
 	}
 	return r
 }

@@ -175,7 +175,7 @@ func moved(ctx context.Context, conn driver.Conn, inc *Incident) error {
     sumIf(delta, time_ms < @start) AS before, sumIf(delta, time_ms >= @start) AS during,
     sumIf(interval_ms, time_ms < @start) AS before_ms, sumIf(interval_ms, time_ms >= @start) AS during_ms
 FROM port_samples FINAL
-ARRAY JOIN counter_name AS name, counter_delta AS delta
+ARRAY JOIN delta_name AS name, delta_value AS delta
 WHERE node = @node AND device = @device AND port = @port AND time_ms >= @from_ms AND time_ms <= @to_ms AND first = 0
 GROUP BY name
 HAVING during > 0

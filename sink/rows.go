@@ -26,7 +26,8 @@ type sampleColumn struct {
 	name   string
 }
 
-// namedCounters are the counters people query, as columns of their own.
+// namedCounters are the counters people query, as columns of their own
+// (and the rollups sum).
 // port_*_data deltas are bytes already (the delta engine multiplied the
 // 4-byte words), hence the names.
 var namedCounters = [...]sampleColumn{
@@ -58,27 +59,37 @@ var namedCounters = [...]sampleColumn{
 	{"tx_pause_storm_error_events", schemas.SourceEthtool, "tx_pause_storm_error_events"},
 }
 
+// counterKey names a counter the wire's dictionary may not know.
 type counterKey struct {
 	source schemas.Source
 	name   string
 }
 
-// namedIndex maps a counter to its slot in SampleRow.Named; pause counters
-// map to the per-priority arrays (slot -1 - 4*prio - kind).
-var namedIndex = func() map[counterKey]int {
-	m := make(map[counterKey]int, len(namedCounters)+4*prioCount)
+// namedSlot maps a dictionary counter to its slot in SampleRow.Named, -1
+// for counters without a named column; pauseKind maps the per-priority
+// pause counters to their sum column (0 rx frames, 1 tx frames, 2 rx
+// duration, 3 tx duration; -1 for the others).
+var namedSlot, pauseKind = func() (slots, kinds [schemas.CounterIDs]int8) {
+	for i := range slots {
+		slots[i], kinds[i] = -1, -1
+	}
 	for i, c := range namedCounters {
-		m[counterKey{c.source, c.name}] = i
+		slots[schemas.MustCounterID(c.source, c.name)] = int8(i)
 	}
 	for p := 0; p < prioCount; p++ {
 		for k, f := range []string{"rx_prio%d_pause", "tx_prio%d_pause", "rx_prio%d_pause_duration", "tx_prio%d_pause_duration"} {
-			m[counterKey{schemas.SourceEthtool, fmt.Sprintf(f, p)}] = -1 - (4*p + k)
+			kinds[schemas.MustCounterID(schemas.SourceEthtool, fmt.Sprintf(f, p))] = int8(k)
 		}
 	}
-	return m
+	return slots, kinds
 }()
 
-// SampleRow is one row of port_samples: one port of one batch.
+// SampleRow is one row of port_samples: one port of one batch, in the
+// layout of migration 0011 (schemas/ddl/migrations/0011_port_samples_compact.sql):
+// the named delta columns, and in arrays by dictionary id only what they do
+// not hold. Nothing the sample carried is dropped: a counter is a named
+// column, a non-zero extra delta (a zero one reads as 0 alike), a flagged
+// counter with its raw value, or an unknown counter by name.
 type SampleRow struct {
 	TimeMs      int64
 	Node        string
@@ -99,34 +110,28 @@ type SampleRow struct {
 	Saturated   []string
 	// Named holds the deltas of namedCounters, in that order.
 	Named [len(namedCounters)]uint64
-	// Per-priority pause frames and pause durations (microseconds).
-	RxPrioPause, TxPrioPause                     [prioCount]uint64
-	RxPrioPauseDurationUs, TxPrioPauseDurationUs [prioCount]uint64
-	// Every counter of the sample, named or not, so nothing read is lost.
-	CounterSource []uint8
-	CounterName   []string
-	CounterDelta  []uint64
-	CounterValue  []uint64
-	CounterFlags  []uint8
+	// Pause frames and pause durations (microseconds), summed over the
+	// priorities; each priority's own delta is in Extra.
+	RxPause, TxPause, RxPauseDurationUs, TxPauseDurationUs uint64
+	// ExtraID and ExtraDelta: the non-zero deltas of the dictionary's
+	// counters without a named column.
+	ExtraID    []uint16
+	ExtraDelta []uint64
+	// Flagged*: every dictionary counter with flags, and its raw value.
+	FlaggedID    []uint16
+	FlaggedFlags []uint8
+	FlaggedValue []uint64
+	// Unknown*: every counter the dictionary does not know, by name.
+	UnknownSource []uint8
+	UnknownName   []string
+	UnknownDelta  []uint64
+	UnknownValue  []uint64
+	UnknownFlags  []uint8
 	GaugeName     []string
 	GaugeValue    []uint64
-	// Derived is what people query, computed from the deltas (see Derive).
-	Derived Derived
-}
-
-// Derived holds the values computed from a sample's deltas and interval, so
-// a query reads a column instead of repeating the arithmetic. All are 0 on a
-// baseline row (no interval) and where the inputs are missing.
-type Derived struct {
-	RateGbps        float64 // the link's rate, parsed from the sysfs rate text
-	RcvGbps         float64
-	XmitGbps        float64
-	Utilisation     float64 // the busier direction over the rate, 0..1 (0: rate unknown)
-	TxPauseFraction float64 // of the interval, on the busiest priority, 0..1
-	RxPauseFraction float64
-	PreFECBER       float64 // Ethernet: rx_corrected_bits_phy / rx_bits_phy
-	PostFECBER      float64 // Ethernet: rx_pcs_symbol_err_phy / rx_bits_phy
-	SymbolBER       float64 // InfiniBand: symbol_error / line bits (rate x time; port_rcv_data x 8 when the rate is unknown)
+	// Derived is what people query, computed from the counters once
+	// (schemas.PortFigures).
+	Derived schemas.Figures
 }
 
 // Delta returns the named column's delta (e.g. "xmit_bytes").
@@ -159,114 +164,58 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 			Seq:         b.Seq,
 			BatchTimeMs: b.TimeMs,
 			First:       p.IntervalMs == 0,
+			Saturated:   []string{},
 		}
-		n := len(p.Counters)
-		r.CounterSource = make([]uint8, n)
-		r.CounterName = make([]string, n)
-		r.CounterDelta = make([]uint64, n)
-		r.CounterValue = make([]uint64, n)
-		r.CounterFlags = make([]uint8, n)
-		for j, c := range p.Counters {
-			name := schemas.TrimStatName(c.Name)
-			r.CounterSource[j] = uint8(c.Source)
-			r.CounterName[j] = name
-			r.CounterDelta[j] = c.Delta
-			r.CounterValue[j] = c.Value
-			r.CounterFlags[j] = uint8(c.Flags)
-			r.Reset = r.Reset || c.Flags&schemas.FlagReset != 0
-			r.Wrapped = r.Wrapped || c.Flags&schemas.FlagWrapped != 0
-			r.Held = r.Held || c.Flags&schemas.FlagHeld != 0
-			if c.Flags&schemas.FlagSaturated != 0 {
-				r.Saturated = append(r.Saturated, name)
-			}
-			slot, ok := namedIndex[counterKey{c.Source, name}]
-			switch {
-			case !ok:
-			case slot >= 0:
-				r.Named[slot] += c.Delta
-			default:
-				k := -1 - slot
-				prio := k / 4
-				switch k % 4 {
-				case 0:
-					r.RxPrioPause[prio] += c.Delta
-				case 1:
-					r.TxPrioPause[prio] += c.Delta
-				case 2:
-					r.RxPrioPauseDurationUs[prio] += c.Delta
-				case 3:
-					r.TxPrioPauseDurationUs[prio] += c.Delta
-				}
-			}
-		}
-		if r.Saturated == nil {
-			r.Saturated = []string{}
+		for _, c := range p.Counters {
+			r.addCounter(c)
 		}
 		r.GaugeName, r.GaugeValue = gauges(p.Gauges)
-		r.Derived = r.derive()
+		r.Derived = schemas.PortFigures(p)
 	}
 	return rows
 }
 
-// Column slots of the counters the derived values use.
-var (
-	slotRcvBytes     = slotOf("rcv_bytes")
-	slotXmitBytes    = slotOf("xmit_bytes")
-	slotSymbolError  = slotOf("symbol_error")
-	slotRxBitsPhy    = slotOf("rx_bits_phy")
-	slotCorrectedPhy = slotOf("rx_corrected_bits_phy")
-	slotPCSSymbolErr = slotOf("rx_pcs_symbol_err_phy")
-)
-
-func slotOf(column string) int {
-	for i, c := range namedCounters {
-		if c.column == column {
-			return i
-		}
+// addCounter files one counter where the layout keeps it.
+func (r *SampleRow) addCounter(c schemas.CounterDelta) {
+	name := schemas.TrimStatName(c.Name)
+	r.Reset = r.Reset || c.Flags&schemas.FlagReset != 0
+	r.Wrapped = r.Wrapped || c.Flags&schemas.FlagWrapped != 0
+	r.Held = r.Held || c.Flags&schemas.FlagHeld != 0
+	if c.Flags&schemas.FlagSaturated != 0 {
+		r.Saturated = append(r.Saturated, name)
 	}
-	panic("sink: no named counter column " + column)
-}
-
-// derive computes the derived values the same way the detectors measure
-// them (processor/ber_drift.go, processor/pfc_storm.go), so a figure in an
-// event's evidence can be found again in the table.
-func (r *SampleRow) derive() Derived {
-	rate, _ := schemas.ParseRateGbps(r.Rate) // 0: not a rate text
-	d := Derived{RateGbps: rate}
-	if r.IntervalMs <= 0 {
-		return d
+	id, known := schemas.LookupCounterID(c.Source, name)
+	if !known {
+		r.UnknownSource = append(r.UnknownSource, uint8(c.Source))
+		r.UnknownName = append(r.UnknownName, name)
+		r.UnknownDelta = append(r.UnknownDelta, c.Delta)
+		r.UnknownValue = append(r.UnknownValue, c.Value)
+		r.UnknownFlags = append(r.UnknownFlags, uint8(c.Flags))
+		return
 	}
-	seconds := float64(r.IntervalMs) / 1000
-	d.RcvGbps = float64(r.Named[slotRcvBytes]) * 8 / seconds / 1e9
-	d.XmitGbps = float64(r.Named[slotXmitBytes]) * 8 / seconds / 1e9
-	if d.RateGbps > 0 {
-		d.Utilisation = min(max(d.RcvGbps, d.XmitGbps)/d.RateGbps, 1)
+	if c.Flags != 0 {
+		r.FlaggedID = append(r.FlaggedID, uint16(id))
+		r.FlaggedFlags = append(r.FlaggedFlags, uint8(c.Flags))
+		r.FlaggedValue = append(r.FlaggedValue, c.Value)
 	}
-	intervalUs := float64(r.IntervalMs) * 1000
-	d.TxPauseFraction = min(float64(maxOf(r.TxPrioPauseDurationUs))/intervalUs, 1)
-	d.RxPauseFraction = min(float64(maxOf(r.RxPrioPauseDurationUs))/intervalUs, 1)
-	if bits := r.Named[slotRxBitsPhy]; bits > 0 {
-		d.PreFECBER = float64(r.Named[slotCorrectedPhy]) / float64(bits)
-		d.PostFECBER = float64(r.Named[slotPCSSymbolErr]) / float64(bits)
+	if slot := namedSlot[id]; slot >= 0 {
+		r.Named[slot] += c.Delta
+		return
 	}
-	if r.LinkLayer == "InfiniBand" {
-		bits := d.RateGbps * 1e9 * seconds
-		if bits <= 0 {
-			bits = float64(r.Named[slotRcvBytes]) * 8
-		}
-		if bits > 0 {
-			d.SymbolBER = float64(r.Named[slotSymbolError]) / bits
-		}
+	switch pauseKind[id] {
+	case 0:
+		r.RxPause += c.Delta
+	case 1:
+		r.TxPause += c.Delta
+	case 2:
+		r.RxPauseDurationUs += c.Delta
+	case 3:
+		r.TxPauseDurationUs += c.Delta
 	}
-	return d
-}
-
-func maxOf(a [prioCount]uint64) uint64 {
-	var m uint64
-	for _, v := range a {
-		m = max(m, v)
+	if c.Delta != 0 {
+		r.ExtraID = append(r.ExtraID, uint16(id))
+		r.ExtraDelta = append(r.ExtraDelta, c.Delta)
 	}
-	return m
 }
 
 func gauges(m map[string]uint64) ([]string, []uint64) {
@@ -283,14 +232,6 @@ func gauges(m map[string]uint64) ([]string, []uint64) {
 	return names, values
 }
 
-func sum(a [prioCount]uint64) uint64 {
-	var s uint64
-	for _, v := range a {
-		s += v
-	}
-	return s
-}
-
 // SampleColumns is the port_samples column list, in Values order.
 var SampleColumns = func() []string {
 	cols := []string{"ts", "time_ms", "node", "device", "port", "netdev", "link_layer", "state", "rate",
@@ -299,8 +240,8 @@ var SampleColumns = func() []string {
 		cols = append(cols, c.column)
 	}
 	return append(cols, "rx_pause", "tx_pause", "rx_pause_duration_us", "tx_pause_duration_us",
-		"rx_prio_pause", "tx_prio_pause", "rx_prio_pause_duration_us", "tx_prio_pause_duration_us",
-		"counter_source", "counter_name", "counter_delta", "counter_value", "counter_flags",
+		"extra_id", "extra_delta", "flagged_id", "flagged_flags", "flagged_value",
+		"unknown_source", "unknown_name", "unknown_delta", "unknown_value", "unknown_flags",
 		"gauge_name", "gauge_value",
 		"rate_gbps", "rcv_gbps", "xmit_gbps", "utilisation", "tx_pause_fraction", "rx_pause_fraction",
 		"pre_fec_ber", "post_fec_ber", "symbol_ber")
@@ -314,13 +255,21 @@ func (r *SampleRow) Values() []any {
 	for _, d := range r.Named {
 		v = append(v, d)
 	}
-	return append(v, sum(r.RxPrioPause), sum(r.TxPrioPause), sum(r.RxPrioPauseDurationUs), sum(r.TxPrioPauseDurationUs),
-		r.RxPrioPause[:], r.TxPrioPause[:], r.RxPrioPauseDurationUs[:], r.TxPrioPauseDurationUs[:],
-		r.CounterSource, r.CounterName, r.CounterDelta, r.CounterValue, r.CounterFlags,
+	d := &r.Derived
+	return append(v, r.RxPause, r.TxPause, r.RxPauseDurationUs, r.TxPauseDurationUs,
+		nonNil(r.ExtraID), nonNil(r.ExtraDelta), nonNil(r.FlaggedID), nonNil(r.FlaggedFlags), nonNil(r.FlaggedValue),
+		nonNil(r.UnknownSource), nonNil(r.UnknownName), nonNil(r.UnknownDelta), nonNil(r.UnknownValue), nonNil(r.UnknownFlags),
 		r.GaugeName, r.GaugeValue,
-		r.Derived.RateGbps, r.Derived.RcvGbps, r.Derived.XmitGbps, r.Derived.Utilisation,
-		r.Derived.TxPauseFraction, r.Derived.RxPauseFraction,
-		r.Derived.PreFECBER, r.Derived.PostFECBER, r.Derived.SymbolBER)
+		d.RateGbps, d.RcvGbps, d.XmitGbps, d.Utilisation, d.TxPauseFraction, d.RxPauseFraction,
+		d.PreFECBER, d.PostFECBER, d.SymbolBER)
+}
+
+// nonNil gives the driver an empty array rather than a nil slice.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // EventRow is one row of events: one state change of one incident.

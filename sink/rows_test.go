@@ -76,15 +76,20 @@ func TestSampleRows(t *testing.T) {
 		{"ib reset", ib.Reset, false},
 		{"saturated", roce.Saturated, []string{"symbol_error"}},
 		{"ib saturated empty", ib.Saturated, []string{}},
-		{"rx prio pause", roce.RxPrioPause, [8]uint64{3: 100, 5: 5}},
-		{"tx prio pause", roce.TxPrioPause, [8]uint64{3: 2}},
-		{"rx prio duration", roce.RxPrioPauseDurationUs, [8]uint64{3: 900}},
-		{"tx prio duration", roce.TxPrioPauseDurationUs, [8]uint64{7: 30}},
-		{"counter names trimmed", roce.CounterName[12], "tx_pause_storm_warning_events"},
-		{"all counters kept", len(roce.CounterName), 15},
-		{"counter sources", roce.CounterSource[5], uint8(schemas.SourceHWCounters)},
-		{"counter flags", roce.CounterFlags[3], uint8(schemas.FlagSaturated)},
-		{"counter values", roce.CounterValue[5], uint64(4294967290)},
+		{"extra: non-zero deltas without a named column, by id", names(roce.ExtraID),
+			[]string{"rx_prio3_pause", "rx_prio5_pause", "tx_prio3_pause", "rx_prio3_pause_duration", "tx_prio7_pause_duration"}},
+		{"extra deltas", roce.ExtraDelta, []uint64{100, 5, 2, 900, 30}},
+		{"flagged: every counter with flags", names(roce.FlaggedID), []string{"symbol_error", "port_rcv_errors", "np_cnp_sent", "out_of_sequence"}},
+		{"flagged flags", roce.FlaggedFlags, []uint8{uint8(schemas.FlagSaturated), uint8(schemas.FlagReset), uint8(schemas.FlagWrapped), uint8(schemas.FlagHeld)}},
+		{"flagged raw values", roce.FlaggedValue, []uint64{65535, 3, 4294967290, 9}},
+		{"unknown counters by name", roce.UnknownName, []string{"rx_vport_unicast_packets", "symbol_error"}},
+		{"unknown sources", roce.UnknownSource, []uint8{uint8(schemas.SourceEthtool), uint8(schemas.SourceEthtool)}},
+		{"unknown deltas", roce.UnknownDelta, []uint64{9, 77}},
+		{"unknown values", roce.UnknownValue, []uint64{99, 77}},
+		{"pause sums", [4]uint64{roce.RxPause, roce.TxPause, roce.RxPauseDurationUs, roce.TxPauseDurationUs}, [4]uint64{105, 2, 900, 30}},
+		{"ib baseline flagged with its raw value", names(ib.FlaggedID), []string{"port_rcv_data"}},
+		{"ib raw value", ib.FlaggedValue, []uint64{5}},
+		{"ib no extra", len(ib.ExtraID), 0},
 		{"gauges sorted", roce.GaugeName, []string{"a_gauge", "lifespan"}},
 		{"gauge values", roce.GaugeValue, []uint64{1, 10}},
 		{"ib gauges empty", len(ib.GaugeName), 0},
@@ -105,6 +110,14 @@ func TestSampleRows(t *testing.T) {
 	if _, ok := roce.Delta("no_such_column"); ok {
 		t.Error("Delta knows a column that does not exist")
 	}
+}
+
+func names(ids []uint16) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = schemas.CounterID(id).Name()
+	}
+	return out
 }
 
 func TestValuesMatchColumns(t *testing.T) {
@@ -285,43 +298,17 @@ func BenchmarkNewEventRow(b *testing.B) {
 	}
 }
 
+// TestDerived: the sink stores schemas.PortFigures (the one definition,
+// table-tested in schemas/derived_test.go), the baseline's only the rate.
 func TestDerived(t *testing.T) {
-	port := func(layer, rate string, intervalMs int64, counters ...schemas.CounterDelta) *schemas.CounterBatch {
-		return &schemas.CounterBatch{Node: "n", Ports: []schemas.PortSample{{Device: "mlx5_0", Port: 1, LinkLayer: layer,
-			Rate: rate, TimeMs: 1, IntervalMs: intervalMs, Counters: counters}}}
+	b := testBatch()
+	rows := sink.SampleRows(b)
+	for i := range rows {
+		if want := schemas.PortFigures(&b.Ports[i]); rows[i].Derived != want {
+			t.Errorf("port %d: derived %+v, want %+v", i, rows[i].Derived, want)
+		}
 	}
-	eth := schemas.SourceEthtool
-	for _, tc := range []struct {
-		name  string
-		batch *schemas.CounterBatch
-		want  sink.Derived
-	}{
-		{"baseline has only the rate", port("Ethernet", "100 Gb/sec (4X EDR)", 0, cd(schemas.SourceCounters, "port_rcv_data", 5, 5, 0)),
-			sink.Derived{RateGbps: 100}},
-		{"roce half busy, paused a quarter on one priority",
-			port("Ethernet", "100 Gb/sec (4X EDR)", 2000,
-				cd(schemas.SourceCounters, "port_rcv_data", 12_500_000_000, 0, 0), // 50 Gb/s over 2 s
-				cd(schemas.SourceCounters, "port_xmit_data", 2_500_000_000, 0, 0), // 10 Gb/s
-				cd(eth, "tx_prio3_pause_duration", 500_000, 0, 0),
-				cd(eth, "tx_prio4_pause_duration", 100_000, 0, 0),
-				cd(eth, "rx_prio3_pause_duration", 9_000_000, 0, 0), // more than the interval: clamped
-				cd(eth, "rx_bits_phy", 1e9, 0, 0),
-				cd(eth, "rx_corrected_bits_phy", 100, 0, 0),
-				cd(eth, "rx_pcs_symbol_err_phy", 1, 0, 0)),
-			sink.Derived{RateGbps: 100, RcvGbps: 50, XmitGbps: 10, Utilisation: 0.5, TxPauseFraction: 0.25, RxPauseFraction: 1,
-				PreFECBER: 1e-7, PostFECBER: 1e-9}},
-		{"infiniband symbol BER over line bits",
-			port("InfiniBand", "200 Gb/sec (4X HDR)", 1000, cd(schemas.SourceCounters, "symbol_error", 2, 2, 0)),
-			sink.Derived{RateGbps: 200, SymbolBER: 1e-11}},
-		{"infiniband without a rate: received bits",
-			port("InfiniBand", "", 1000, cd(schemas.SourceCounters, "symbol_error", 4, 4, 0), cd(schemas.SourceCounters, "port_rcv_data", 1000, 0, 0)),
-			sink.Derived{RcvGbps: 8e-6, SymbolBER: 4.0 / 8000}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := sink.SampleRows(tc.batch)[0].Derived
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("derived %+v\nwant    %+v", got, tc.want)
-			}
-		})
+	if want := (schemas.Figures{RateGbps: 400}); rows[1].Derived != want {
+		t.Errorf("baseline derived %+v, want %+v", rows[1].Derived, want)
 	}
 }

@@ -93,61 +93,12 @@ func (s *Sink) Run(ctx context.Context) error {
 	if nc := s.js.Conn(); nc != nil {
 		s.reconnects.Store(nc.Stats().Reconnects)
 	}
-	counters := &pipeline[SampleRow]{
-		s: s, table: "port_samples", columns: SampleColumns,
-		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
-		decode: func(subject string, data []byte) ([]SampleRow, error) {
-			b, err := schemas.DecodeBatch(data)
-			if err != nil {
-				return nil, err
-			}
-			if err := schemas.CheckBatchSubject(subject, b); err != nil {
-				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
-			}
-			return SampleRows(b), nil
-		},
-		values:  (*SampleRow).Values,
-		present: s.samplesPresent,
-	}
-	events := &pipeline[EventRow]{
-		s: s, table: "events", columns: EventColumns,
-		stream: schemas.StreamEvents, filter: schemas.EventsAllFilter, consumer: s.cfg.ConsumerPrefix + "-events",
-		decode: func(_ string, data []byte) ([]EventRow, error) {
-			e, err := schemas.DecodeEvent(data)
-			if err != nil {
-				return nil, err
-			}
-			r, err := NewEventRow(e)
-			if err != nil {
-				return nil, err
-			}
-			return []EventRow{r}, nil
-		},
-		values: (*EventRow).Values,
-	}
-	inventory := &pipeline[InventoryRow]{
-		s: s, table: "inventory", columns: InventoryColumns,
-		stream: schemas.StreamInventory, filter: schemas.InventoryAllFilter, consumer: s.cfg.ConsumerPrefix + "-inventory",
-		decode: func(subject string, data []byte) ([]InventoryRow, error) {
-			inv, err := schemas.DecodeInventory(data)
-			if err != nil {
-				return nil, err
-			}
-			if err := schemas.CheckInventorySubject(subject, inv); err != nil {
-				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
-			}
-			return InventoryRows(inv), nil
-		},
-		values: (*InventoryRow).Values,
-	}
-	portConfig := s.configPipeline() // sink/config_rows.go
-	runners := []interface {
-		statser
-		init(context.Context) error
-		run(context.Context) error
-	}{counters, events, inventory, portConfig}
+	runners := []runner{s.countersPipeline(), s.eventsPipeline(), s.inventoryPipeline(), s.configPipeline()} // configPipeline: sink/config_rows.go
 	s.pipesMu.Lock()
-	s.pipes = []statser{counters, events, inventory, portConfig}
+	s.pipes = s.pipes[:0]
+	for _, r := range runners {
+		s.pipes = append(s.pipes, r)
+	}
 	s.pipesMu.Unlock()
 
 	if !s.waitSchema(ctx) {
@@ -187,6 +138,74 @@ func (s *Sink) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// runner is one stream-to-table pipeline as Run drives it.
+type runner interface {
+	statser
+	init(context.Context) error
+	run(context.Context) error
+}
+
+// countersPipeline writes counter batches into port_samples, column by
+// column, checking redelivered rows against the table first.
+func (s *Sink) countersPipeline() *pipeline[SampleRow] {
+	return &pipeline[SampleRow]{
+		s: s, table: "port_samples", columns: SampleColumns,
+		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
+		decode: func(subject string, data []byte) ([]SampleRow, error) {
+			b, err := schemas.DecodeBatch(data)
+			if err != nil {
+				return nil, err
+			}
+			if err := schemas.CheckBatchSubject(subject, b); err != nil {
+				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
+			}
+			return SampleRows(b), nil
+		},
+		values:  (*SampleRow).Values,
+		block:   appendSamples,
+		present: s.samplesPresent,
+	}
+}
+
+// eventsPipeline writes incident state changes into events.
+func (s *Sink) eventsPipeline() *pipeline[EventRow] {
+	return &pipeline[EventRow]{
+		s: s, table: "events", columns: EventColumns,
+		stream: schemas.StreamEvents, filter: schemas.EventsAllFilter, consumer: s.cfg.ConsumerPrefix + "-events",
+		decode: func(_ string, data []byte) ([]EventRow, error) {
+			e, err := schemas.DecodeEvent(data)
+			if err != nil {
+				return nil, err
+			}
+			r, err := NewEventRow(e)
+			if err != nil {
+				return nil, err
+			}
+			return []EventRow{r}, nil
+		},
+		values: (*EventRow).Values,
+	}
+}
+
+// inventoryPipeline writes node inventories into inventory.
+func (s *Sink) inventoryPipeline() *pipeline[InventoryRow] {
+	return &pipeline[InventoryRow]{
+		s: s, table: "inventory", columns: InventoryColumns,
+		stream: schemas.StreamInventory, filter: schemas.InventoryAllFilter, consumer: s.cfg.ConsumerPrefix + "-inventory",
+		decode: func(subject string, data []byte) ([]InventoryRow, error) {
+			inv, err := schemas.DecodeInventory(data)
+			if err != nil {
+				return nil, err
+			}
+			if err := schemas.CheckInventorySubject(subject, inv); err != nil {
+				return nil, fmt.Errorf("%w: %w", errSpoofed, err)
+			}
+			return InventoryRows(inv), nil
+		},
+		values: (*InventoryRow).Values,
+	}
+}
+
 // waitSchema polls schema_migrations until every migration the sink needs
 // is there; the sink never runs DDL itself. It returns false when ctx ended
 // first.
@@ -222,6 +241,9 @@ type pipeline[R any] struct {
 	// was allowed to publish on.
 	decode func(subject string, data []byte) ([]R, error)
 	values func(*R) []any
+	// block, when set, fills a batch column by column (no boxing per
+	// value); values then only serves to find a row the driver refuses.
+	block func(driver.Batch, []*R) error
 	// present, when set, reports which rows are in the table already. The
 	// counters pipeline has one: port_samples feeds materialized views,
 	// which count every row inserted, collapsed or not.
@@ -766,10 +788,21 @@ func (p *pipeline[R]) insertBlock(ctx context.Context, rows []*R) (err error) {
 		return fmt.Errorf("prepare insert into %s: %w", p.table, err)
 	}
 	defer batch.Close()
-	for i, r := range rows {
-		if err := batch.Append(p.values(r)...); err != nil {
+	if p.block == nil || p.block(batch, rows) != nil {
+		if p.block != nil {
+			// A column the driver refused: start again row by row, which
+			// names the row (and so the message) it cannot take.
 			_ = batch.Abort()
-			return &badRowError{row: i, err: fmt.Errorf("%s row %d: %w", p.table, i, err)}
+			if batch, err = p.s.conn.PrepareBatch(ictx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")"); err != nil {
+				return fmt.Errorf("prepare insert into %s: %w", p.table, err)
+			}
+			defer batch.Close()
+		}
+		for i, r := range rows {
+			if err := batch.Append(p.values(r)...); err != nil {
+				_ = batch.Abort()
+				return &badRowError{row: i, err: fmt.Errorf("%s row %d: %w", p.table, i, err)}
+			}
 		}
 	}
 	if err := batch.Send(); err != nil {

@@ -57,7 +57,7 @@ func TestMigrateTwice(t *testing.T) {
 		tables = append(tables, n)
 	}
 	rows.Close()
-	want := []string{"events", "events_latest", "inventory", "inventory_latest",
+	want := []string{"counter_dictionary", "events", "events_latest", "inventory", "inventory_latest",
 		"port_config", "port_hour", "port_hour_mv", "port_hour_v", "port_minute", "port_minute_mv", "port_minute_v",
 		"port_samples", "schema_migrations", "topology_links", "topology_ports"}
 	if !reflect.DeepEqual(tables, want) {

@@ -100,7 +100,7 @@ func TestReplayIntoClickHouse(t *testing.T) {
 	// The baseline row keeps the raw reading; the flap shows as a delta.
 	for k, raw := range first {
 		var got uint64
-		q := fmt.Sprintf("SELECT counter_value[indexOf(counter_name, 'port_xmit_data')] FROM port_samples FINAL WHERE node = '%s' AND device = '%s' AND port = %d AND first = 1 ORDER BY time_ms LIMIT 1", k.node, k.device, k.port)
+		q := fmt.Sprintf("SELECT flagged_value[indexOf(flagged_name, 'port_xmit_data')] FROM port_samples FINAL WHERE node = '%s' AND device = '%s' AND port = %d AND first = 1 ORDER BY time_ms LIMIT 1", k.node, k.device, k.port)
 		if err := conn.QueryRow(ctx, q).Scan(&got); err != nil {
 			t.Fatal(err)
 		}

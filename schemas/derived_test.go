@@ -1,0 +1,119 @@
+package schemas
+
+import (
+	"math"
+	"testing"
+)
+
+func TestDerivedDefinitions(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"per second", PerSecond(500, 2000), 250},
+		{"per second without an interval", PerSecond(500, 0), 0},
+		{"gbps: bytes over the interval", Gbps(12_500_000_000, 2000), 50},
+		{"gbps without an interval", Gbps(1, -5), 0},
+		{"link utilisation: the busier direction", LinkUtilisation(10, 50, 100), 0.5},
+		{"link utilisation clamped", LinkUtilisation(120, 0, 100), 1},
+		{"link utilisation without a rate", LinkUtilisation(10, 50, 0), 0},
+		{"pause fraction", PauseFraction(250_000, 1000), 0.25},
+		{"pause fraction clamped", PauseFraction(9_000_000, 1000), 1},
+		{"pause fraction without an interval", PauseFraction(1, 0), 0},
+		{"error ratio", ErrorRatio(100, 1e9), 1e-7},
+		{"error ratio without bits", ErrorRatio(100, 0), 0},
+		{"error ratio of infinite bits", ErrorRatio(1, math.Inf(1)), 0},
+		{"line bits: rate times time", LineBits(200, 1000, 5), 200e9},
+		{"line bits without a rate: received bits", LineBits(0, 1000, 1000), 8000},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+	// RcvUtilisation (pfc_storm's figure) is received traffic only, not
+	// clamped, and unknown without a rate; LinkUtilisation is not it.
+	if u, ok := RcvUtilisation(10, 100); !ok || u != 0.1 {
+		t.Errorf("RcvUtilisation(10, 100) = %v, %v", u, ok)
+	}
+	if u, ok := RcvUtilisation(101, 100); !ok || u != 1.01 {
+		t.Errorf("RcvUtilisation(101, 100) = %v, %v: not clamped", u, ok)
+	}
+	if _, ok := RcvUtilisation(10, 0); ok {
+		t.Error("RcvUtilisation without a rate is known")
+	}
+	if RcvUtilisation10, _ := RcvUtilisation(10, 100); RcvUtilisation10 == LinkUtilisation(10, 50, 100) {
+		t.Error("the two utilisations agree where rx and tx differ")
+	}
+	for _, tc := range []struct {
+		flags Flag
+		want  bool
+	}{{0, true}, {FlagWrapped, true}, {FlagSaturated, true}, {FlagFirst, false}, {FlagReset, false}, {FlagHeld, false}, {FlagWrapped | FlagHeld, false}} {
+		if got := Usable(CounterDelta{Flags: tc.flags}); got != tc.want {
+			t.Errorf("Usable(flags %b) = %v, want %v", tc.flags, got, tc.want)
+		}
+	}
+}
+
+func TestPortFigures(t *testing.T) {
+	c := func(src Source, name string, delta uint64, flags Flag) CounterDelta {
+		return CounterDelta{Source: src, Name: name, Delta: delta, Flags: flags}
+	}
+	port := func(layer, rate string, intervalMs int64, counters ...CounterDelta) *PortSample {
+		return &PortSample{Device: "mlx5_0", Port: 1, LinkLayer: layer, Rate: rate, TimeMs: 1, IntervalMs: intervalMs, Counters: counters}
+	}
+	eth, ib := SourceEthtool, SourceCounters
+	busy := []CounterDelta{
+		c(ib, "port_rcv_data", 12_500_000_000, 0), // 50 Gb/s over 2 s
+		c(ib, "port_xmit_data", 2_500_000_000, 0), // 10 Gb/s
+		c(eth, "tx_prio3_pause_duration", 500_000, 0),
+		c(eth, "tx_prio4_pause_duration", 100_000, 0),
+		c(eth, "rx_prio3_pause_duration", 9_000_000, 0), // more than the interval: clamped
+		c(eth, "rx_bits_phy", 1e9, 0),
+		c(eth, "rx_corrected_bits_phy", 100, 0),
+		c(eth, "rx_pcs_symbol_err_phy", 1, 0),
+	}
+	with := func(i int, flags Flag) []CounterDelta {
+		out := append([]CounterDelta(nil), busy...)
+		out[i].Flags = flags
+		return out
+	}
+	full := Figures{RateGbps: 100, RcvGbps: 50, XmitGbps: 10, Utilisation: 0.5, TxPauseFraction: 0.25, RxPauseFraction: 1,
+		PreFECBER: 1e-7, PostFECBER: 1e-9}
+	for _, tc := range []struct {
+		name string
+		port *PortSample
+		want Figures
+	}{
+		{"baseline has only the rate", port("Ethernet", "100 Gb/sec (4X EDR)", 0, c(ib, "port_rcv_data", 5, FlagFirst)),
+			Figures{RateGbps: 100}},
+		{"roce half busy, paused a quarter on one priority", port("Ethernet", "100 Gb/sec (4X EDR)", 2000, busy...), full},
+		{"a reset receive counter: no receive rate, no utilisation",
+			port("Ethernet", "100 Gb/sec (4X EDR)", 2000, with(0, FlagReset)...),
+			Figures{RateGbps: 100, XmitGbps: 10, TxPauseFraction: 0.25, RxPauseFraction: 1, PreFECBER: 1e-7, PostFECBER: 1e-9}},
+		{"a held pause counter: both pause fractions unknown",
+			port("Ethernet", "100 Gb/sec (4X EDR)", 2000, with(3, FlagHeld)...),
+			Figures{RateGbps: 100, RcvGbps: 50, XmitGbps: 10, Utilisation: 0.5, PreFECBER: 1e-7, PostFECBER: 1e-9}},
+		{"a wrapped counter keeps its delta", port("Ethernet", "100 Gb/sec (4X EDR)", 2000, with(1, FlagWrapped)...), full},
+		{"reset phy bits: no BER", port("Ethernet", "100 Gb/sec (4X EDR)", 2000, with(5, FlagReset)...),
+			Figures{RateGbps: 100, RcvGbps: 50, XmitGbps: 10, Utilisation: 0.5, TxPauseFraction: 0.25, RxPauseFraction: 1}},
+		{"infiniband symbol BER over line bits",
+			port("InfiniBand", "200 Gb/sec (4X HDR)", 1000, c(ib, "symbol_error", 2, 0)),
+			Figures{RateGbps: 200, SymbolBER: 1e-11}},
+		{"infiniband without a rate: received bits",
+			port("InfiniBand", "", 1000, c(ib, "symbol_error", 4, 0), c(ib, "port_rcv_data", 1000, 0)),
+			Figures{RcvGbps: 8e-6, SymbolBER: 4.0 / 8000}},
+		{"infiniband saturated symbol_error is blind, not error-free",
+			port("InfiniBand", "200 Gb/sec (4X HDR)", 1000, c(ib, "symbol_error", 0, FlagSaturated)),
+			Figures{RateGbps: 200}},
+		{"infiniband held symbol_error", port("InfiniBand", "200 Gb/sec (4X HDR)", 1000, c(ib, "symbol_error", 0, FlagHeld)),
+			Figures{RateGbps: 200}},
+		{"not a rate text", port("Ethernet", "fast", 1000, c(ib, "port_rcv_data", 125_000_000, 0)),
+			Figures{RcvGbps: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PortFigures(tc.port); got != tc.want {
+				t.Errorf("figures %+v\nwant    %+v", got, tc.want)
+			}
+		})
+	}
+}

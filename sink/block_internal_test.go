@@ -1,0 +1,171 @@
+package sink
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// TestSampleBlockMatchesValues: the column-by-column block holds, column
+// for column and row for row, what the row-by-row path (Values, used to
+// find a refused row) would send.
+func TestSampleBlockMatchesValues(t *testing.T) {
+	b := &schemas.CounterBatch{Node: "gpu-001", BootID: "b", Seq: 3, TimeMs: 1767225600500, Ports: []schemas.PortSample{
+		{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet", Rate: "100 Gb/sec (4X EDR)", TimeMs: 1767225600123, IntervalMs: 1000,
+			Counters: []schemas.CounterDelta{
+				{Source: schemas.SourceCounters, Name: "port_rcv_data", Delta: 4000},
+				{Source: schemas.SourceEthtool, Name: "rx_prio3_pause", Delta: 7},
+				{Source: schemas.SourceCounters, Name: "symbol_error", Value: 65535, Flags: schemas.FlagSaturated},
+				{Source: schemas.SourceEthtool, Name: "not_in_the_dictionary", Delta: 1, Value: 2},
+			}, Gauges: map[string]uint64{"lifespan": 10}},
+		{Device: "mlx5_1", Port: 1, LinkLayer: "InfiniBand", TimeMs: 1767225600124},
+	}}
+	rows := SampleRows(b)
+	ptrs := []*SampleRow{&rows[0], &rows[1]}
+	if len(sampleBlock) != len(SampleColumns) {
+		t.Fatalf("%d column builders for %d columns", len(sampleBlock), len(SampleColumns))
+	}
+	for i, build := range sampleBlock {
+		colv := reflect.ValueOf(build(ptrs))
+		if colv.Len() != len(rows) {
+			t.Fatalf("column %s: %d values for %d rows", SampleColumns[i], colv.Len(), len(rows))
+		}
+		for r := range rows {
+			want := rows[r].Values()[i]
+			if got := colv.Index(r).Interface(); !reflect.DeepEqual(got, want) {
+				t.Errorf("column %s row %d: block %#v, Values %#v", SampleColumns[i], r, got, want)
+			}
+		}
+	}
+}
+
+// TestEveryCounterKept: each counter of a sample can be read back from its
+// row, by name, with its delta, and with its raw value and flags where it
+// had flags; only a zero unflagged delta is left out (it reads 0 alike).
+func TestEveryCounterKept(t *testing.T) {
+	var counters []schemas.CounterDelta
+	for id := range schemas.CounterIDs {
+		cid := schemas.CounterID(id)
+		flags := schemas.Flag(0)
+		if id%7 == 0 {
+			flags = schemas.FlagWrapped
+		}
+		counters = append(counters, schemas.CounterDelta{Source: cid.Source(), Name: cid.Name(), Delta: uint64(id % 3 * 10), Value: uint64(id), Flags: flags})
+	}
+	counters = append(counters, schemas.CounterDelta{Source: schemas.SourceHWCounters, Name: "new_counter", Delta: 0, Value: 5})
+	b := &schemas.CounterBatch{Node: "n", Ports: []schemas.PortSample{{Device: "d", Port: 1, TimeMs: 1, IntervalMs: 1000, Counters: counters}}}
+	r := SampleRows(b)[0]
+	checkKept(t, &b.Ports[0], &r)
+	if v, ok := readBack(&r)[counterKey{schemas.SourceHWCounters, "new_counter"}]; !ok || v.value != 5 {
+		t.Error("an unknown counter's raw value is lost")
+	}
+}
+
+// kept is what a row holds of one counter.
+type kept struct {
+	delta, value uint64
+	flags        uint8
+}
+
+// readBack reads every counter back from a row, by source and name.
+func readBack(r *SampleRow) map[counterKey]kept {
+	out := map[counterKey]kept{}
+	for i, c := range namedCounters {
+		k := counterKey{c.source, c.name}
+		v := out[k]
+		v.delta += r.Named[i]
+		out[k] = v
+	}
+	for i, id := range r.ExtraID {
+		cid := schemas.CounterID(id)
+		k := counterKey{cid.Source(), cid.Name()}
+		v := out[k]
+		v.delta += r.ExtraDelta[i]
+		out[k] = v
+	}
+	for i, id := range r.FlaggedID {
+		cid := schemas.CounterID(id)
+		k := counterKey{cid.Source(), cid.Name()}
+		v := out[k]
+		v.value, v.flags = r.FlaggedValue[i], r.FlaggedFlags[i]
+		out[k] = v
+	}
+	for i, n := range r.UnknownName {
+		k := counterKey{schemas.Source(r.UnknownSource[i]), n}
+		v := out[k]
+		v.delta, v.value, v.flags = v.delta+r.UnknownDelta[i], r.UnknownValue[i], r.UnknownFlags[i]
+		out[k] = v
+	}
+	return out
+}
+
+// checkKept: every counter of p can be read back from r with its delta,
+// and with its raw value and flags where it had flags (a counter listed
+// twice in a sample adds up).
+func checkKept(t *testing.T, p *schemas.PortSample, r *SampleRow) {
+	t.Helper()
+	got := readBack(r)
+	want := map[counterKey]kept{}
+	for _, c := range p.Counters {
+		k := counterKey{c.Source, schemas.TrimStatName(c.Name)}
+		v := want[k]
+		v.delta += c.Delta
+		if c.Flags != 0 {
+			v.value, v.flags = c.Value, uint8(c.Flags)
+		}
+		want[k] = v
+	}
+	for k, w := range want {
+		g := got[k]
+		if g.delta != w.delta || (w.flags != 0 && (g.value != w.value || g.flags != w.flags)) {
+			t.Errorf("%s/%s: kept %+v, read back %+v", k.source, k.name, w, g)
+		}
+	}
+}
+
+// FuzzSampleRows: any batch the decoder accepts becomes rows that keep
+// every counter, and the column-wise block equals the row-wise values.
+//
+//	go test -run '^$' -fuzz FuzzSampleRows -fuzztime 30s ./sink
+func FuzzSampleRows(f *testing.F) {
+	for _, b := range []*schemas.CounterBatch{
+		{Version: schemas.Version, Node: "gpu-001", BootID: "b", Seq: 1, TimeMs: 1767225600000, Ports: []schemas.PortSample{
+			{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet", State: "ACTIVE", Rate: "100 Gb/sec (4X EDR)", TimeMs: 1767225600000, IntervalMs: 1000,
+				Counters: []schemas.CounterDelta{
+					{Source: schemas.SourceCounters, Name: "port_rcv_data", Delta: 4000},
+					{Source: schemas.SourceEthtool, Name: "rx_prio3_pause_duration", Delta: 7},
+					{Source: schemas.SourceCounters, Name: "symbol_error", Value: 65535, Flags: schemas.FlagSaturated},
+					{Source: schemas.SourceHWCounters, Name: "a_new_counter", Delta: 1, Value: 2, Flags: schemas.FlagReset},
+				}, Gauges: map[string]uint64{"lifespan": 10}}}},
+		{Version: schemas.Version, Node: "ib-1", BootID: "c", Seq: 2, TimeMs: 1767225600000, Ports: []schemas.PortSample{
+			{Device: "mlx5_1", Port: 2, LinkLayer: "InfiniBand", TimeMs: 1767225600000,
+				Counters: []schemas.CounterDelta{{Source: schemas.SourceCounters, Name: "port_xmit_data", Value: 9, Flags: schemas.FlagFirst}}}}},
+	} {
+		data, err := schemas.EncodeBatch(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := schemas.DecodeBatch(data)
+		if err != nil {
+			return
+		}
+		rows := SampleRows(b)
+		ptrs := make([]*SampleRow, len(rows))
+		for i := range rows {
+			checkKept(t, &b.Ports[i], &rows[i])
+			ptrs[i] = &rows[i]
+		}
+		for c, build := range sampleBlock {
+			col := reflect.ValueOf(build(ptrs))
+			for i := range rows {
+				if got, want := col.Index(i).Interface(), rows[i].Values()[c]; !reflect.DeepEqual(got, want) {
+					t.Fatalf("column %s row %d: block %#v, Values %#v", SampleColumns[c], i, got, want)
+				}
+			}
+		}
+	})
+}

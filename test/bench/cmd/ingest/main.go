@@ -1,0 +1,457 @@
+// Command ingest measures how fast ClickHouse takes port_samples rows
+// (issue 13, BENCHMARKS.md), side by side in one run on the same rows: a
+// simulated fleet's batches (the `make run` fleet by default: 64 hosts, 2
+// ports each, 2 h at 10 s, 92 k port-samples) through the wire codec, then
+//
+//   - old: clickhouse-client inserting them in the layout before migration
+//     0011 (every counter by name in the counter_* arrays, the
+//     per-priority pause arrays), FORMAT Native, with the rollup views;
+//   - new: clickhouse-client inserting them in the 0011 layout, FORMAT
+//     Native, with the rollup views;
+//   - sink: the sink (sink.Sink: JetStream consume, decode, rows, blocks)
+//     writing the same batches from an embedded JetStream into the 0011
+//     layout, until its consumers are drained.
+//
+// Each round truncates the tables (port_samples and the rollups) before
+// each insert. It prints rows/s per round, the median and the ratios
+// new/old and sink/new, and, with --server-pid (a ClickHouse of your own),
+// the server's CPU seconds per insert: on a shared, loaded machine CPU
+// time varies much less than wall time.
+//
+//	go run ./test/bench/cmd/ingest --clickhouse clickhouse://127.0.0.1:19000/default
+//
+// The rows go into two new databases next to the DSN's (<db>_ingest_<n>_old
+// and _new), dropped at the end unless --keep.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/sim"
+	"github.com/rdmawatch/rdmawatch/sink"
+	"github.com/rdmawatch/rdmawatch/test/bench"
+)
+
+type config struct {
+	dsn, client, scenario string
+	rounds, serverPID     int
+	keep, sinkDefaults    bool
+	cpuProfile            string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.dsn, "clickhouse", "clickhouse://127.0.0.1:19000/default", "ClickHouse DSN; the benchmark's databases are created next to its database")
+	flag.StringVar(&c.client, "client", "clickhouse-client", "clickhouse-client binary")
+	flag.StringVar(&c.scenario, "scenario", "live-fleet", "live scenario whose fleet gives the rows (sim.LiveScenarios)")
+	flag.IntVar(&c.rounds, "rounds", 3, "rounds of old, new and sink, alternating")
+	flag.IntVar(&c.serverPID, "server-pid", 0, "pid of the ClickHouse server, to report its CPU seconds per insert (0: wall time only)")
+	flag.BoolVar(&c.keep, "keep", false, "keep the benchmark's databases")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the sink runs (go tool pprof)")
+	flag.BoolVar(&c.sinkDefaults, "sink-defaults", false, "run the sink with its default config instead of the bulk one (every row in one flush, blocks as large as clickhouse-client's)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one timed insert.
+type result struct {
+	wall      time.Duration
+	serverCPU time.Duration // -1: not measured
+}
+
+func run(ctx context.Context, c config) error {
+	sc, ok := sim.LiveScenarioByName(c.scenario)
+	if !ok {
+		return fmt.Errorf("--scenario %q: no such live scenario", c.scenario)
+	}
+	batches, err := fleet(sc.Config)
+	if err != nil {
+		return err
+	}
+	var samples []sink.SampleRow
+	for _, b := range batches {
+		samples = append(samples, sink.SampleRows(b)...)
+	}
+	fmt.Printf("fleet %s: %d batches, %d port-samples\n", c.scenario, len(batches), len(samples))
+
+	u, err := url.Parse(c.dsn)
+	if err != nil {
+		return fmt.Errorf("--clickhouse: %w", err)
+	}
+	base := fmt.Sprintf("%s_ingest_%d", strings.Trim(u.Path, "/"), time.Now().Unix())
+	if strings.Trim(u.Path, "/") == "" {
+		base = "default" + base
+	}
+	oldDB, err := newDatabase(ctx, c, u, base+"_old")
+	if err != nil {
+		return err
+	}
+	newDB, err := newDatabase(ctx, c, u, base+"_new")
+	if err != nil {
+		return err
+	}
+	if !c.keep {
+		defer oldDB.drop(c)
+		defer newDB.drop(c)
+	}
+	if _, err := chdb.Migrate(ctx, newDB.conn); err != nil {
+		return err
+	}
+	if _, err := chdb.Migrate(ctx, oldDB.conn); err != nil {
+		return err
+	}
+	// The layout before 0011: its columns dropped again.
+	if err := oldDB.conn.Exec(ctx, "ALTER TABLE port_samples DROP COLUMN "+strings.Join(columns0011, ", DROP COLUMN ")); err != nil {
+		return fmt.Errorf("old layout: %w", err)
+	}
+
+	// The reference rows, as clickhouse-client's Native blocks: written once
+	// through clickhouse-go, read back by clickhouse-client.
+	oldNative, err := nativeRows(ctx, c, oldDB, legacyColumns, legacyRows(batches, samples))
+	if err != nil {
+		return fmt.Errorf("old layout: %w", err)
+	}
+	newNative, err := nativeRows(ctx, c, newDB, sink.SampleColumns, rowValues(samples))
+	if err != nil {
+		return fmt.Errorf("new layout: %w", err)
+	}
+
+	js, stopNATS, err := publish(ctx, batches)
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
+
+	var olds, news, sinks []result
+	for round := 1; round <= c.rounds; round++ {
+		o, err := clientInsert(ctx, c, oldDB, legacyColumns, oldNative, len(samples))
+		if err != nil {
+			return fmt.Errorf("old layout: %w", err)
+		}
+		n, err := clientInsert(ctx, c, newDB, sink.SampleColumns, newNative, len(samples))
+		if err != nil {
+			return fmt.Errorf("new layout: %w", err)
+		}
+		s, err := sinkInsert(ctx, c, newDB, js, round, len(samples))
+		if err != nil {
+			return fmt.Errorf("sink: %w", err)
+		}
+		olds, news, sinks = append(olds, o), append(news, n), append(sinks, s)
+		fmt.Printf("round %d: old %s | new %s | sink %s\n", round, o.format(len(samples)), n.format(len(samples)), s.format(len(samples)))
+	}
+	rate := func(rs []result) float64 {
+		return float64(len(samples)) / median(rs, func(r result) time.Duration { return r.wall }).Seconds()
+	}
+	fmt.Printf("\nmedian rows/s (wall): old %.0f, new %.0f, sink %.0f\n", rate(olds), rate(news), rate(sinks))
+	fmt.Printf("new/old %.2f (target >= 5), sink/new %.2f (target >= 0.7)\n", rate(news)/rate(olds), rate(sinks)/rate(news))
+	if c.serverPID > 0 {
+		cpu := func(rs []result) time.Duration {
+			return median(rs, func(r result) time.Duration { return r.serverCPU })
+		}
+		fmt.Printf("median server CPU per insert: old %.2fs, new %.2fs, sink %.2fs; old/new %.2f\n",
+			cpu(olds).Seconds(), cpu(news).Seconds(), cpu(sinks).Seconds(), cpu(olds).Seconds()/cpu(news).Seconds())
+	}
+	return nil
+}
+
+func (r result) format(rows int) string {
+	s := fmt.Sprintf("%6.0f rows/s (%.2fs)", float64(rows)/r.wall.Seconds(), r.wall.Seconds())
+	if r.serverCPU >= 0 {
+		s += fmt.Sprintf(" server CPU %.2fs", r.serverCPU.Seconds())
+	}
+	return s
+}
+
+func median(rs []result, f func(result) time.Duration) time.Duration {
+	v := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// fleet runs the scenario's fleet through the delta engine and the wire
+// codec: the batches as the sink decodes them (raw values only where flags
+// make them matter).
+func fleet(cfg sim.Config) ([]*schemas.CounterBatch, error) {
+	var out []*schemas.CounterBatch
+	err := bench.Run(cfg, func(t *bench.Tick) error {
+		for _, b := range t.Batches {
+			data, err := schemas.EncodeBatch(b)
+			if err != nil {
+				return err
+			}
+			d, err := schemas.DecodeBatch(data)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// database is one of the benchmark's databases.
+type database struct {
+	name string
+	dsn  string
+	args []string // clickhouse-client connection arguments
+	conn driver.Conn
+}
+
+func newDatabase(ctx context.Context, c config, u *url.URL, name string) (*database, error) {
+	d := *u
+	d.Path = "/" + name
+	db := &database{name: name, dsn: d.String(), args: []string{"--host", u.Hostname(), "--port", u.Port(), "--database", name}}
+	if u.User != nil {
+		db.args = append(db.args, "--user", u.User.Username())
+		if pw, ok := u.User.Password(); ok {
+			db.args = append(db.args, "--password", pw)
+		}
+	}
+	if err := chdb.EnsureDatabase(ctx, db.dsn); err != nil {
+		return nil, err
+	}
+	conn, err := chdb.Open(ctx, db.dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.conn = conn
+	return db, nil
+}
+
+func (db *database) drop(c config) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := db.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db.name); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest: drop database", db.name+":", err)
+	}
+	_ = db.conn.Close()
+}
+
+// clickhouse runs clickhouse-client with stdin; it returns stdout and the
+// client's CPU time.
+func clickhouse(ctx context.Context, c config, db *database, stdin []byte, query string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, c.client, append(db.args, "--query", query)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse-client %.60q: %w: %s", query, err, stderr.Bytes())
+	}
+	return out, nil
+}
+
+func (db *database) truncate(ctx context.Context) error {
+	for _, t := range []string{"port_samples", "port_minute", "port_hour"} {
+		if err := db.conn.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nativeRows writes rows through clickhouse-go and returns them as
+// clickhouse-client exports them (FORMAT Native).
+func nativeRows(ctx context.Context, c config, db *database, columns []string, rows [][]any) ([]byte, error) {
+	const block = 16384
+	for start := 0; start < len(rows); start += block {
+		b, err := db.conn.PrepareBatch(ctx, "INSERT INTO port_samples ("+strings.Join(columns, ", ")+")")
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows[start:min(start+block, len(rows))] {
+			if err := b.Append(r...); err != nil {
+				return nil, err
+			}
+		}
+		if err := b.Send(); err != nil {
+			return nil, err
+		}
+	}
+	return clickhouse(ctx, c, db, nil, "SELECT "+strings.Join(columns, ", ")+" FROM port_samples ORDER BY time_ms, node, device, port FORMAT Native")
+}
+
+// clientInsert times clickhouse-client inserting the Native rows into the
+// emptied tables.
+func clientInsert(ctx context.Context, c config, db *database, columns []string, native []byte, rows int) (result, error) {
+	if err := db.truncate(ctx); err != nil {
+		return result{}, err
+	}
+	cpu0 := serverCPU(c.serverPID)
+	t0 := time.Now()
+	if _, err := clickhouse(ctx, c, db, native, "INSERT INTO port_samples ("+strings.Join(columns, ", ")+") FORMAT Native"); err != nil {
+		return result{}, err
+	}
+	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0)}
+	return r, db.check(ctx, rows)
+}
+
+func (db *database) check(ctx context.Context, rows int) error {
+	var n uint64
+	if err := db.conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&n); err != nil {
+		return err
+	}
+	if n != uint64(rows) {
+		return fmt.Errorf("%s.port_samples holds %d rows, want %d", db.name, n, rows)
+	}
+	return nil
+}
+
+// publish puts the batches on an embedded JetStream's counters stream.
+func publish(ctx context.Context, batches []*schemas.CounterBatch) (jetstream.JetStream, func(), error) {
+	dir, err := os.MkdirTemp("", "ingest-nats-")
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := natsutil.StartEmbedded(dir, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := func() { ns.Shutdown(); _ = os.RemoveAll(dir) }
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		err = natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Memory: true})
+	}
+	for _, b := range batches {
+		if err != nil {
+			break
+		}
+		var data []byte
+		if data, err = schemas.EncodeBatch(b); err == nil {
+			_, err = js.Publish(ctx, schemas.CountersSubject(b.Node), data, jetstream.WithMsgID(b.MsgID()))
+		}
+	}
+	if err != nil {
+		nc.Close()
+		stop()
+		return nil, nil, err
+	}
+	return js, func() { nc.Close(); stop() }, nil
+}
+
+// sinkInsert times a fresh sink (new consumers) writing the whole stream
+// into the emptied tables. The bulk config (default here) holds every row
+// in one flush and writes blocks as large as clickhouse-client's Native
+// blocks (65536 rows), so both make the same parts; --sink-defaults runs
+// the sink's defaults (10 000-row flushes of 16384-row blocks, at most 1000
+// messages in flight). A fresh sink counts every message as possibly
+// written already for its first 30 s (sink.Run), so its rows are checked
+// against port_samples before they go in: a restarted sink's cost, in
+// every round.
+func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStream, round, rows int) (result, error) {
+	if err := db.truncate(ctx); err != nil {
+		return result{}, err
+	}
+	cfg := sink.Config{DSN: db.dsn, ConsumerPrefix: "ingest-" + strconv.Itoa(round)}
+	if !c.sinkDefaults {
+		// One flush when every row is in (not by time), as 65536-row blocks.
+		cfg.BatchRows, cfg.MaxAckPending, cfg.BlockRows, cfg.FlushInterval = rows, rows, 65536, time.Minute
+	}
+	s, err := sink.New(js, db.conn, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return result{}, err
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", c.cpuProfile, round))
+		if err != nil {
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	cpu0 := serverCPU(c.serverPID)
+	t0 := time.Now()
+	go func() { done <- s.Run(rctx) }()
+	err = s.WaitDrained(ctx)
+	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0)}
+	cancel()
+	if runErr := <-done; err == nil {
+		err = runErr
+	}
+	if err != nil {
+		return result{}, err
+	}
+	return r, db.check(ctx, rows)
+}
+
+// serverCPU is the process's user and system time from /proc, -1 without
+// a pid.
+func serverCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return -1
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 14th and 15th of the line, in clock ticks (100/s on
+	// Linux).
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// cpuSince is the server's CPU time since cpu0, -1 when not measured.
+func cpuSince(pid int, cpu0 time.Duration) time.Duration {
+	now := serverCPU(pid)
+	if now < 0 || cpu0 < 0 {
+		return -1
+	}
+	return now - cpu0
+}
+
+func rowValues(rows []sink.SampleRow) [][]any {
+	out := make([][]any, len(rows))
+	for i := range rows {
+		out[i] = rows[i].Values()
+	}
+	return out
+}
