@@ -2,8 +2,12 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +26,47 @@ func natsCluster(t *testing.T) (env []string, urls string) {
 	env = []string{"RDMAWATCH_CLUSTER_DIR=" + t.TempDir()}
 	urls = script(t, env, "nats-cluster.sh", "up")
 	t.Cleanup(func() { script(t, env, "nats-cluster.sh", "down") })
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpNATS(t, env)
+		}
+	})
 	return env, urls
+}
+
+// dumpNATS logs what each node holds of every stream (its own view, from
+// its monitoring port) and the warnings in its log: a failure's evidence.
+func dumpNATS(t *testing.T, env []string) {
+	dir := strings.TrimPrefix(env[0], "RDMAWATCH_CLUSTER_DIR=")
+	for n := 1; n <= 3; n++ {
+		url := fmt.Sprintf("http://127.0.0.1:%d/jsz?streams=true", 14970+n-1)
+		if resp, err := http.Get(url); err == nil {
+			var jsz struct {
+				AccountDetails []struct {
+					Streams []struct {
+						Name    string                                       `json:"name"`
+						State   struct{ Messages, FirstSeq, LastSeq uint64 } `json:"state"`
+						Cluster struct {
+							Leader string `json:"leader"`
+						} `json:"cluster"`
+					} `json:"stream_detail"`
+				} `json:"account_details"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&jsz)
+			resp.Body.Close()
+			for _, a := range jsz.AccountDetails {
+				for _, s := range a.Streams {
+					t.Logf("n%d holds %s: %+v leader %s", n, s.Name, s.State, s.Cluster.Leader)
+				}
+			}
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("nats-%d.log", n)))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "[WRN]") || strings.Contains(line, "[ERR]") || strings.Contains(line, "leader") {
+				t.Logf("n%d: %s", n, line)
+			}
+		}
+	}
 }
 
 // counterBatch is node's batch seq, one port, data time seq seconds.
