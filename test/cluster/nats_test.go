@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,8 +39,12 @@ func natsCluster(t *testing.T) (env []string, urls string) {
 // its monitoring port) and the warnings in its log: a failure's evidence.
 func dumpNATS(t *testing.T, env []string) {
 	dir := strings.TrimPrefix(env[0], "RDMAWATCH_CLUSTER_DIR=")
+	base := 14950 // nats-cluster.sh's default
+	if b, err := strconv.Atoi(os.Getenv("NATS_CLUSTER_BASE_PORT")); err == nil {
+		base = b
+	}
 	for n := 1; n <= 3; n++ {
-		url := fmt.Sprintf("http://127.0.0.1:%d/jsz?streams=true", 14970+n-1)
+		url := fmt.Sprintf("http://127.0.0.1:%d/jsz?streams=true", base+20+n-1)
 		if resp, err := http.Get(url); err == nil {
 			var jsz struct {
 				AccountDetails []struct {
