@@ -203,24 +203,31 @@ func (e *Elastic) Run(ctx context.Context) error {
 	tick := time.NewTicker(e.ttl / 4)
 	defer tick.Stop()
 	for {
-		beatErr := m.beat(ctx)
-		rctx, cancel := context.WithTimeout(ctx, e.requestTimeout())
-		members, err := e.listMembers(rctx, kv)
-		cancel()
+		var members []string
+		err := m.beat(ctx)
+		lapsed := time.Since(m.lastBeat) > e.ttl
+		if err == nil || !lapsed {
+			// Not when the beat failed past the TTL: a listing would
+			// only delay letting go.
+			rctx, cancel := context.WithTimeout(ctx, e.requestTimeout())
+			members, err = e.listMembers(rctx, kv)
+			cancel()
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case errors.Is(beatErr, nats.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed):
-			return fmt.Errorf("processor group %s: %w", e.group, nats.ErrConnectionClosed)
-		case err != nil:
-			e.log.Warn("processor group membership", "err", err)
-		case time.Since(m.lastBeat) > e.ttl:
-			// The others count us out by now: let go of the partitions
-			// rather than process them twice.
+		case errors.Is(err, nats.ErrConnectionClosed):
+			return fmt.Errorf("processor group %s: %w", e.group, err)
+		case lapsed:
+			// The others count us out by now (whether or not we can
+			// list them): let go of the partitions rather than process
+			// them twice.
 			if m.run != nil {
 				e.log.Warn("heartbeats failing for longer than the member TTL; releasing partitions", "ttl", e.ttl)
 				m.stop()
 			}
+		case err != nil:
+			e.log.Warn("processor group membership", "err", err)
 		case m.firstPass:
 			// A member joining waits one beat before taking partitions, so
 			// that their current owners notice it and let them go first.
