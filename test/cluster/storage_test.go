@@ -95,11 +95,12 @@ func TestRetentionAndTopologyOnCluster(t *testing.T) {
 		}
 	}
 
-	// Retention: 2026-01-01 .. 2026-02-09, hourly, 3 ports, written
+	// Retention: 2026-01-20 .. 2026-02-09, hourly, 3 ports, written
 	// through the Distributed table (the rollups follow through the
-	// materialized views on the local tables).
-	const start = 1767225600
-	const rows = 40 * 24 * 3
+	// materialized views on the local tables). Few partitions: each drop
+	// ON CLUSTER is a round through ZooKeeper.
+	const start = 1768867200
+	const rows = 21 * 24 * 3
 	sync := ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
 	if err := conns[0].Exec(sync, fmt.Sprintf(`INSERT INTO port_samples (ts, time_ms, node, device, port, interval_ms, rcv_bytes)
 SELECT toDateTime(%d + intDiv(number, 3) * 3600) AS t, toInt64(toUInt32(t)) * 1000, concat('n', toString(number %% 3)), 'mlx5_0', 1, 10000, 1000
@@ -114,11 +115,13 @@ FROM numbers(%d)`, start, rows)); err != nil {
 			return nil
 		})
 	}
-	// Now: 2026-02-10 12:00; the limits and what they keep are those of
-	// the single-server TestRetention (test/e2e).
-	args := []string{"retention", "--clickhouse", withDB(dsns[0], db), "--now", "2026-02-10T12:00:00Z", "--raw", "336h", "--minute", "720h", "--hour", "480h"}
-	if out := run(append(args, "--dry-run")...); !strings.Contains(out, "would drop 36 of") {
-		t.Errorf("dry run: want 36 partitions to drop (26 raw, 10 minute)\n%s", out)
+	// Now: 2026-02-10 12:00. Raw keeps 14 days: the first day kept is
+	// 2026-01-27. Minute keeps 20 days: partitions ending by 2026-01-21
+	// 12:00 go, so only 2026-01-20. Hour keeps 20 days, but January ends
+	// after now minus 20 days: both months stay.
+	args := []string{"retention", "--clickhouse", withDB(dsns[0], db), "--now", "2026-02-10T12:00:00Z", "--raw", "336h", "--minute", "480h", "--hour", "480h"}
+	if out := run(append(args, "--dry-run")...); !strings.Contains(out, "would drop 8 of 44 partitions") {
+		t.Errorf("dry run: want 8 of 44 partitions to drop (7 raw, 1 minute)\n%s", out)
 	}
 	out := run(args...)
 	t.Logf("retention: %s", lastLine(out))
@@ -128,8 +131,8 @@ FROM numbers(%d)`, start, rows)); err != nil {
 			rows               uint64
 		}{
 			{"port_samples_local", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
-			{"port_minute_local", "minute", "2026-01-11", "2026-02-09", 30 * 24 * 3},
-			{"port_hour_local", "hour", "2026-01-01", "2026-02-09", 40 * 24 * 3},
+			{"port_minute_local", "minute", "2026-01-21", "2026-02-09", 20 * 24 * 3},
+			{"port_hour_local", "hour", "2026-01-20", "2026-02-09", 21 * 24 * 3},
 			{"port_samples", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
 		} {
 			// The drop reaches the other replica through replication.
