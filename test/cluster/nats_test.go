@@ -159,40 +159,49 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	lost, dups := countBatches(t, ctx, js, nodes, perNode)
+	lost, dups := countBatches(t, ctx, js, info.State.Msgs, nodes, perNode)
 	t.Logf("stream holds %d messages; %d batches lost, %d duplicated", info.State.Msgs, lost, dups)
 	if info.State.Msgs != uint64(total) || lost != 0 || dups != 0 {
 		t.Errorf("stream holds %d of %d; lost %d, duplicated %d", info.State.Msgs, total, lost, dups)
 	}
 }
 
-// countBatches reads the whole counters stream and counts the batches
-// missing and those stored more than once, by (node, seq).
-func countBatches(t *testing.T, ctx context.Context, js jetstream.JetStream, nodes, perNode int) (lost, dups int) {
+// countBatches reads the counters stream (stored messages) and counts the batches
+// missing and those stored more than once, by (node, seq). Right after a
+// node's return a fetch can come back empty although the stream holds the
+// messages (the consumer landed on a replica still catching up): a short
+// read is tried again with a fresh consumer, for up to 30 s.
+func countBatches(t *testing.T, ctx context.Context, js jetstream.JetStream, stored uint64, nodes, perNode int) (lost, dups int) {
 	t.Helper()
-	c, err := js.OrderedConsumer(ctx, schemas.StreamCounters, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for len(seen) < nodes*perNode {
-		msgs, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+	var seen map[string]int
+	read := 0
+	waitFor(t, 30*time.Second, func() error {
+		seen, read = map[string]int{}, 0
+		c, err := js.OrderedConsumer(ctx, schemas.StreamCounters, jetstream.OrderedConsumerConfig{})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		got := 0
-		for m := range msgs.Messages() {
-			got++
-			b, err := schemas.DecodeBatch(m.Data())
+		for uint64(read) < stored {
+			msgs, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
-			seen[b.MsgID()]++
+			got := 0
+			for m := range msgs.Messages() {
+				got++
+				b, err := schemas.DecodeBatch(m.Data())
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[b.MsgID()]++
+			}
+			if got == 0 {
+				return fmt.Errorf("read %d messages of the counters stream, then nothing", read)
+			}
+			read += got
 		}
-		if got == 0 {
-			break
-		}
-	}
+		return nil
+	})
 	for n := 0; n < nodes; n++ {
 		for s := 0; s < perNode; s++ {
 			switch k := seen[counterBatch(fmt.Sprintf("node-%03d", n), s).MsgID()]; {
