@@ -26,7 +26,8 @@ whole). ClickHouse 18.16 has no TTL: run this daily (cron, a systemd timer).
 Newer servers also have TTL at the defaults; this command still shortens them.
 Events, inventory and topology are kept. A database migrated with --cluster
 is recognised as such: the partitions of every shard's *_local tables are
-listed and dropped ON CLUSTER (the servers' distributed DDL must be up).`,
+listed and dropped on every shard (replication carries a drop to the other
+replicas, also to one that is down now).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.requireClickHouse(); err != nil {

@@ -33,7 +33,8 @@ func TestLayoutStatements(t *testing.T) {
 		alter, parts, partsTable string
 	}{
 		{layout{db: "rdmawatch"}, "ALTER TABLE port_samples", "system.parts", "port_samples"},
-		{layout{db: "rdmawatch", cluster: "c1"}, "ALTER TABLE rdmawatch.port_samples_local ON CLUSTER c1", "cluster('c1', system, parts)", "port_samples_local"},
+		{layout{db: "rdmawatch", cluster: "c1", shards: 2}, "ALTER TABLE rdmawatch.port_samples_local ON CLUSTER c1", "cluster('c1', system, parts)", "port_samples_local"},
+		{layout{db: "rdmawatch", cluster: "c1", shards: 1}, "ALTER TABLE rdmawatch.port_samples_local", "cluster('c1', system, parts)", "port_samples_local"},
 	} {
 		if got := tc.l.alter("port_samples"); got != tc.alter {
 			t.Errorf("%+v alter: %q, want %q", tc.l, got, tc.alter)

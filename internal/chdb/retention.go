@@ -56,9 +56,9 @@ var retained = []struct {
 // A database migrated in cluster mode is recognised by itself (layout.go):
 // the partitions are those of every shard's <table>_local (one replica per
 // shard, through the cluster() table function; rows and bytes are summed
-// over the shards), and each is dropped ON CLUSTER, so every shard loses
-// it; on Replicated tables the drop is replicated to the other replicas of
-// a shard, also to one that is down and comes back later.
+// over the shards), and each is dropped on every shard (layout.alter):
+// replication carries the drop to the other replicas of a shard, also to
+// one that is down and comes back later.
 func ApplyRetention(ctx context.Context, conn driver.Conn, r Retention, now time.Time, dryRun bool) ([]Partition, error) {
 	l, err := layoutOf(ctx, conn)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // number of host ports and links stored.
 //
 // In a database migrated in cluster mode (layout.go) the fabric's
-// partition is dropped ON CLUSTER from every shard's *_local tables, and
+// partition is dropped from every shard's *_local tables, and
 // the rows go through the Distributed tables with insert_distributed_sync,
 // so that when LoadTopology returns every shard has its rows and the
 // per-leaf queries see the new fabric.
