@@ -95,6 +95,10 @@ type inflight struct {
 	spooled  string // the spool file it came from, removed once acknowledged
 }
 
+// asyncAckTimeout bounds the wait for one publish's ack: longer than a
+// cluster's leader election, after which the publish is sent again.
+const asyncAckTimeout = 10 * time.Second
+
 // NewPublisher returns a publisher without a spool; maxInFlight bounds
 // unacknowledged messages.
 func NewPublisher(js jetstream.JetStream, maxInFlight int, log *slog.Logger) *Publisher {
@@ -123,7 +127,10 @@ func NewPublisherConfig(js jetstream.JetStream, cfg PublisherConfig) (*Publisher
 	if nc := js.Conn(); nc != nil {
 		// The client's own bound on outstanding async publishes; a JetStream
 		// context of our own so the caller's keeps its options.
-		own, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight))
+		// An ack lost with a dying NATS node must fail its future (then
+		// waitOldest re-sends it under the same Nats-Msg-Id), not leave it
+		// waiting for ever: the client's default is no timeout.
+		own, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight), jetstream.WithPublishAsyncTimeout(asyncAckTimeout))
 		if err != nil {
 			return nil, fmt.Errorf("publisher: %w", err)
 		}

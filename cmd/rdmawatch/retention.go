@@ -24,7 +24,10 @@ port_hour by month, once the partition's last day is older than the table's
 limit (defaults: raw 14 days, minute 90 days, hour 2 years; 0 keeps a table
 whole). ClickHouse 18.16 has no TTL: run this daily (cron, a systemd timer).
 Newer servers also have TTL at the defaults; this command still shortens them.
-Events, inventory and topology are kept.`,
+Events, inventory and topology are kept. A database migrated with --cluster
+is recognised as such: the partitions of every shard's *_local tables are
+listed and dropped on every shard (replication carries a drop to the other
+replicas, also to one that is down now).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.requireClickHouse(); err != nil {

@@ -65,9 +65,6 @@ func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags, opts ...c
 }
 
 func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cluster clusterFlags, cfg sink.Config, topo *schemas.Topology, log *slog.Logger, opts ...chdb.Option) (*sink.Sink, func(), error) {
-	if topo != nil && cluster.name != "" {
-		return nil, nil, errTopologyCluster
-	}
 	conn, applied, err := ensureAndMigrate(ctx, dsn, cluster, opts...)
 	if err != nil && conn == nil {
 		return nil, nil, err
@@ -93,10 +90,6 @@ func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cl
 	}
 	return s, func() { conn.Close() }, nil
 }
-
-// errTopologyCluster: LoadTopology replaces a fabric by dropping its
-// partition, which a Distributed table does not have.
-var errTopologyCluster = fmt.Errorf("--topology is not supported with --cluster yet: loading replaces a fabric by dropping its partition, which the Distributed topology tables do not have (internal/chdb/README.md)")
 
 func newSinkCmd(g *global) *cobra.Command {
 	var (
@@ -177,17 +170,14 @@ ZooKeeper/Keeper for distributed DDL and the {shard} and {replica} macros)
 every statement runs ON CLUSTER NAME: the data lives in Replicated
 <table>_local tables on each node and the user-facing names (port_samples,
 events, ...) are Distributed tables over them, so the sink and the queries
-need no other setting than the same --cluster. See
-internal/chdb/README.md.`,
+need no other setting. --topology then replaces the fabric's partition on
+every shard. See internal/chdb/README.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.requireClickHouse(); err != nil {
 				return err
 			}
 			var topo *schemas.Topology
-			if topologyPath != "" && cluster.name != "" {
-				return errTopologyCluster
-			}
 			if topologyPath != "" {
 				t, err := schemas.LoadTopology(topologyPath)
 				if err != nil {

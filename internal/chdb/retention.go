@@ -52,10 +52,21 @@ var retained = []struct {
 //
 // Partitions are cut on the server's time zone (toYYYYMMDD), read here as
 // UTC: on a server in another zone a partition is kept up to a day longer.
+//
+// A database migrated in cluster mode is recognised by itself (layout.go):
+// the partitions are those of every shard's <table>_local (one replica per
+// shard, through the cluster() table function; rows and bytes are summed
+// over the shards), and each is dropped on every shard (layout.alter):
+// replication carries the drop to the other replicas of a shard, also to
+// one that is down and comes back later.
 func ApplyRetention(ctx context.Context, conn driver.Conn, r Retention, now time.Time, dryRun bool) ([]Partition, error) {
+	l, err := layoutOf(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("retention: %w", err)
+	}
 	var out []Partition
 	for _, t := range retained {
-		parts, err := partitions(ctx, conn, t.table, t.layout)
+		parts, err := partitions(ctx, conn, l, t.table, t.layout)
 		if err != nil {
 			return out, err
 		}
@@ -66,7 +77,7 @@ func ApplyRetention(ctx context.Context, conn driver.Conn, r Retention, now time
 				if !now.Before(p.KeepUntil) {
 					p.Dropped = true
 					if !dryRun {
-						if err := conn.Exec(ctx, "ALTER TABLE "+t.table+" DROP PARTITION "+p.ID); err != nil {
+						if err := conn.Exec(ctx, l.alter(t.table)+" DROP PARTITION "+p.ID); err != nil {
 							return out, fmt.Errorf("retention: drop partition %s of %s: %w", p.ID, t.table, err)
 						}
 					}
@@ -78,11 +89,11 @@ func ApplyRetention(ctx context.Context, conn driver.Conn, r Retention, now time
 	return out, nil
 }
 
-func partitions(ctx context.Context, conn driver.Conn, table, layout string) ([]Partition, error) {
+func partitions(ctx context.Context, conn driver.Conn, l layout, table, idLayout string) ([]Partition, error) {
 	rows, err := conn.Query(ctx, `SELECT partition, sum(rows), sum(bytes_on_disk)
-FROM system.parts
-WHERE database = currentDatabase() AND table = @table AND active
-GROUP BY partition ORDER BY partition`, namedArg("table", table))
+FROM `+l.partsSource()+`
+WHERE database = @db AND table = @table AND active
+GROUP BY partition ORDER BY partition`, namedArg("db", l.db), namedArg("table", l.dataTable(table)))
 	if err != nil {
 		return nil, fmt.Errorf("retention: partitions of %s: %w", table, err)
 	}
@@ -94,14 +105,14 @@ GROUP BY partition ORDER BY partition`, namedArg("table", table))
 			return nil, fmt.Errorf("retention: partitions of %s: %w", table, err)
 		}
 		if _, err := strconv.ParseUint(p.ID, 10, 32); err != nil {
-			return nil, fmt.Errorf("retention: %s partition %q is not a %s date: was the table created by rdmawatch?", table, p.ID, layout)
+			return nil, fmt.Errorf("retention: %s partition %q is not a %s date: was the table created by rdmawatch?", table, p.ID, idLayout)
 		}
-		start, err := time.Parse(layout, p.ID)
+		start, err := time.Parse(idLayout, p.ID)
 		if err != nil {
-			return nil, fmt.Errorf("retention: %s partition %q is not a %s date: %w", table, p.ID, layout, err)
+			return nil, fmt.Errorf("retention: %s partition %q is not a %s date: %w", table, p.ID, idLayout, err)
 		}
 		p.Table = table
-		if layout == "200601" {
+		if idLayout == "200601" {
 			p.End = start.AddDate(0, 1, 0)
 		} else {
 			p.End = start.AddDate(0, 0, 1)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -15,15 +16,28 @@ import (
 // switch port each host port is cabled to) and topology_links (every cable),
 // replacing what was loaded before for the same fabric. It returns the
 // number of host ports and links stored.
+//
+// In a database migrated in cluster mode (layout.go) the fabric's
+// partition is dropped from every shard's *_local tables, and
+// the rows go through the Distributed tables with insert_distributed_sync,
+// so that when LoadTopology returns every shard has its rows and the
+// per-leaf queries see the new fabric.
 func LoadTopology(ctx context.Context, conn driver.Conn, t *schemas.Topology) (ports, links int, err error) {
 	fabric := t.Fabric
 	now := time.Now().UTC().Truncate(time.Second)
+	l, err := layoutOf(ctx, conn)
+	if err != nil {
+		return 0, 0, fmt.Errorf("topology %s: %w", fabric, err)
+	}
 	lit := "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(fabric) + "'"
 	for _, table := range []string{"topology_ports", "topology_links"} {
 		// Dropping a partition that does not exist is not an error.
-		if err := conn.Exec(ctx, "ALTER TABLE "+table+" DROP PARTITION "+lit); err != nil {
-			return 0, 0, fmt.Errorf("topology %s: replace fabric %q in %s: %w", fabric, fabric, table, err)
+		if err := conn.Exec(ctx, l.alter(table)+" DROP PARTITION "+lit); err != nil {
+			return 0, 0, fmt.Errorf("topology %s: replace fabric %q in %s: %w", fabric, fabric, table, ddlHint(err))
 		}
+	}
+	if l.cluster != "" {
+		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
 	}
 	pb, err := conn.PrepareBatch(ctx, "INSERT INTO topology_ports (fabric, node, device, port, switch, switch_port, tier, loaded_at)")
 	if err != nil {

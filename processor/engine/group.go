@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -182,7 +183,13 @@ func assign(members []string, member string, partitions int) []int {
 
 // Run heartbeats, follows the membership and runs the processor until ctx
 // ends (then it leaves the group cleanly and returns nil) or the processor
-// fails.
+// fails for good (an invalid configuration, the connection closed).
+//
+// Nothing in the loop may wait without a deadline: a member that stops
+// heartbeating is counted out by the others, and if it still holds its
+// partitions they are processed twice. So every request has a timeout, and
+// a processor being replaced is not waited for beyond a moment (see
+// memberLoop.stop); it is waited for when Run returns.
 func (e *Elastic) Run(ctx context.Context) error {
 	kv, err := e.bucket(ctx)
 	if err != nil {
@@ -191,112 +198,183 @@ func (e *Elastic) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	key := e.group + "." + e.name
-	beat := e.ttl / 4
-	defer func() {
-		// A clean leave: the others take the partitions over now instead of
-		// after the TTL.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		if err := kv.Delete(dctx, key); err != nil {
-			e.log.Warn("leaving the processor group", "err", err)
-		}
-	}()
-
-	var (
-		run       *runningProc
-		owned     []int
-		lastBeat  time.Time
-		firstPass = true
-	)
-	stop := func() {
-		if run != nil {
-			run.stop()
-			run = nil
-			e.mu.Lock()
-			e.cur = nil
-			e.mu.Unlock()
-		}
-	}
-	defer stop()
-	tick := time.NewTicker(beat)
+	m := &memberLoop{e: e, kv: kv, key: e.group + "." + e.name, firstPass: true}
+	defer m.leave(ctx)
+	tick := time.NewTicker(e.ttl / 4)
 	defer tick.Stop()
 	for {
-		// Every request has a deadline: a reply lost while a NATS node
-		// dies must not stall the heartbeat (the request would wait
-		// forever on ctx alone).
-		rctx, cancel := context.WithTimeout(ctx, max(e.ttl/2, 2*time.Second))
-		if _, err := kv.Put(rctx, key, []byte(time.Now().UTC().Format(time.RFC3339Nano))); err == nil {
-			lastBeat = time.Now()
-		} else if ctx.Err() == nil {
-			e.log.Warn("processor group heartbeat", "err", err)
+		var members []string
+		err := m.beat(ctx)
+		lapsed := time.Since(m.lastBeat) > e.ttl
+		if err == nil || !lapsed {
+			// Not when the beat failed past the TTL: a listing would
+			// only delay letting go.
+			rctx, cancel := context.WithTimeout(ctx, e.requestTimeout())
+			members, err = e.listMembers(rctx, kv)
+			cancel()
 		}
-		cancel()
-		rctx, cancel = context.WithTimeout(ctx, max(e.ttl/2, 2*time.Second))
-		members, err := e.listMembers(rctx, kv)
-		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case errors.Is(err, nats.ErrConnectionClosed):
 			return fmt.Errorf("processor group %s: %w", e.group, err)
+		case lapsed:
+			// The others count us out by now (whether or not we can
+			// list them): let go of the partitions rather than process
+			// them twice.
+			if m.run != nil {
+				e.log.Warn("heartbeats failing for longer than the member TTL; releasing partitions", "ttl", e.ttl)
+				m.stop()
+			}
 		case err != nil:
 			e.log.Warn("processor group membership", "err", err)
-		case time.Since(lastBeat) > e.ttl:
-			// The others count us out by now: let go of the partitions
-			// rather than process them twice.
-			if run != nil {
-				e.log.Warn("heartbeats failing for longer than the member TTL; releasing partitions", "ttl", e.ttl)
-				stop()
-				owned = nil
-			}
-		case firstPass:
+		case m.firstPass:
 			// A member joining waits one beat before taking partitions, so
 			// that their current owners notice it and let them go first.
-			firstPass = false
+			m.firstPass = false
 		default:
-			e.mu.Lock()
-			e.members = members
-			e.mu.Unlock()
-			want := assign(members, e.name, e.cfg.Partitions)
-			if !slices.Equal(want, owned) {
-				stop()
-				owned = want
-				if len(want) > 0 {
-					if run, err = e.start(ctx, want, members); err != nil {
-						return err
-					}
-				} else {
-					e.log.Info("processor group: no partition for this member", "members", members)
-				}
+			if err := m.follow(ctx, members); err != nil {
+				return err
 			}
-		}
-		var done <-chan error
-		if run != nil {
-			done = run.done
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
-		case err := <-done:
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err == nil {
-				err = errors.New("processor stopped")
-			}
-			if errors.Is(err, ErrInvalidConfig) {
+		case err := <-m.done():
+			if err := m.stopped(ctx, err); err != nil {
 				return err
 			}
-			// A stream unreachable for a while (a cluster node dying
-			// under a request): start again on the next beat, with a
-			// warm-up, rather than leave the partitions to no one
-			// until the member's TTL runs out.
-			e.log.Warn("processor stopped; restarting it", "err", err, "partitions", owned)
-			stop()
-			owned = nil
 		}
+	}
+}
+
+// requestTimeout bounds each request of the group's loop: well inside the
+// TTL, so that one lost reply costs one beat, not the membership.
+func (e *Elastic) requestTimeout() time.Duration { return max(e.ttl/2, 2*time.Second) }
+
+// memberLoop is the state of one Run: the heartbeat and the processor on the
+// partitions owned now.
+type memberLoop struct {
+	e         *Elastic
+	kv        jetstream.KeyValue
+	key       string
+	lastBeat  time.Time
+	firstPass bool
+	run       *runningProc
+	owned     []int
+	// procs counts the processors started and not yet returned, the
+	// replaced ones included.
+	procs sync.WaitGroup
+}
+
+// beat puts the member's key; it returns the error after logging it.
+func (m *memberLoop) beat(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, m.e.requestTimeout())
+	defer cancel()
+	_, err := m.kv.Put(rctx, m.key, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+	switch {
+	case err == nil:
+		m.lastBeat = time.Now()
+	case ctx.Err() == nil:
+		m.e.log.Warn("processor group heartbeat", "err", err)
+	}
+	return err
+}
+
+// follow moves to the partitions members assign this member, if they
+// changed.
+func (m *memberLoop) follow(ctx context.Context, members []string) error {
+	e := m.e
+	e.mu.Lock()
+	e.members = members
+	e.mu.Unlock()
+	want := assign(members, e.name, e.cfg.Partitions)
+	if slices.Equal(want, m.owned) {
+		return nil
+	}
+	m.stop()
+	m.owned = want
+	if len(want) == 0 {
+		e.log.Info("processor group: no partition for this member", "members", members)
+		return nil
+	}
+	run, err := e.start(ctx, want, members, &m.procs)
+	if err != nil {
+		return err
+	}
+	m.run = run
+	return nil
+}
+
+// done is the current processor's end, nil (never ready) without one.
+func (m *memberLoop) done() <-chan error {
+	if m.run == nil {
+		return nil
+	}
+	return m.run.done
+}
+
+// stopped handles the end of the current processor: an invalid config ends
+// Run; anything else (a stream unreachable for a while, a cluster node
+// dying under a request) starts it again on the next beat, with a warm-up,
+// rather than leave the partitions to no one until the member's TTL runs
+// out.
+func (m *memberLoop) stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("processor stopped")
+	}
+	if errors.Is(err, ErrInvalidConfig) {
+		return err
+	}
+	m.e.log.Warn("processor stopped; restarting it", "err", err, "partitions", m.owned)
+	m.stop()
+	return nil
+}
+
+// replaceWait is how long a rebalance waits for the processor it replaces
+// to return before it starts the next one regardless.
+const replaceWait = 2 * time.Second
+
+// stop cancels the current processor and forgets its partitions. It waits
+// for it to return, but not beyond replaceWait: a processor stuck in a
+// request of the client library (an ordered consumer re-creating itself
+// while the cluster elects leaders) must not stop the heartbeat. A
+// processor cancelled publishes nothing more, so one still returning
+// while its successor starts does no harm; Run waits for both at the end.
+func (m *memberLoop) stop() {
+	m.owned = nil
+	if m.run == nil {
+		return
+	}
+	r := m.run
+	m.run = nil
+	m.e.mu.Lock()
+	m.e.cur = nil
+	m.e.mu.Unlock()
+	r.cancel()
+	t := time.NewTimer(replaceWait)
+	defer t.Stop()
+	select {
+	case <-r.exited:
+	case <-t.C:
+		m.e.log.Warn("processor group: the processor being replaced has not returned yet; going on", "waited", replaceWait)
+	}
+}
+
+// leave stops the processor, waits for every processor started, and
+// deletes the member's key: the others take the partitions over now
+// instead of after the TTL.
+func (m *memberLoop) leave(ctx context.Context) {
+	m.stop()
+	m.procs.Wait()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := m.kv.Delete(dctx, m.key); err != nil {
+		m.e.log.Warn("leaving the processor group", "err", err)
 	}
 }
 
@@ -358,28 +436,37 @@ func (e *Elastic) listMembers(ctx context.Context, kv jetstream.KeyValue) ([]str
 		out = append(out, strings.TrimPrefix(k, e.group+"."))
 	}
 	_ = lister.Stop()
+	// The lister closes its channel when ctx ends as well as when every
+	// key is listed: a listing cut short (a KV leader election outlasting
+	// the request's deadline) is not the membership, and taken for it
+	// the member would take or drop partitions the others own.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("listing the members of %s: %w", e.group, err)
+	}
 	sort.Strings(out)
 	return out, nil
 }
 
 type runningProc struct {
 	cancel context.CancelFunc
+	// done receives Run's error when it returns on its own (not
+	// cancelled); exited is closed when it returned either way.
 	done   chan error
-	wg     sync.WaitGroup
+	exited chan struct{}
 }
 
-func (r *runningProc) stop() {
-	r.cancel()
-	r.wg.Wait()
-}
+// resetAttempts bounds the ordered consumers of a group's processors (see
+// natsutil.BoundedResets): a consumer that cannot be re-created ends the
+// processor, which the group starts again on its next beat.
+const resetAttempts = natsutil.DefaultResetAttempts
 
 // start runs a processor on owned with a warm-up: on a takeover its
-// windows are rebuilt from the stream.
-func (e *Elastic) start(ctx context.Context, owned []int, members []string) (*runningProc, error) {
+// windows are rebuilt from the stream. procs counts it until it returns.
+func (e *Elastic) start(ctx context.Context, owned []int, members []string, procs *sync.WaitGroup) (*runningProc, error) {
 	cfg := e.cfg
 	cfg.Instance, cfg.Instances, cfg.OwnedPartitions = 0, 1, owned
 	cfg.Name = fmt.Sprintf("%s group %s member %s", e.cfg.Name, e.group, e.name)
-	p, err := New(e.js, cfg, e.log)
+	p, err := New(natsutil.BoundedResets(e.js, resetAttempts), cfg, e.log)
 	if err != nil {
 		return nil, err
 	}
@@ -389,10 +476,11 @@ func (e *Elastic) start(ctx context.Context, owned []int, members []string) (*ru
 	e.mu.Unlock()
 	e.log.Info("processor group: taking partitions", "partitions", owned, "members", members)
 	pctx, cancel := context.WithCancel(ctx)
-	r := &runningProc{cancel: cancel, done: make(chan error, 1)}
-	r.wg.Add(1)
+	r := &runningProc{cancel: cancel, done: make(chan error, 1), exited: make(chan struct{})}
+	procs.Add(1)
 	go func() {
-		defer r.wg.Done()
+		defer procs.Done()
+		defer close(r.exited)
 		err := p.Run(pctx)
 		if pctx.Err() == nil {
 			r.done <- err

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -300,4 +301,54 @@ func readRaw(t *testing.T, js jetstream.JetStream) []jetstream.Msg {
 		out = append(out, m)
 	}
 	return out
+}
+
+// TestElasticReleasesWhenCutOff: a member that can reach no NATS server
+// can neither heartbeat nor list the group; the others count it out after
+// the TTL, so it must let go of its partitions by then, not hold them
+// because it cannot see who took them.
+func TestElasticReleasesWhenCutOff(t *testing.T) {
+	srv, err := natsutil.StartEmbedded(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	e, err := NewElastic(js, Config{Group: "cut", Member: "p0", MemberTTL: ttl, DetectorNames: []string{schemas.TypeLinkFlap}},
+		slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if n := len(e.Partitions()); n != schemas.DefaultPartitions {
+			return fmt.Errorf("owns %d partitions", n)
+		}
+		return nil
+	})
+	srv.Shutdown()
+	cut := time.Now()
+	// The TTL, plus a beat period and the heartbeat's own request timeout.
+	checkFor(t, ttl+ttl/4+e.requestTimeout()+time.Second, 50*time.Millisecond, func() error {
+		if p := e.Partitions(); p != nil {
+			return fmt.Errorf("still owns %v %v after the server went away", p, time.Since(cut).Round(time.Millisecond))
+		}
+		return nil
+	})
+	t.Logf("released %v after the server went away (TTL %v)", time.Since(cut).Round(time.Millisecond), ttl)
 }

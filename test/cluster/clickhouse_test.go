@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,18 +21,52 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// chCluster starts ZooKeeper and the two replicas in a temporary state
-// directory and stops them when the test ends; it returns the cluster name
-// and the replicas' DSNs (database default).
+// chCluster returns the ClickHouse cluster the tests share (ZooKeeper and
+// two replicas take ~20 s to start and stop): its name and the replicas'
+// DSNs (database default). Each test uses a database of its own. The first
+// call starts it in a temporary state directory; every call runs `up`,
+// which starts what is not running, so a replica a test killed is back for
+// the next one. TestMain stops it.
 func chCluster(t *testing.T) (env []string, name string, dsns []string) {
 	t.Helper()
-	env = []string{"RDMAWATCH_CLUSTER_DIR=" + t.TempDir()}
+	sharedCH.mu.Lock()
+	defer sharedCH.mu.Unlock()
+	if sharedCH.dir == "" {
+		dir, err := os.MkdirTemp("", "rdmawatch-ch-cluster-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sharedCH.dir = dir
+	}
+	env = []string{"RDMAWATCH_CLUSTER_DIR=" + sharedCH.dir}
 	out := strings.Fields(script(t, env, "clickhouse-cluster.sh", "up"))
-	t.Cleanup(func() { script(t, env, "clickhouse-cluster.sh", "down") })
 	if len(out) != 3 {
 		t.Fatalf("clickhouse-cluster.sh up printed %q, want the name and two DSNs", out)
 	}
 	return env, out[0], out[1:]
+}
+
+var sharedCH struct {
+	mu  sync.Mutex
+	dir string
+}
+
+// stopSharedCH stops the shared ClickHouse cluster, if one was started, and
+// removes its state.
+func stopSharedCH() error {
+	sharedCH.mu.Lock()
+	defer sharedCH.mu.Unlock()
+	if sharedCH.dir == "" {
+		return nil
+	}
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command(filepath.Join(filepath.Dir(file), "..", "..", "deploy", "cluster", "clickhouse-cluster.sh"), "down")
+	cmd.Env = append(os.Environ(), "RDMAWATCH_CLUSTER_DIR="+sharedCH.dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("clickhouse-cluster.sh down: %v\n%s", err, out)
+	}
+	return os.RemoveAll(sharedCH.dir)
 }
 
 func rdmawatchBin(t *testing.T) string {
@@ -46,6 +82,10 @@ func rdmawatchBin(t *testing.T) string {
 	}
 	return bin
 }
+
+// zkPath keeps the replicated tables of each test's database apart in
+// the shared cluster's ZooKeeper.
+func zkPath(db string) string { return "/clickhouse/tables/{shard}/" + db }
 
 // withDB swaps the database of a clickhouse://host:port/db DSN.
 func withDB(dsn, db string) string {
@@ -77,7 +117,7 @@ func TestClickHouseReplicaKilled(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	migrate := exec.CommandContext(ctx, bin, "migrate", "--clickhouse", withDB(dsns[0], db), "--cluster", name)
+	migrate := exec.CommandContext(ctx, bin, "migrate", "--clickhouse", withDB(dsns[0], db), "--cluster", name, "--cluster-zookeeper-path", zkPath(db))
 	out, err := migrate.CombinedOutput()
 	t.Logf("migrate --cluster:\n%s", out)
 	if err != nil {

@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,17 @@ func root(t *testing.T) string {
 		t.Fatal("no caller")
 	}
 	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := stopSharedCH(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 func requireCluster(t *testing.T) {

@@ -2,8 +2,13 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +27,51 @@ func natsCluster(t *testing.T) (env []string, urls string) {
 	env = []string{"RDMAWATCH_CLUSTER_DIR=" + t.TempDir()}
 	urls = script(t, env, "nats-cluster.sh", "up")
 	t.Cleanup(func() { script(t, env, "nats-cluster.sh", "down") })
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpNATS(t, env)
+		}
+	})
 	return env, urls
+}
+
+// dumpNATS logs what each node holds of every stream (its own view, from
+// its monitoring port) and the warnings in its log: a failure's evidence.
+func dumpNATS(t *testing.T, env []string) {
+	dir := strings.TrimPrefix(env[0], "RDMAWATCH_CLUSTER_DIR=")
+	base := 14950 // nats-cluster.sh's default
+	if b, err := strconv.Atoi(os.Getenv("NATS_CLUSTER_BASE_PORT")); err == nil {
+		base = b
+	}
+	for n := 1; n <= 3; n++ {
+		url := fmt.Sprintf("http://127.0.0.1:%d/jsz?streams=true", base+20+n-1)
+		if resp, err := http.Get(url); err == nil {
+			var jsz struct {
+				AccountDetails []struct {
+					Streams []struct {
+						Name    string                                       `json:"name"`
+						State   struct{ Messages, FirstSeq, LastSeq uint64 } `json:"state"`
+						Cluster struct {
+							Leader string `json:"leader"`
+						} `json:"cluster"`
+					} `json:"stream_detail"`
+				} `json:"account_details"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&jsz)
+			resp.Body.Close()
+			for _, a := range jsz.AccountDetails {
+				for _, s := range a.Streams {
+					t.Logf("n%d holds %s: %+v leader %s", n, s.Name, s.State, s.Cluster.Leader)
+				}
+			}
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("nats-%d.log", n)))
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "[WRN]") || strings.Contains(line, "[ERR]") || strings.Contains(line, "leader") {
+				t.Logf("n%d: %s", n, line)
+			}
+		}
+	}
 }
 
 // counterBatch is node's batch seq, one port, data time seq seconds.
@@ -110,40 +159,49 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	lost, dups := countBatches(t, ctx, js, nodes, perNode)
+	lost, dups := countBatches(t, ctx, js, info.State.Msgs, nodes, perNode)
 	t.Logf("stream holds %d messages; %d batches lost, %d duplicated", info.State.Msgs, lost, dups)
 	if info.State.Msgs != uint64(total) || lost != 0 || dups != 0 {
 		t.Errorf("stream holds %d of %d; lost %d, duplicated %d", info.State.Msgs, total, lost, dups)
 	}
 }
 
-// countBatches reads the whole counters stream and counts the batches
-// missing and those stored more than once, by (node, seq).
-func countBatches(t *testing.T, ctx context.Context, js jetstream.JetStream, nodes, perNode int) (lost, dups int) {
+// countBatches reads the counters stream (stored messages) and counts the batches
+// missing and those stored more than once, by (node, seq). Right after a
+// node's return a fetch can come back empty although the stream holds the
+// messages (the consumer landed on a replica still catching up): a short
+// read is tried again with a fresh consumer, for up to 30 s.
+func countBatches(t *testing.T, ctx context.Context, js jetstream.JetStream, stored uint64, nodes, perNode int) (lost, dups int) {
 	t.Helper()
-	c, err := js.OrderedConsumer(ctx, schemas.StreamCounters, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for len(seen) < nodes*perNode {
-		msgs, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+	var seen map[string]int
+	read := 0
+	waitFor(t, 30*time.Second, func() error {
+		seen, read = map[string]int{}, 0
+		c, err := js.OrderedConsumer(ctx, schemas.StreamCounters, jetstream.OrderedConsumerConfig{})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		got := 0
-		for m := range msgs.Messages() {
-			got++
-			b, err := schemas.DecodeBatch(m.Data())
+		for uint64(read) < stored {
+			msgs, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
-			seen[b.MsgID()]++
+			got := 0
+			for m := range msgs.Messages() {
+				got++
+				b, err := schemas.DecodeBatch(m.Data())
+				if err != nil {
+					t.Fatal(err)
+				}
+				seen[b.MsgID()]++
+			}
+			if got == 0 {
+				return fmt.Errorf("read %d messages of the counters stream, then nothing", read)
+			}
+			read += got
 		}
-		if got == 0 {
-			break
-		}
-	}
+		return nil
+	})
 	for n := 0; n < nodes; n++ {
 		for s := 0; s < perNode; s++ {
 			switch k := seen[counterBatch(fmt.Sprintf("node-%03d", n), s).MsgID()]; {
