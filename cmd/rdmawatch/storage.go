@@ -93,9 +93,10 @@ func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cl
 
 func newSinkCmd(g *global) *cobra.Command {
 	var (
-		batchRows int
-		flush     time.Duration
-		cluster   clusterFlags
+		batchRows  int
+		maxPending int
+		flush      time.Duration
+		cluster    clusterFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "sink",
@@ -132,7 +133,7 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, FlushInterval: flush, ObserveInsert: tel.SinkInsertObserver()}, g.log)
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, MaxAckPending: maxPending, FlushInterval: flush, ObserveInsert: tel.SinkInsertObserver()}, g.log)
 			if err != nil {
 				return err
 			}
@@ -145,6 +146,7 @@ func newSinkCmd(g *global) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&batchRows, "batch-rows", 10000, "rows per INSERT at most")
+	cmd.Flags().IntVar(&maxPending, "max-ack-pending", 1000, "messages each consumer holds unacknowledged at most (with batch-rows, what bounds an INSERT and the memory held while ClickHouse is away)")
 	cmd.Flags().DurationVar(&flush, "flush-interval", time.Second, "longest time rows wait before an INSERT")
 	cluster.register(cmd)
 	return cmd
