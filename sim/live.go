@@ -94,6 +94,16 @@ var FaultKinds = map[string]string{
 	"cnp_rp_ignoring":          "how long the reaction point ignores CNPs (default 6m)",
 	"counter_saturated":        "(ignored) symbol_error climbs to 65535 and pins",
 	"receive_starvation_storm": "starvation length (default 6m); its port's PFC storm starts 90s in",
+	"config_mtu":               "how long the port's MTU is 1500 (default 10m; the fleet must report its config)",
+	"config_pfc_off":           "how long PFC is off on the lossless priority (default 10m)",
+	"config_ecn_np_off":        "how long the ECN notification point is off by configuration (default 10m)",
+	"config_ecn_rp_off":        "how long the ECN reaction point is off by configuration (default 10m)",
+}
+
+// configKinds maps the config_* fault names to the setting they change.
+var configKinds = map[string]MisconfigKind{
+	"config_mtu": MisconfigMTU, "config_pfc_off": MisconfigPFCOff,
+	"config_ecn_np_off": MisconfigNPOff, "config_ecn_rp_off": MisconfigRPOff,
 }
 
 // ParseFault reads a fault spec: KIND@WHEN[,DURATION]:NODE/DEVICE/PORT, for
@@ -162,6 +172,9 @@ func ParseFault(spec string, base time.Time) (Fault, error) {
 			Spread: 300 * time.Millisecond, MaxAffected: 3, Remote: 1}, nil
 	case "counter_saturated":
 		return CounterSaturated{Port: port, Counter: "symbol_error", From: at, Initial: 65000, PerSecond: 2}, nil
+	}
+	if k, ok := configKinds[kind]; ok {
+		return Misconfig{Kind: k, Port: port, From: at, Duration: or(dur, 10*time.Minute)}, nil
 	}
 	return nil, bad("unknown kind %q (one of %s)", kind, strings.Join(slices.Sorted(maps.Keys(FaultKinds)), ", "))
 }

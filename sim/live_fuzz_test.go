@@ -48,3 +48,29 @@ func FuzzParsePortRef(f *testing.F) {
 		}
 	})
 }
+
+// TestParseFaultKinds: every kind FaultKinds lists parses into a fault, the
+// config_* kinds into the Misconfig of their setting with the default length.
+func TestParseFaultKinds(t *testing.T) {
+	base := time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC)
+	for kind := range FaultKinds {
+		if _, err := ParseFault(kind+"@+1m:gpu-001/mlx5_0/1", base); err != nil {
+			t.Errorf("%s: %v", kind, err)
+		}
+	}
+	for _, tc := range []struct {
+		spec string
+		want Misconfig
+	}{
+		{"config_ecn_np_off@+1m:gpu-001/mlx5_0/1", Misconfig{Kind: MisconfigNPOff, Port: PortRef{"gpu-001", "mlx5_0", 1}, From: base.Add(time.Minute), Duration: 10 * time.Minute}},
+		{"config_mtu@+2m,3m:gpu-002/mlx5_1/1", Misconfig{Kind: MisconfigMTU, Port: PortRef{"gpu-002", "mlx5_1", 1}, From: base.Add(2 * time.Minute), Duration: 3 * time.Minute}},
+	} {
+		got, err := ParseFault(tc.spec, base)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.spec, got, tc.want)
+		}
+	}
+}

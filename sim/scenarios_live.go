@@ -81,8 +81,8 @@ var liveStart = time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC)
 // wall). On a schedule: a PFC storm from a host that stops draining its
 // queues (12 min in, for 4 min, pausing its leaf and one port beyond it),
 // an optic that starts to drift 15 min in and would reach a pre-FEC BER of
-// 1e-6 40 min later (replaced at 80 min), and a notification point switched
-// off for 10 min from 35 min in, and an application on gpu-036 that stops
+// 1e-6 40 min later (replaced at 80 min), a notification point switched
+// off by configuration for 10 min from 35 min in (a second cause chain), and an application on gpu-036 that stops
 // posting receive buffers 50 min in, its port's PFC storm 100 s later (a
 // cause chain). Incast on another leaf all along is the
 // congestion that must not raise anything.
@@ -96,8 +96,12 @@ func liveFleet() LiveScenario {
 			Duration: 4 * time.Minute, Spread: 300 * time.Millisecond, MaxAffected: 4, Remote: 1},
 		BERDrift{Port: PortRef{"gpu-027", "mlx5_1", 1}, From: at(15*time.Minute + 3100*time.Millisecond),
 			ToCritical: 40 * time.Minute, Until: at(80 * time.Minute), Lane: 2, Noise: 0.25},
-		CNPECNImbalance{Kind: NPDisabled, Port: PortRef{"gpu-041", "mlx5_0", 1},
-			From: at(35*time.Minute + 1700*time.Millisecond), Duration: 10 * time.Minute, MarkedPerSecond: 3000},
+		// Every host reports its ports' configuration; gpu-041's ECN
+		// notification point is switched off by configuration for 10 min:
+		// config_mismatch, and the cnp_ecn_imbalance it causes names it.
+		ConfigReport{MTU: 4200, Priority: 3},
+		Misconfig{Kind: MisconfigNPOff, Port: PortRef{"gpu-041", "mlx5_0", 1},
+			From: at(35*time.Minute + 1700*time.Millisecond), Duration: 10 * time.Minute},
 		// An application on gpu-036 stops posting receive buffers 50 min in;
 		// 100 s later its queue backs up into the NIC, which pauses the leaf:
 		// the storm's event names the starvation as its cause.
@@ -110,7 +114,7 @@ func liveFleet() LiveScenario {
 			SenderPause: 0.7, ReceiverPause: 0.6},
 	}
 	return LiveScenario{Name: "live-fleet", Speed: 90, Config: c,
-		Description: "64 hosts, 2 h at 10 s played at 90x: a PFC storm, a drifting optic, a disabled notification point, a starved receiver and the storm it causes"}
+		Description: "64 hosts, 2 h at 10 s played at 90x: a PFC storm, a drifting optic, a notification point switched off by configuration, a starved receiver and the storm it causes"}
 }
 
 // liveShort is the end-to-end test's live run: 16 hosts read every 5 s for
