@@ -27,6 +27,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -210,7 +211,7 @@ func (s *Sink) inventoryPipeline() *pipeline[InventoryRow] {
 // is there; the sink never runs DDL itself. It returns false when ctx ended
 // first.
 func (s *Sink) waitSchema(ctx context.Context) bool {
-	backoff := s.cfg.RetryMin
+	b := retry.NewBackoff(retry.Policy{Initial: s.cfg.RetryMin, Max: s.cfg.RetryMax})
 	for {
 		err := chdb.CheckSchema(ctx, s.conn)
 		if err == nil {
@@ -220,9 +221,9 @@ func (s *Sink) waitSchema(ctx context.Context) bool {
 			return false
 		}
 		s.setNotReady(err.Error())
-		s.log.Warn("sink: waiting for the clickhouse schema (an admin runs `rdmawatch migrate`)", "err", err, "retry_in", backoff)
-		sleep(ctx, backoff)
-		backoff = min(2*backoff, s.cfg.RetryMax)
+		wait := b.Next()
+		s.log.Warn("sink: waiting for the clickhouse schema (an admin runs `rdmawatch migrate`)", "err", err, "retry_in", wait)
+		_ = retry.Sleep(ctx, wait)
 	}
 }
 
@@ -335,7 +336,8 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 
 	var deadline time.Time // flush by time: set when the buffer gets its first message
 	var retryAt time.Time  // after a failed flush, the next one waits until then
-	fetchBackoff, flushBackoff := cfg.RetryMin, cfg.RetryMin
+	policy := retry.Policy{Initial: cfg.RetryMin, Max: cfg.RetryMax}
+	fetchBackoff, flushBackoff := retry.NewBackoff(policy), retry.NewBackoff(policy)
 	attempt := 0
 	for {
 		if ctx.Err() != nil {
@@ -351,12 +353,13 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 				if attempt > 1 {
 					log.Info("sink: clickhouse accepted rows again", "attempts", attempt)
 				}
-				attempt, flushBackoff, retryAt = 0, cfg.RetryMin, time.Time{}
+				attempt, retryAt = 0, time.Time{}
+				flushBackoff.Reset()
 			case ctx.Err() == nil:
 				p.count(func(st *TableStats) { st.Retries++ })
-				log.Warn("sink: insert failed, retrying", "rows", p.nrows, "messages", len(p.buf), "attempt", attempt, "retry_in", flushBackoff, "err", err)
-				retryAt = time.Now().Add(flushBackoff)
-				flushBackoff = min(2*flushBackoff, cfg.RetryMax)
+				wait := flushBackoff.Next()
+				log.Warn("sink: insert failed, retrying", "rows", p.nrows, "messages", len(p.buf), "attempt", attempt, "retry_in", wait, "err", err)
+				retryAt = time.Now().Add(wait)
 			}
 			continue
 		}
@@ -372,7 +375,7 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 		wait = min(max(wait, minFetchWait), maxFetchWait)
 		if room <= 0 {
 			// Full while ClickHouse refuses or is away: only the retry is due.
-			sleep(ctx, wait)
+			_ = retry.Sleep(ctx, wait)
 			continue
 		}
 		// The server ends the pull (FetchMaxWait), not a client timeout: a
@@ -380,9 +383,7 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 		// delivered to the pull, and they come back only after AckWait.
 		batch, err := p.cons.Fetch(min(room, fetchMax), jetstream.FetchMaxWait(wait))
 		if err != nil {
-			log.Warn("sink: fetch", "err", err, "retry_in", fetchBackoff)
-			sleep(ctx, fetchBackoff)
-			fetchBackoff = min(2*fetchBackoff, cfg.RetryMax)
+			p.fetchFailed(ctx, log, fetchBackoff, err)
 			continue
 		}
 		for msg := range batch.Messages() {
@@ -392,13 +393,18 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			p.add(ctx, msg, log)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			log.Warn("sink: fetch", "err", err, "retry_in", fetchBackoff)
-			sleep(ctx, fetchBackoff)
-			fetchBackoff = min(2*fetchBackoff, cfg.RetryMax)
+			p.fetchFailed(ctx, log, fetchBackoff, err)
 			continue
 		}
-		fetchBackoff = cfg.RetryMin
+		fetchBackoff.Reset()
 	}
+}
+
+// fetchFailed logs a failed pull and waits the backoff's next step.
+func (p *pipeline[R]) fetchFailed(ctx context.Context, log *slog.Logger, b *retry.Backoff, err error) {
+	wait := b.Next()
+	log.Warn("sink: fetch", "err", err, "retry_in", wait)
+	_ = retry.Sleep(ctx, wait)
 }
 
 // heartbeat keeps every held message in progress, every AckWait/3, so a
@@ -695,7 +701,7 @@ func (p *pipeline[R]) waitFailedInserts(ctx context.Context, log *slog.Logger) e
 			}
 			return fmt.Errorf("waiting for failed inserts into %s to end: %w", p.table, err)
 		}
-		sleep(wctx, 50*time.Millisecond)
+		_ = retry.Sleep(wctx, 50*time.Millisecond)
 	}
 }
 
@@ -820,7 +826,7 @@ func (p *pipeline[R]) shutdown(ctx context.Context, log *slog.Logger) error {
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.cfg.ShutdownTimeout)
 	defer cancel()
-	backoff := p.s.cfg.RetryMin
+	b := retry.NewBackoff(retry.Policy{Initial: p.s.cfg.RetryMin, Max: p.s.cfg.RetryMax})
 	var err error
 	for {
 		if err = p.flush(sctx, log); err == nil {
@@ -829,8 +835,7 @@ func (p *pipeline[R]) shutdown(ctx context.Context, log *slog.Logger) error {
 		if sctx.Err() != nil {
 			break
 		}
-		sleep(sctx, backoff)
-		backoff = min(2*backoff, p.s.cfg.RetryMax)
+		_ = retry.Sleep(sctx, b.Next())
 	}
 	p.mu.Lock()
 	for _, e := range p.buf {
@@ -847,16 +852,6 @@ func seqOf(msg jetstream.Msg) uint64 {
 		return meta.Sequence.Stream
 	}
 	return 0
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // drainPoll is how often WaitDrained asks JetStream about the consumers.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -350,7 +351,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			// The ordered consumer recreates itself after gaps and
 			// server restarts; anything left is transient.
 			p.log.Warn("counters consumer", "err", err)
-			if !waitCtx(ctx, 200*time.Millisecond) {
+			if retry.Sleep(ctx, 200*time.Millisecond) != nil {
 				return nil
 			}
 			continue
@@ -665,7 +666,7 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 		return nil
 	}
 	subject := schemas.EventSubject(ev)
-	backoff := 100 * time.Millisecond
+	b := retry.NewBackoff(retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second})
 	for {
 		ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(ev.MsgID()))
 		if err == nil {
@@ -679,11 +680,11 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		p.log.Warn("publish event; retrying", "id", ev.MsgID(), "err", err, "backoff", backoff)
-		if !waitCtx(ctx, backoff) {
+		wait := b.Next()
+		p.log.Warn("publish event; retrying", "id", ev.MsgID(), "err", err, "backoff", wait)
+		if retry.Sleep(ctx, wait) != nil {
 			return ctx.Err()
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -694,18 +695,6 @@ const RequestTimeout = 10 * time.Second
 
 func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, RequestTimeout)
-}
-
-// waitCtx waits d of wall time for an I/O retry; false if ctx ended first.
-func waitCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // reads reports whether this processor reads the subject's port (port

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -382,7 +383,7 @@ func (m *memberLoop) leave(ctx context.Context) {
 // starting together race to create it; each attempt has its own timeout so
 // that a request lost in a cluster election is retried.
 func (e *Elastic) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	backoff := 200 * time.Millisecond
+	b := retry.NewBackoff(retry.Policy{Initial: 200 * time.Millisecond, Max: 5 * time.Second})
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		kv, err := e.js.KeyValue(actx, MembersBucket)
@@ -403,10 +404,9 @@ func (e *Elastic) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 			return nil, fmt.Errorf("processor group bucket %s: %w", MembersBucket, err)
 		}
 		e.log.Warn("processor group bucket; retrying", "bucket", MembersBucket, "attempt", attempt, "err", err)
-		if !waitCtx(ctx, backoff) {
+		if retry.Sleep(ctx, b.Next()) != nil {
 			return nil, ctx.Err()
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
