@@ -263,19 +263,24 @@ func Evaluate(events []schemas.Event, labels []schemas.Label, opt Options) *Repo
 		r := byType[t]
 		finish(r)
 		rep.Types = append(rep.Types, r)
-		all.Labels += r.Labels
-		all.Incidents += r.Incidents
-		all.Matched += r.Matched
-		all.Fragments += r.Fragments
-		all.Unmatched += r.Unmatched
-		all.latencies = append(all.latencies, r.latencies...)
-		all.leads = append(all.leads, r.leads...)
-		all.f1s = append(all.f1s, r.f1s...)
-		all.add(r.CauseScore)
+		all.accumulate(r)
 	}
 	finish(all)
 	rep.All = all
 	return rep
+}
+
+// accumulate adds a type's counts and samples to an "all types" report.
+func (all *TypeReport) accumulate(r *TypeReport) {
+	all.Labels += r.Labels
+	all.Incidents += r.Incidents
+	all.Matched += r.Matched
+	all.Fragments += r.Fragments
+	all.Unmatched += r.Unmatched
+	all.latencies = append(all.latencies, r.latencies...)
+	all.leads = append(all.leads, r.leads...)
+	all.f1s = append(all.f1s, r.f1s...)
+	all.add(r.CauseScore)
 }
 
 func finish(r *TypeReport) {

@@ -102,15 +102,7 @@ func (s *Sum) Types() []*TypeReport {
 		r := s.types[n]
 		finish(r)
 		out = append(out, r)
-		all.Labels += r.Labels
-		all.Incidents += r.Incidents
-		all.Matched += r.Matched
-		all.Fragments += r.Fragments
-		all.Unmatched += r.Unmatched
-		all.latencies = append(all.latencies, r.latencies...)
-		all.leads = append(all.leads, r.leads...)
-		all.f1s = append(all.f1s, r.f1s...)
-		all.add(r.CauseScore)
+		all.accumulate(r)
 	}
 	finish(all)
 	return append(out, all)

@@ -50,19 +50,27 @@ func (f *fabric) get(id schemas.PortID) *processor.PortState {
 
 // evict forgets ports whose last sample is older than before.
 func (f *fabric) evict(before schemas.Millis) int {
-	kept := f.order[:0]
+	var n int
+	f.order, n = evictOrdered(f.order, f.ports, func(p *processor.PortState) bool { return p.LastTime < before })
+	return n
+}
+
+// evictOrdered deletes from m, and from its sorted key list order, every
+// entry stale reports; it returns the shortened list (same backing array)
+// and how many went.
+func evictOrdered[V any](order []schemas.PortID, m map[schemas.PortID]V, stale func(V) bool) ([]schemas.PortID, int) {
+	kept := order[:0]
 	n := 0
-	for _, id := range f.order {
-		if f.ports[id].LastTime < before {
-			delete(f.ports, id)
+	for _, id := range order {
+		if stale(m[id]) {
+			delete(m, id)
 			n++
 			continue
 		}
 		kept = append(kept, id)
 	}
-	clear(f.order[len(kept):])
-	f.order = kept
-	return n
+	clear(order[len(kept):])
+	return kept, n
 }
 
 func (f *fabric) Topology() *schemas.Topology { return f.topo }

@@ -262,18 +262,8 @@ func (b *configBook) set(kc *processor.KnownConfig) bool {
 // evict forgets the configs of ports no inventory confirmed since before:
 // nodes gone from the fleet.
 func (b *configBook) evict(before schemas.Millis) int {
-	kept := b.order[:0]
-	n := 0
-	for _, id := range b.order {
-		if b.known[id].Read < before {
-			delete(b.known, id)
-			n++
-			continue
-		}
-		kept = append(kept, id)
-	}
-	clear(b.order[len(kept):])
-	b.order = kept
+	var n int
+	b.order, n = evictOrdered(b.order, b.known, func(c *processor.KnownConfig) bool { return c.Read < before })
 	return n
 }
 
