@@ -259,49 +259,12 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 		}
 		return
 	}
-	secs := float64(s.IntervalMs) / 1000
-	figure := prim / secs
-	if j.perPacket {
-		pk, okp := s.CounterByID(idPortRcvPackets)
-		if !okp || pk.Flags&(schemas.FlagHeld) != 0 {
-			return // no denominator: not judged
-		}
-		st.packetsPS = float64(pk.Delta) / secs
-		if prim > float64(pk.Delta) && pk.Delta > 0 {
-			// More out-of-sequence packets than packets received: the two
-			// counters do not count the same thing on this port (or one
-			// of them is off), and the share means nothing.
-			return
-		}
-		figure = prim / math.Max(float64(pk.Delta), 1)
+	v, ok := j.judge(s, st, prim, sec)
+	if !ok {
+		return
 	}
-	ref := st.base
-	if st.baseN < j.warm {
-		ref = 0
-	}
-	ref = math.Max(ref, j.peerRef)
-	limit := j.factor*ref + j.floor
-	primRate := prim / secs
-	excessRate := primRate
-	if j.perPacket {
-		excessRate = (figure - ref) * st.packetsPS
-	}
-	// A port is judged against its own history once it has one: a port
-	// with high but healthy reordering is not an incident while it starts.
-	primExcess := st.baseN >= j.warm && figure > limit && excessRate >= j.minRate
-
-	secRate := sec / secs
-	secFigure := secRate
-	if j.perPacket {
-		xp, _ := s.CounterByID(idPortXmitPackets)
-		secFigure = sec / math.Max(float64(xp.Delta), 1)
-	}
-	secRef := 0.0
-	if st.baseN >= j.warm {
-		secRef = st.secBase
-	}
-	secLimit := j.factor*secRef + j.secFloor
-	secExcess := len(j.secondary) > 0 && st.baseN >= j.warm && secRate >= j.minRate && secFigure > secLimit
+	figure, primRate, secRate := v.figure, v.primRate, v.secRate
+	primExcess, secExcess := v.primExcess, v.secExcess
 
 	if primExcess || secExcess || t.IsOpen(subject) || st.run > 0 {
 		// Keep the per-counter figures of a port worth telling about.
@@ -348,17 +311,82 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 		st.secRun = 0
 	}
 	st.run = 0
-	// The baseline learns from samples that are not in excess, clipped at
-	// the limit so a fault that creeps in does not teach it.
+	j.learn(st, v)
+	t.Clear(s.Time, subject, "the counters are back to the port's usual level", map[string]any{"figure_now": sig(figure)}, em)
+}
+
+// learn moves the port's baselines toward a sample that is not in excess,
+// clipped at the limit so a fault that creeps in does not teach them.
+func (j *judged) learn(st *judgedPort, v verdict) {
 	n := st.baseN + 1
 	alpha := 1 / float64(n)
 	if span := j.baseSpan.Seconds(); n > j.warm && span > 0 {
-		alpha = math.Min(1, secs/span)
+		alpha = math.Min(1, v.secs/span)
 	}
-	st.base += alpha * (math.Min(figure, limit) - st.base)
-	st.secBase += alpha * (math.Min(secFigure, secLimit) - st.secBase)
+	st.base += alpha * (math.Min(v.figure, v.limit) - st.base)
+	st.secBase += alpha * (math.Min(v.secFigure, v.secLimit) - st.secBase)
 	st.baseN = min(n, 1<<30)
-	t.Clear(s.Time, subject, "the counters are back to the port's usual level", map[string]any{"figure_now": sig(figure)}, em)
+}
+
+// verdict is what one sample says against the port's baselines.
+type verdict struct {
+	secs                         float64
+	figure, primRate, limit      float64
+	secRate, secFigure, secLimit float64
+	primExcess, secExcess        bool
+}
+
+// judge weighs a sample's primary and secondary counts (prim, sec) against
+// the port's own baselines and the peers' reference; ok is false when the
+// sample cannot be judged (no packet count to share against, or counters
+// that do not count the same packets).
+func (j *judged) judge(s *Sample, st *judgedPort, prim, sec float64) (v verdict, ok bool) {
+	secs := float64(s.IntervalMs) / 1000
+	figure := prim / secs
+	if j.perPacket {
+		pk, okp := s.CounterByID(idPortRcvPackets)
+		if !okp || pk.Flags&(schemas.FlagHeld) != 0 {
+			return v, false // no denominator: not judged
+		}
+		st.packetsPS = float64(pk.Delta) / secs
+		if prim > float64(pk.Delta) && pk.Delta > 0 {
+			// More out-of-sequence packets than packets received: the two
+			// counters do not count the same thing on this port (or one
+			// of them is off), and the share means nothing.
+			return v, false
+		}
+		figure = prim / math.Max(float64(pk.Delta), 1)
+	}
+	ref := st.base
+	if st.baseN < j.warm {
+		ref = 0
+	}
+	ref = math.Max(ref, j.peerRef)
+	limit := j.factor*ref + j.floor
+	primRate := prim / secs
+	excessRate := primRate
+	if j.perPacket {
+		excessRate = (figure - ref) * st.packetsPS
+	}
+	// A port is judged against its own history once it has one: a port
+	// with high but healthy reordering is not an incident while it starts.
+	primExcess := st.baseN >= j.warm && figure > limit && excessRate >= j.minRate
+
+	secRate := sec / secs
+	secFigure := secRate
+	if j.perPacket {
+		xp, _ := s.CounterByID(idPortXmitPackets)
+		secFigure = sec / math.Max(float64(xp.Delta), 1)
+	}
+	secRef := 0.0
+	if st.baseN >= j.warm {
+		secRef = st.secBase
+	}
+	secLimit := j.factor*secRef + j.secFloor
+	secExcess := len(j.secondary) > 0 && st.baseN >= j.warm && secRate >= j.minRate && secFigure > secLimit
+
+	return verdict{secs: secs, figure: figure, primRate: primRate, limit: limit,
+		secRate: secRate, secFigure: secFigure, secLimit: secLimit, primExcess: primExcess, secExcess: secExcess}, true
 }
 
 // judgedSpansGap reports whether the sample's interval is over two and a
