@@ -192,6 +192,7 @@ func (s *Source) readings(lines []Sample) []*collector.Reading {
 			Counters:   l.Map(schemas.SourceCounters),
 			HWCounters: l.Map(schemas.SourceHWCounters),
 			Ethtool:    l.Map(schemas.SourceEthtool),
+			Config:     l.Config,
 		})
 		if _, ok := r.Devices[l.Device]; !ok {
 			r.Devices[l.Device] = deviceInfo(l.Node, l.Device, l.LinkLayer)

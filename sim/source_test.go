@@ -91,6 +91,25 @@ func TestSourceOneReadingPerNodePerRound(t *testing.T) {
 	}
 }
 
+// A fleet that reports its configuration hands it to the collector on the
+// port readings (the live run's config_mismatch depends on it).
+func TestSourceCarriesConfig(t *testing.T) {
+	cfg := sourceConfig(8)
+	cfg.Faults = []Fault{ConfigReport{MTU: 4200, Priority: 3}}
+	s, _ := newSource(t, cfg)
+	with := 0
+	for _, r := range readAll(t, s) {
+		for _, p := range r.Ports {
+			if p.Config != nil && p.Config.MTU != nil {
+				with++
+			}
+		}
+	}
+	if with == 0 {
+		t.Fatal("no port reading carries a config")
+	}
+}
+
 // A collector restart is the node's next reading with Restart set and its
 // ports: the engine gives the node a new boot id and takes those ports as a
 // fresh baseline, while every other node goes on.
