@@ -61,24 +61,12 @@ func TestSinkWritesPortConfigHistory(t *testing.T) {
 	}
 
 	// The table's columns are exactly what the sink writes.
-	var cols []string
-	rows, err := conn.Query(ctx, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = 'port_config' ORDER BY name")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, n)
-	}
-	rows.Close()
+	cols := chtest.Strings(t, conn, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = 'port_config' ORDER BY name")
 	if want := slices.Sorted(slices.Values(sink.ConfigColumns)); !reflect.DeepEqual(cols, want) {
 		t.Fatalf("port_config columns\n%v\nsink writes\n%v", cols, want)
 	}
 
-	rows, err = conn.Query(ctx, `SELECT device, port, netdev, time_ms, mtu, pfc_known, pfc_enabled, ecn_np_known, ecn_np_enabled,
+	rows, err := conn.Query(ctx, `SELECT device, port, netdev, time_ms, mtu, pfc_known, pfc_enabled, ecn_np_known, ecn_np_enabled,
 		ecn_rp_known, ecn_rp_enabled, trust, boot_id FROM port_config FINAL WHERE node = 'gpu-017' ORDER BY device, port, time_ms`)
 	if err != nil {
 		t.Fatal(err)

@@ -44,19 +44,7 @@ func TestMigrateTwice(t *testing.T) {
 
 	// The tables are in the DSN's database, and every applied file is
 	// recorded exactly once.
-	var tables []string
-	rows, err := conn.Query(ctx, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, n)
-	}
-	rows.Close()
+	tables := chtest.Strings(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
 	want := []string{"counter_dictionary", "events", "events_latest", "inventory", "inventory_latest",
 		"port_config", "port_hour", "port_hour_mv", "port_hour_v", "port_minute", "port_minute_mv", "port_minute_v",
 		"port_samples", "schema_migrations", "topology_links", "topology_ports"}

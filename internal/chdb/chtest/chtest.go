@@ -129,6 +129,29 @@ func Count(ctx context.Context, conn driver.Conn, table, where string) (uint64, 
 	return n, nil
 }
 
+// Strings runs a query whose rows are one String each (table or column
+// names, mostly) and returns them in order, failing the test on any error.
+func Strings(t testing.TB, conn driver.Conn, query string, args ...any) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
+
 // Eventually polls fn every step until it returns nil, failing the test with
 // fn's last error after total.
 func Eventually(t testing.TB, total, step time.Duration, fn func() error) {
