@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -68,6 +69,10 @@ func TestDecodeInventoryRejects(t *testing.T) {
 		{"negative time", raw(func(m map[string]any) { m["t"] = -1 }), "implausible time -1 ms"},
 		{"trailing bytes", append(raw(func(map[string]any) {}), 0xc0), "1 bytes after the message"},
 		{"not msgpack", []byte{0xc1}, "not a msgpack type"},
+		// 5 bytes claiming 4 billion PFC priorities: msgpack.Unmarshal
+		// alone would allocate them all (the CI's fuzz worker died on it).
+		{"huge config list", bytes.Replace(raw(port(0, "cfg", map[string]any{"pfc": "HUGE-PFC-LIST"})),
+			append([]byte{0xad}, "HUGE-PFC-LIST"...), []byte{0xdd, 0xff, 0xff, 0xff, 0xff}, 1), "4294967295"},
 		{"too large", make([]byte, MaxMessageBytes+1), "more than MaxMessageBytes"},
 	}
 	for _, tc := range tests {
