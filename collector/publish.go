@@ -77,6 +77,9 @@ type Publisher struct {
 	// an outage which has just ended does not start another.
 	lastAck time.Time
 	now     func() time.Time
+	// busy is moveOn's scratch set of subjects with an unacknowledged
+	// message earlier in the list.
+	busy map[string]bool
 }
 
 // DropCount counts messages the publisher gave up, with the port samples
@@ -88,11 +91,35 @@ type DropCount struct {
 
 type inflight struct {
 	msg      *nats.Msg
-	fut      jetstream.PubAckFuture
+	fut      jetstream.PubAckFuture // nil: not handed to the client yet
 	attempts int
 	samples  int
 	sent     time.Time
 	spooled  string // the spool file it came from, removed once acknowledged
+	// acked and failed record what the future said: its channels deliver
+	// their value once, and a message is looked at more than once.
+	acked  bool
+	failed error
+}
+
+// poll records the future's outcome without waiting.
+func (f *inflight) poll() {
+	if f.fut == nil || f.acked || f.failed != nil {
+		return
+	}
+	select {
+	case <-f.fut.Ok():
+		f.acked = true
+	case err := <-f.fut.Err():
+		f.failed = err
+	default:
+	}
+}
+
+// resendWait is how long a message whose publish failed waits before its
+// next attempt.
+func resendWait(attempts int) time.Duration {
+	return min(time.Duration(attempts)*100*time.Millisecond, 5*time.Second)
 }
 
 // asyncAckTimeout bounds the wait for one publish's ack: longer than a
@@ -242,17 +269,31 @@ func (p *Publisher) send(ctx context.Context, subject, msgID string, data []byte
 	return p.sendMsg(ctx, &inflight{msg: msg, samples: samples})
 }
 
+// sendMsg hands f to the client, or queues it behind an unacknowledged
+// earlier message on its subject. A node's batches share a subject and a
+// port's samples must reach the stream in order: every reader drops a
+// sample older than its port's last one, and its deltas with it. Sending a
+// node's next batch while the last one is unacknowledged let the stream
+// store them out of order whenever its leader died under the first (the
+// first failed, the second went to the new leader, the first was re-sent
+// after it). Queued messages are started by reap, at the next send, or by
+// Flush; reading goes on meanwhile.
 func (p *Publisher) sendMsg(ctx context.Context, f *inflight) error {
 	p.reap()
 	// The client bounds what is outstanding (it stalls, then refuses);
 	// this list only has to hold what the client holds, plus the acked
-	// messages behind an older unacked one.
+	// messages behind an older unacked one and the queued ones.
 	for len(p.inflight) >= 2*p.maxInFlight {
 		if err := p.waitOldest(ctx); err != nil {
 			// Kept unstarted, so Flush can still spool or count it.
 			p.inflight = append(p.inflight, f)
 			return err
 		}
+	}
+	if p.subjectBusy(f.msg.Subject) {
+		f.sent = p.now()
+		p.inflight = append(p.inflight, f)
+		return nil
 	}
 	err := p.start(ctx, f)
 	if err != nil {
@@ -262,16 +303,26 @@ func (p *Publisher) sendMsg(ctx context.Context, f *inflight) error {
 	return err
 }
 
+// subjectBusy reports whether a message on subject waits for its ack.
+func (p *Publisher) subjectBusy(subject string) bool {
+	for _, f := range p.inflight {
+		if f.msg.Subject != subject {
+			continue
+		}
+		if f.poll(); !f.acked {
+			return true
+		}
+	}
+	return false
+}
+
 // start hands f to the client. While the client's in-flight bound is full
 // it waits for the oldest ack instead.
 func (p *Publisher) start(ctx context.Context, f *inflight) error {
 	var backoff *retry.Backoff // made at the first failure: most publishes go at once
 	for {
-		f.attempts++
-		f.sent = p.now()
-		fut, err := p.js.PublishMsgAsync(f.msg)
+		err := p.tryStart(f)
 		if err == nil {
-			f.fut = fut
 			return nil
 		}
 		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) && len(p.inflight) > 0 && p.inflight[0] != f {
@@ -290,27 +341,62 @@ func (p *Publisher) start(ctx context.Context, f *inflight) error {
 	}
 }
 
-// reap takes the acknowledged messages off the front of the list without
-// waiting, and says when the oldest has waited too long.
+// tryStart makes one attempt to hand f to the client, without waiting.
+func (p *Publisher) tryStart(f *inflight) error {
+	f.attempts++
+	f.sent = p.now()
+	fut, err := p.js.PublishMsgAsync(f.msg)
+	if err != nil {
+		return err
+	}
+	f.fut, f.acked, f.failed = fut, false, nil
+	return nil
+}
+
+// reap takes the acknowledged messages off the front of the list and moves
+// the rest on, without waiting: a queued message whose subject has nothing
+// unacknowledged before it is started, and a failed one is sent again once
+// its wait is over (not only when it reaches the front: a failed batch
+// would hold its node's later batches back for as long). It says when the
+// oldest has waited too long.
 func (p *Publisher) reap() {
 	for len(p.inflight) > 0 && isAcked(p.inflight[0]) {
 		p.acked(p.inflight[0])
 	}
-	if len(p.inflight) > 0 {
-		p.checkOutage(p.inflight[0])
+	if len(p.inflight) == 0 {
+		return
+	}
+	if len(p.inflight) > 1 {
+		p.moveOn()
+	}
+	p.checkOutage(p.inflight[0])
+}
+
+// moveOn starts what may go now, in list order.
+func (p *Publisher) moveOn() {
+	if p.busy == nil {
+		p.busy = make(map[string]bool)
+	}
+	clear(p.busy)
+	now := p.now()
+	for _, f := range p.inflight {
+		subject := f.msg.Subject
+		switch f.poll(); {
+		case f.acked:
+			continue
+		case f.fut == nil && !p.busy[subject],
+			f.failed != nil && now.Sub(f.sent) >= resendWait(f.attempts):
+			if err := p.tryStart(f); err != nil {
+				f.fut = nil // retried at the next send, or by Flush
+			}
+		}
+		p.busy[subject] = true
 	}
 }
 
 func isAcked(f *inflight) bool {
-	if f.fut == nil {
-		return false
-	}
-	select {
-	case <-f.fut.Ok():
-		return true
-	default:
-		return false
-	}
+	f.poll()
+	return f.acked
 }
 
 func (p *Publisher) acked(f *inflight) {
@@ -368,34 +454,41 @@ func (p *Publisher) waitOldest(ctx context.Context) error {
 	warn := time.NewTimer(max(p.ackWarnAfter-p.now().Sub(p.waitingSince(f)), 0))
 	defer warn.Stop()
 	for {
-		select {
-		case <-f.fut.Ok():
+		if f.poll(); f.acked {
 			p.acked(f)
 			return nil
-		case err := <-f.fut.Err():
-			p.log.Debug("publish not acknowledged, re-sending", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", err)
-			// One wait per burst: when the stream's leader dies, every
-			// publish in flight fails at once, and waiting before each
-			// re-send stalled the collector for half a minute.
-			wait := min(time.Duration(f.attempts)*100*time.Millisecond, 5*time.Second)
-			if now := p.now(); now.Sub(p.lastBackoff) > wait {
-				if err := retry.Sleep(ctx, wait); err != nil {
-					return err
-				}
-				p.lastBackoff = p.now()
+		}
+		if f.failed == nil {
+			select {
+			case <-f.fut.Ok():
+				f.acked = true
+			case err := <-f.fut.Err():
+				f.failed = err
+			case <-warn.C:
+				p.checkOutage(f)
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			sent := f.sent
-			if err := p.start(ctx, f); err != nil {
+			continue
+		}
+		p.log.Debug("publish not acknowledged, re-sending", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", f.failed)
+		// One wait per burst: when the stream's leader dies, every publish
+		// in flight fails at once, and waiting before each re-send stalled
+		// the collector for half a minute.
+		wait := resendWait(f.attempts)
+		if now := p.now(); now.Sub(p.lastBackoff) > wait {
+			if err := retry.Sleep(ctx, wait); err != nil {
 				return err
 			}
-			// The outage is measured from the first attempt.
-			f.sent = sent
-			return nil
-		case <-warn.C:
-			p.checkOutage(f)
-		case <-ctx.Done():
-			return ctx.Err()
+			p.lastBackoff = p.now()
 		}
+		sent := f.sent
+		if err := p.start(ctx, f); err != nil {
+			return err
+		}
+		// The outage is measured from the first attempt.
+		f.sent = sent
+		return nil
 	}
 }
 

@@ -172,12 +172,11 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 		downs[node] = []int{2, 20}
 	}
 	pub := collector.NewPublisher(js, 256, log)
-	// One round of batches at a time, as collectors publish one batch per
-	// node per interval: a node's batches in flight together may be
-	// stored out of order when the stream's leader dies under them (the
-	// publisher re-sends the ones that failed after later ones were
-	// stored), and a batch stored after a later one of its port is stale
-	// to every reader, its deltas with it (a link down lost).
+	// Rounds go out back to back, many of a node's batches in flight at
+	// once while the stream's leader dies under them: the publisher must
+	// still store each node's batches in order (a batch stored after a
+	// later one of its port is stale to every reader, its deltas with it:
+	// a link down lost).
 	publish := func(from, to int) {
 		for i := from; i < to; i++ {
 			for n := 0; n < nodes; n++ {
@@ -186,9 +185,9 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := pub.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
+		}
+		if err := pub.Flush(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 	events := func() uint64 {
