@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strconv"
 
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -417,6 +418,37 @@ func (r *reader) string() (string, error) {
 	return string(p), err
 }
 
+// sharedString is string returning last, or a wellKnown value, when the
+// bytes equal it (the comparisons and the map lookup do not allocate).
+func (r *reader) sharedString(last string) (string, error) {
+	p, err := r.rawString()
+	if err != nil {
+		return "", err
+	}
+	if string(p) == last {
+		return last, nil
+	}
+	if s, ok := wellKnown[string(p)]; ok {
+		return s, nil
+	}
+	return string(p), nil
+}
+
+// wellKnown are the strings most ports and gauges carry.
+var wellKnown = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{"Ethernet", "InfiniBand", "ACTIVE", "DOWN", "INIT", "ARMED", "POLLING", "lifespan"} {
+		m[s] = s
+	}
+	for i := range 16 {
+		for _, d := range []string{"mlx5_", "mlx4_"} {
+			s := d + strconv.Itoa(i)
+			m[s] = s
+		}
+	}
+	return m
+}()
+
 func (r *reader) bin() ([]byte, error) {
 	c, err := r.byte()
 	if err != nil {
@@ -652,10 +684,12 @@ func decodeBatch(data []byte, bt *CounterBatch) error {
 		return fmt.Errorf("ports: %d ports of %d bytes or more; %d bytes are left", np, minPortBytes, r.left())
 	}
 	bt.Ports = make([]PortSample, np)
+	var prev *PortSample
 	for i := range bt.Ports {
-		if err := decodePort(r, &bt.Ports[i]); err != nil {
+		if err := decodePort(r, &bt.Ports[i], prev); err != nil {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
+		prev = &bt.Ports[i]
 	}
 	if err := r.skipN(n - 6); err != nil {
 		return fmt.Errorf("field 7 on: %w", err)
@@ -666,7 +700,7 @@ func decodeBatch(data []byte, bt *CounterBatch) error {
 	return nil
 }
 
-func decodePort(r *reader, p *PortSample) error {
+func decodePort(r *reader, p *PortSample, prev *PortSample) error {
 	n, err := r.arrayLen(1)
 	if err != nil {
 		return err
@@ -674,7 +708,7 @@ func decodePort(r *reader, p *PortSample) error {
 	if n < 11 {
 		return fmt.Errorf("%d fields, want 11", n)
 	}
-	if err := decodePortHeader(r, p); err != nil {
+	if err := decodePortHeader(r, p, prev); err != nil {
 		return err
 	}
 	packed, err := r.bin()
@@ -704,10 +738,18 @@ func decodePort(r *reader, p *PortSample) error {
 }
 
 // decodePortHeader reads a port's fields 1 to 8: device, port number,
-// netdev, link layer, state, rate, time and interval.
-func decodePortHeader(r *reader, p *PortSample) error {
+// netdev, link layer, state, rate, time and interval. A string equal to
+// the previous port's (prev, nil for the first) or to a well-known value
+// shares it instead of allocating: the ports of a host mostly repeat their
+// link layer, state and rate, and the processor's time went to the
+// garbage collector as much as to decoding.
+func decodePortHeader(r *reader, p *PortSample, prev *PortSample) error {
 	var err error
-	if p.Device, err = r.string(); err != nil {
+	var last PortSample
+	if prev != nil {
+		last = *prev
+	}
+	if p.Device, err = r.sharedString(last.Device); err != nil {
 		return fmt.Errorf("device: %w", err)
 	}
 	port, err := r.uint()
@@ -721,8 +763,9 @@ func decodePortHeader(r *reader, p *PortSample) error {
 	for _, f := range []struct {
 		name string
 		v    *string
-	}{{"netdev", &p.Netdev}, {"link layer", &p.LinkLayer}, {"state", &p.State}, {"rate", &p.Rate}} {
-		if *f.v, err = r.string(); err != nil {
+		last string
+	}{{"netdev", &p.Netdev, last.Netdev}, {"link layer", &p.LinkLayer, last.LinkLayer}, {"state", &p.State, last.State}, {"rate", &p.Rate, last.Rate}} {
+		if *f.v, err = r.sharedString(f.last); err != nil {
 			return fmt.Errorf("%s: %w", f.name, err)
 		}
 	}
@@ -796,7 +839,7 @@ func decodeGauges(r *reader, p *PortSample) error {
 		p.Gauges = make(map[string]uint64, min(ng, maxGaugeHint))
 	}
 	for i := 0; i < ng; i++ {
-		k, err := r.string()
+		k, err := r.sharedString("")
 		if err != nil {
 			return fmt.Errorf("gauge %d name: %w", i, err)
 		}
@@ -887,6 +930,11 @@ func decodeCounters(b []byte, p *PortSample, nExtra int) error {
 		f, err := r.byte()
 		if err != nil {
 			return fmt.Errorf("flags of %s/%s: %w", c.Source, c.Name, err)
+		}
+		if f == 0 {
+			// The writer lists only counters with a flag; an entry
+			// without one would carry a raw value nobody reads.
+			return fmt.Errorf("flag %d for %s/%s sets no flag", k, c.Source, c.Name)
 		}
 		c.Flags = Flag(f)
 		if c.Value, err = r.uvarint(); err != nil {
