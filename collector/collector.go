@@ -112,7 +112,9 @@ func (c *Collector) Run(ctx context.Context) error {
 			}
 			continue
 		case err != nil:
-			return err
+			// What was read before the error is still sent (a malformed
+			// trace line stops the reading, not what it accepted).
+			return errors.Join(err, c.flush())
 		}
 		if c.noDevices && len(r.Ports) > 0 {
 			c.log.Info("RDMA devices found", "ports", len(r.Ports))

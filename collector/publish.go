@@ -290,7 +290,7 @@ func (p *Publisher) sendMsg(ctx context.Context, f *inflight) error {
 			return err
 		}
 	}
-	if p.subjectBusy(f.msg.Subject) {
+	if p.mustQueue(f.msg.Subject) {
 		f.sent = p.now()
 		p.inflight = append(p.inflight, f)
 		return nil
@@ -303,9 +303,15 @@ func (p *Publisher) sendMsg(ctx context.Context, f *inflight) error {
 	return err
 }
 
-// subjectBusy reports whether a message on subject waits for its ack.
-func (p *Publisher) subjectBusy(subject string) bool {
+// mustQueue reports whether a message on subject must wait: one on its
+// subject waits for its ack, or an earlier one is queued. Messages are
+// handed to the client in the order they were sent, so the stream keeps
+// the order across nodes too (a replay's events depend on it).
+func (p *Publisher) mustQueue(subject string) bool {
 	for _, f := range p.inflight {
+		if f.fut == nil {
+			return true
+		}
 		if f.msg.Subject != subject {
 			continue
 		}
@@ -372,22 +378,28 @@ func (p *Publisher) reap() {
 	p.checkOutage(p.inflight[0])
 }
 
-// moveOn starts what may go now, in list order.
+// moveOn starts what may go now, in list order: queued messages up to the
+// first that must still wait, and failed ones whose wait is over.
 func (p *Publisher) moveOn() {
 	if p.busy == nil {
 		p.busy = make(map[string]bool)
 	}
 	clear(p.busy)
 	now := p.now()
+	blocked := false // a queued message before this one still waits
 	for _, f := range p.inflight {
 		subject := f.msg.Subject
 		switch f.poll(); {
 		case f.acked:
 			continue
-		case f.fut == nil && !p.busy[subject],
-			f.failed != nil && now.Sub(f.sent) >= resendWait(f.attempts):
-			if err := p.tryStart(f); err != nil {
+		case f.fut == nil:
+			if blocked || p.busy[subject] || p.tryStart(f) != nil {
 				f.fut = nil // retried at the next send, or by Flush
+				blocked = true
+			}
+		case f.failed != nil && now.Sub(f.sent) >= resendWait(f.attempts):
+			if p.tryStart(f) != nil {
+				f.fut = nil
 			}
 		}
 		p.busy[subject] = true

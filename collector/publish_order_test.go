@@ -93,3 +93,38 @@ func TestPublisherKeepsANodesBatchesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// Without failures the stream holds the messages in the order they were
+// sent, across nodes too: a replay's events depend on that order, and a
+// node's batch waiting for its predecessor's ack must hold back the
+// batches sent after it.
+func TestPublisherKeepsSendOrder(t *testing.T) {
+	js := startJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pub := NewPublisher(js, 64, nil)
+	var want []string
+	for seq := uint64(1); seq <= 200; seq++ {
+		for _, node := range []string{"gpu-a", "gpu-b", "gpu-c"} {
+			if seq%7 == 0 && node == "gpu-b" {
+				continue // nodes do not all report every round
+			}
+			b := orderBatch(node, seq)
+			want = append(want, b.MsgID())
+			if err := pub.PublishBatch(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pub.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := streamIDs(t, js); !slices.Equal(got, want) {
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Fatalf("stream order differs from send order at %d: %s, sent %s (%d stored, %d sent)", i, got[i], want[i], len(got), len(want))
+			}
+		}
+		t.Fatalf("%d stored, %d sent", len(got), len(want))
+	}
+}
