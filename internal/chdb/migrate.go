@@ -153,7 +153,7 @@ func migrateWith(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, 
 		}
 		failed := false
 		for i, stmt := range m.stmts {
-			if err := conn.Exec(ctx, stmt); err != nil && !columnsExist(stmt, err) && !createdMeanwhile(stmt, err) {
+			if err := execRacing(ctx, conn, stmt); err != nil && !columnsExist(stmt, err) && !createdMeanwhile(stmt, err) {
 				if !m.optional {
 					return applied, fmt.Errorf("migrate: %s statement %d (server %s): %w", m.file, i+1, server, err)
 				}
@@ -219,6 +219,36 @@ func columnsExist(stmt string, err error) bool {
 		strings.Contains(exc.Message, "already exists")
 }
 
+// execRacing runs stmt, again while it fails as an ALTER ... ADD COLUMN
+// racing another migrator's: 18.16 then answers MULTIPLE_EXPRESSIONS_FOR_ALIAS
+// about its own temporary aliases (seen with four migrators at once). Run
+// again once the other is done, the ALTER finds its columns there.
+func execRacing(ctx context.Context, conn driver.Conn, stmt string) error {
+	var err error
+	for attempt := 0; attempt < 10; attempt++ {
+		if err = conn.Exec(ctx, stmt); !alterRaced(stmt, err) {
+			return err
+		}
+		t := time.NewTimer(time.Duration(attempt+1) * 50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+	return err
+}
+
+func alterRaced(stmt string, err error) bool {
+	var exc *ch.Exception
+	if !errors.As(err, &exc) || exc.Code != codeMultipleAliases {
+		return false
+	}
+	upper := strings.ToUpper(strings.TrimSpace(stmt))
+	return strings.HasPrefix(upper, "ALTER TABLE") && strings.Contains(upper, "ADD COLUMN")
+}
+
 // createdMeanwhile reports whether err is a CREATE ... IF NOT EXISTS that
 // lost a race with another migrator creating the same table or view: the
 // server checks for the name, then creates, and two `rdmawatch migrate`
@@ -239,6 +269,7 @@ const (
 	codeIllegalColumn      = 44
 	codeTableAlreadyExists = 57
 	codeUnknownTable       = 60
+	codeMultipleAliases    = 179
 )
 
 // ErrSchemaNotReady is wrapped by CheckSchema's error when a migration the
