@@ -253,11 +253,21 @@ type pipeline[R any] struct {
 	cons jetstream.Consumer
 
 	// mu guards buf against the heartbeat and the stats; only the
-	// pipeline's goroutine changes it.
+	// pipeline's goroutine changes it. inbox is what the fetcher decoded
+	// and the pipeline's goroutine has not taken yet (the heartbeat keeps
+	// it in progress too).
 	mu    sync.Mutex
 	buf   []*entry[R]
 	nrows int
+	inbox []*entry[R]
 	stats TableStats
+	// held counts the messages fetched and not yet acked, dead-lettered or
+	// Nak'ed (inbox and buf): the fetcher pulls only while it is below
+	// MaxAckPending. arrived wakes the pipeline when the inbox gets
+	// messages, freed the fetcher when held went down.
+	held    atomic.Int64
+	arrived chan struct{}
+	freed   chan struct{}
 	// inserts counts INSERT blocks accepted: proof that the table takes
 	// rows, before a refused message is given up on.
 	inserts uint64
@@ -313,12 +323,9 @@ func (p *pipeline[R]) init(ctx context.Context) error {
 // round trip without holding the consumer's whole ack window in one pull.
 const fetchMax = 500
 
-// minFetchWait keeps a pull request long enough for the server to answer;
-// maxFetchWait bounds how long shutdown waits for a pull in flight.
-const (
-	minFetchWait = 20 * time.Millisecond
-	maxFetchWait = 500 * time.Millisecond
-)
+// maxFetchWait is how long one pull waits for messages: it bounds how long
+// shutdown waits for the pull in flight.
+const maxFetchWait = 500 * time.Millisecond
 
 func (p *pipeline[R]) run(ctx context.Context) error {
 	cfg := p.s.cfg
@@ -333,19 +340,42 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 		stopHB()
 		<-hbDone
 	}()
+	// The pull runs beside the flush: while one INSERT is on its way the
+	// next messages are fetched and decoded. One after the other, the sink
+	// spent as long pulling as inserting, at 0.4 of clickhouse-client.
+	p.arrived, p.freed = make(chan struct{}, 1), make(chan struct{}, 1)
+	fetchCtx, stopFetch := context.WithCancel(ctx)
+	fetchDone := make(chan struct{})
+	go func() {
+		defer close(fetchDone)
+		p.fetch(fetchCtx, log)
+	}()
+	defer func() {
+		stopFetch()
+		<-fetchDone
+	}()
 
 	var deadline time.Time // flush by time: set when the buffer gets its first message
 	var retryAt time.Time  // after a failed flush, the next one waits until then
-	policy := retry.Policy{Initial: cfg.RetryMin, Max: cfg.RetryMax}
-	fetchBackoff, flushBackoff := retry.NewBackoff(policy), retry.NewBackoff(policy)
+	flushBackoff := retry.NewBackoff(retry.Policy{Initial: cfg.RetryMin, Max: cfg.RetryMax})
 	attempt := 0
+	timer := time.NewTimer(cfg.FlushInterval)
+	defer timer.Stop()
 	for {
 		if ctx.Err() != nil {
+			// What the fetcher holds is written (or Nak'ed) with the rest.
+			stopFetch()
+			<-fetchDone
+			p.take()
 			return p.shutdown(ctx, log)
 		}
+		if p.take() > 0 && deadline.IsZero() {
+			deadline = time.Now().Add(cfg.FlushInterval)
+		}
 		now := time.Now()
-		room := cfg.MaxAckPending - len(p.buf)
-		if len(p.buf) > 0 && (p.nrows >= cfg.BatchRows || room <= 0 || !now.Before(deadline)) && !now.Before(retryAt) {
+		// Half the ack window per flush: the fetcher pulls the other half
+		// while this one is inserted.
+		if len(p.buf) > 0 && (p.nrows >= cfg.BatchRows || len(p.buf) >= max(cfg.MaxAckPending/2, 1) || !now.Before(deadline)) && !now.Before(retryAt) {
 			attempt++
 			err := p.flush(ctx, log)
 			switch {
@@ -361,6 +391,9 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 				log.Warn("sink: insert failed, retrying", "rows", p.nrows, "messages", len(p.buf), "attempt", attempt, "retry_in", wait, "err", err)
 				retryAt = time.Now().Add(wait)
 			}
+			if len(p.buf) == 0 {
+				deadline = time.Time{}
+			}
 			continue
 		}
 		wait := cfg.FlushInterval
@@ -370,33 +403,75 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 		if !retryAt.IsZero() {
 			wait = time.Until(retryAt)
 		}
-		// Bounded above too: a pull cannot be cancelled, and shutdown must
-		// not wait a long flush interval for it.
-		wait = min(max(wait, minFetchWait), maxFetchWait)
+		timer.Reset(max(wait, 0))
+		select {
+		case <-p.arrived:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// fetch pulls messages while fewer than MaxAckPending are held, decodes
+// them into the inbox and wakes the pipeline; it returns when ctx ends
+// (after the pull in flight: a pull cannot be cancelled).
+func (p *pipeline[R]) fetch(ctx context.Context, log *slog.Logger) {
+	b := retry.NewBackoff(retry.Policy{Initial: p.s.cfg.RetryMin, Max: p.s.cfg.RetryMax})
+	for ctx.Err() == nil {
+		room := p.s.cfg.MaxAckPending - int(p.held.Load())
 		if room <= 0 {
-			// Full while ClickHouse refuses or is away: only the retry is due.
-			_ = retry.Sleep(ctx, wait)
+			// Full while ClickHouse refuses or is away, or the pipeline
+			// has not written the last pulls yet.
+			select {
+			case <-p.freed:
+			case <-ctx.Done():
+			}
 			continue
 		}
 		// The server ends the pull (FetchMaxWait), not a client timeout: a
-		// client that gives up first can strand messages the server already
-		// delivered to the pull, and they come back only after AckWait.
-		batch, err := p.cons.Fetch(min(room, fetchMax), jetstream.FetchMaxWait(wait))
+		// client that gives up first can strand messages the server
+		// already delivered to the pull, and they come back only after
+		// AckWait.
+		batch, err := p.cons.Fetch(min(room, fetchMax), jetstream.FetchMaxWait(maxFetchWait))
 		if err != nil {
-			p.fetchFailed(ctx, log, fetchBackoff, err)
+			p.fetchFailed(ctx, log, b, err)
 			continue
 		}
 		for msg := range batch.Messages() {
-			if len(p.buf) == 0 {
-				deadline = time.Now().Add(cfg.FlushInterval)
-			}
 			p.add(ctx, msg, log)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			p.fetchFailed(ctx, log, fetchBackoff, err)
+			p.fetchFailed(ctx, log, b, err)
 			continue
 		}
-		fetchBackoff.Reset()
+		b.Reset()
+	}
+}
+
+// take moves the inbox into the buffer and returns how many messages it
+// moved.
+func (p *pipeline[R]) take() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.inbox)
+	for _, e := range p.inbox {
+		p.buf = append(p.buf, e)
+		p.nrows += len(e.rows)
+	}
+	clear(p.inbox)
+	p.inbox = p.inbox[:0]
+	return n
+}
+
+// release says that n held messages left (acked, dead-lettered, Nak'ed).
+func (p *pipeline[R]) release(n int) {
+	if n == 0 {
+		return
+	}
+	p.held.Add(int64(-n))
+	select {
+	case p.freed <- struct{}{}:
+	default:
 	}
 }
 
@@ -421,17 +496,20 @@ func (p *pipeline[R]) heartbeat(ctx context.Context) {
 		case <-t.C:
 		}
 		p.mu.Lock()
-		for _, e := range p.buf {
-			// One already acked or terminated in this flush just answers
-			// ErrMsgAlreadyAckd.
-			_ = e.msg.InProgress()
+		for _, es := range [][]*entry[R]{p.buf, p.inbox} {
+			for _, e := range es {
+				// One already acked or terminated in this flush just
+				// answers ErrMsgAlreadyAckd.
+				_ = e.msg.InProgress()
+			}
 		}
 		p.mu.Unlock()
 	}
 }
 
-// add decodes a message into the buffer; a message that cannot be used is
-// dead-lettered right away so it never blocks the rest.
+// add decodes a message into the inbox; a message that cannot be used is
+// dead-lettered right away so it never blocks the rest. The fetcher calls
+// it.
 func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
 	rows, err := p.safeDecode(msg)
 	if err != nil {
@@ -457,11 +535,16 @@ func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logg
 		// ack, before the broker recorded it.
 		e.suspect = true
 	}
+	p.held.Add(1)
 	p.mu.Lock()
-	p.buf = append(p.buf, e)
-	p.nrows += len(rows)
-	p.stats.Pending, p.stats.PendingRows = len(p.buf), p.nrows
+	p.inbox = append(p.inbox, e)
+	p.stats.Pending++
+	p.stats.PendingRows += len(rows)
 	p.mu.Unlock()
+	select {
+	case p.arrived <- struct{}{}:
+	default:
+	}
 }
 
 // safeDecode is decode with a panic turned into an error: one hostile
@@ -727,11 +810,16 @@ func (p *pipeline[R]) settle(log *slog.Logger) {
 		}
 	}
 	p.mu.Lock()
+	left := len(p.buf) - len(kept)
 	clear(p.buf[len(kept):])
 	p.buf, p.nrows = kept, nrows
 	p.stats.Acked += acked
-	p.stats.Pending, p.stats.PendingRows = len(p.buf), p.nrows
+	p.stats.Pending, p.stats.PendingRows = len(p.buf)+len(p.inbox), p.nrows
+	for _, e := range p.inbox {
+		p.stats.PendingRows += len(e.rows)
+	}
 	p.mu.Unlock()
+	p.release(left)
 }
 
 // badRowError is a row the driver rejected while building the batch.
@@ -843,6 +931,7 @@ func (p *pipeline[R]) shutdown(ctx context.Context, log *slog.Logger) error {
 	}
 	n := len(p.buf)
 	p.mu.Unlock()
+	p.release(n)
 	log.Error("sink: last flush failed, messages left for redelivery", "messages", n, "err", err)
 	return fmt.Errorf("sink: %d messages for %s not written: %w", n, p.table, err)
 }
@@ -904,8 +993,8 @@ func (s *Sink) WaitDrained(ctx context.Context) error {
 }
 
 // suspectWindow is long enough for every message a dead sink, or a broker
-// that lost its state, left unacknowledged to come back.
-func (s *Sink) suspectWindow() time.Duration { return max(3*s.cfg.AckWait, 30*time.Second) }
+// that lost its state, left unacknowledged to come back (Config).
+func (s *Sink) suspectWindow() time.Duration { return max(s.cfg.SuspectWindow, 0) }
 
 // inSuspectWindow reports whether a message arriving now may have been
 // inserted already whatever its delivery count; a NATS reconnect since the

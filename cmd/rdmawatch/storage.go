@@ -145,8 +145,8 @@ func newSinkCmd(g *global) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&batchRows, "batch-rows", 10000, "rows per INSERT at most")
-	cmd.Flags().IntVar(&maxPending, "max-ack-pending", 1000, "messages each consumer holds unacknowledged at most (with batch-rows, what bounds an INSERT and the memory held while ClickHouse is away)")
+	cmd.Flags().IntVar(&batchRows, "batch-rows", 32768, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
+	cmd.Flags().IntVar(&maxPending, "max-ack-pending", 10000, "messages each consumer holds unacknowledged at most (with batch-rows, what bounds an INSERT and the memory held while ClickHouse is away); a flush takes at most half, the other half is pulled meanwhile")
 	cmd.Flags().DurationVar(&flush, "flush-interval", time.Second, "longest time rows wait before an INSERT")
 	cluster.register(cmd)
 	return cmd
