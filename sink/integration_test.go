@@ -144,16 +144,21 @@ func waitCount(t *testing.T, conn driver.Conn, table, where string, want uint64)
 }
 
 // waitDrained polls until the sink's consumer has acked everything.
+// consumerInfo reads a consumer's state from the server.
+func consumerInfo(js jetstream.JetStream, stream, consumer string) (*jetstream.ConsumerInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return c.Info(ctx)
+}
+
 func waitDrained(t *testing.T, js jetstream.JetStream, stream, consumer string) {
 	t.Helper()
 	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, stream, consumer)
-		if err != nil {
-			return err
-		}
-		info, err := c.Info(ctx)
+		info, err := consumerInfo(js, stream, consumer)
 		if err != nil {
 			return err
 		}
@@ -387,13 +392,7 @@ func TestSinkFlushesOnShutdown(t *testing.T) {
 	publishBatch(t, js, testBatch())
 	// Wait until the sink holds the message unacked.
 	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, schemas.StreamCounters, "test-sink-counters")
-		if err != nil {
-			return err
-		}
-		info, err := c.Info(ctx)
+		info, err := consumerInfo(js, schemas.StreamCounters, "test-sink-counters")
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package sink_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -42,13 +41,7 @@ func TestSinkPullsWhileInserting(t *testing.T) {
 		}
 	}()
 	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		c, err := js.Consumer(ctx, schemas.StreamCounters, "test-sink-counters")
-		if err != nil {
-			return err
-		}
-		info, err := c.Info(ctx)
+		info, err := consumerInfo(js, schemas.StreamCounters, "test-sink-counters")
 		if err != nil {
 			return err
 		}
