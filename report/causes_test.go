@@ -58,22 +58,7 @@ func causeChainDB(t *testing.T) (driver.Conn, map[string]*schemas.Event) {
 	retx30 := causeEvent(schemas.TypeRetransmissions, "retransmissions/gpu-030/mlx5_1/1/1767225720", g30, 120, 1, ber)
 	flap := causeEvent(schemas.TypeLinkFlap, "link_flap/gpu-040/mlx5_0/1/1767225610",
 		schemas.Subject{Node: "gpu-040", Device: "mlx5_0", Port: 1}, 10, 1, nil)
-	batch, err := conn.PrepareBatch(ctx, "INSERT INTO events ("+strings.Join(sink.EventColumns, ", ")+")")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range []*schemas.Event{starve, stormEarly, storm, retx, ber, retx30, flap} {
-		r, err := sink.NewEventRow(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := batch.Append(r.Values()...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := batch.Send(); err != nil {
-		t.Fatal(err)
-	}
+	insertEvents(ctx, t, conn, starve, stormEarly, storm, retx, ber, retx30, flap)
 	return conn, map[string]*schemas.Event{"starve": starve, "storm": storm, "retx": retx, "ber": ber, "retx30": retx30, "flap": flap}
 }
 
@@ -175,5 +160,26 @@ func TestPostmortemShowsCauseChains(t *testing.T) {
 	data, _ = os.ReadFile(path)
 	if want := "- pfc_storm on gpu-017/mlx5_0/1 (id `" + evs["storm"].ID + "`, not in this report)\n  - → 1. retransmissions"; !strings.Contains(string(data), want) {
 		t.Errorf("filtered report lacks %q:\n%s", want, data)
+	}
+}
+
+// insertEvents writes events into the events table as the sink does.
+func insertEvents(ctx context.Context, t *testing.T, conn driver.Conn, events ...*schemas.Event) {
+	t.Helper()
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO events ("+strings.Join(sink.EventColumns, ", ")+")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		r, err := sink.NewEventRow(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := batch.Append(r.Values()...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
 	}
 }

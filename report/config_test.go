@@ -80,28 +80,13 @@ func TestConfigHistoryAndPostmortem(t *testing.T) {
 	}
 
 	// The postmortem of an incident on that port shows it.
-	events, err := conn.PrepareBatch(ctx, "INSERT INTO events ("+strings.Join(sink.EventColumns, ", ")+")")
-	if err != nil {
-		t.Fatal(err)
-	}
 	imb := causeEvent(schemas.TypeCNPECNImbalance, "cnp_ecn_imbalance/gpu-017/mlx5_0/1/1767225660",
 		schemas.Subject{Node: "gpu-017", Device: "mlx5_0", Port: 1}, 60, 1, nil)
 	end := schemas.Millis(t0 + 500_000)
 	imb.State, imb.End = schemas.StateResolved, &end
 	other := causeEvent(schemas.TypeLinkFlap, "link_flap/gpu-020/mlx5_0/1/1767225610",
 		schemas.Subject{Node: "gpu-020", Device: "mlx5_0", Port: 1}, 10, 1, nil)
-	for _, e := range []*schemas.Event{imb, other} {
-		r, err := sink.NewEventRow(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := events.Append(r.Values()...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := events.Send(); err != nil {
-		t.Fatal(err)
-	}
+	insertEvents(ctx, t, conn, imb, other)
 	path, incs, err := report.Postmortem(ctx, conn, report.Params{From: time.UnixMilli(t0), To: time.UnixMilli(t0 + 600_000)}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -57,15 +57,7 @@ func (s *Sum) Add(run string, events []schemas.Event, labels []schemas.Label, op
 			t = &TypeReport{Type: r.Type}
 			s.types[r.Type] = t
 		}
-		t.Labels += r.Labels
-		t.Incidents += r.Incidents
-		t.Matched += r.Matched
-		t.Fragments += r.Fragments
-		t.Unmatched += r.Unmatched
-		t.latencies = append(t.latencies, r.latencies...)
-		t.leads = append(t.leads, r.leads...)
-		t.f1s = append(t.f1s, r.f1s...)
-		t.add(r.CauseScore)
+		t.accumulate(r)
 	}
 	for _, m := range rep.Misses {
 		s.Misses = append(s.Misses, RunMiss{Run: run, Label: m.Label})
