@@ -108,36 +108,9 @@ func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) 
 			return fmt.Errorf("read inventory: %w", err)
 		}
 		if n < inventoryFetch {
-			if !reopened && r.behind(ctx) {
-				reopened = true
-				if err := r.open(ctx); err != nil {
-					return err
-				}
-				continue
-			}
 			return nil
 		}
 	}
-}
-
-// behind reports whether the stream holds inventories past the last one
-// the consumer handed over although its read came back short. Under load
-// (TestConfigsFollowDataTime with CPU burners, about 3 % of runs) the
-// server's pull consumer answered "no messages" to every later read and
-// reported none pending while the stream held one more; made again from
-// where it was, it hands it over.
-func (r *inventoryReader) behind(ctx context.Context) bool {
-	rctx, cancel := requestContext(ctx)
-	defer cancel()
-	s, err := r.js.Stream(rctx, schemas.StreamInventory)
-	if err != nil {
-		return false
-	}
-	info, err := s.Info(rctx)
-	if err != nil {
-		return false
-	}
-	return info.State.Msgs > 0 && info.State.LastSeq >= max(r.next, 1)
 }
 
 // poll hands fn what the read asked for at the previous poll held (all of
