@@ -92,8 +92,12 @@ func TestConfigsFollowDataTime(t *testing.T) {
 	r.waitProcessed(t, 2*batches)
 	// Late news: an inventory read after the counters moved on still
 	// arrives, at a later sync. A sync hands over what the read asked for
-	// at the previous one held, so it takes two syncs after the publish;
-	// 8 more rounds leave room (4 were once too few in CI, under load).
+	// at the previous one held, so it takes two syncs after the publish.
+	// Known failure, a few percent of runs under heavy load: the readers'
+	// consumer then reports the late inventory neither delivered nor
+	// pending at every later sync, though the stream holds it (nats-server
+	// pull consumer; a stream-info check fixed it but needs a right the
+	// processor's least-privilege user lacks). More rounds do not help.
 	publishInventory(t, js, schemas.InventorySubject("a"), inventoryOf("a", t0+100_000, 4200))
 	const late = 8
 	for i := batches; i < batches+late; i++ {
