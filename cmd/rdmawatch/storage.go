@@ -42,12 +42,23 @@ func (c *clusterFlags) register(cmd *cobra.Command) {
 // ensureAndMigrate creates the DSN's database (on every node in cluster
 // mode), connects and applies the migrations.
 func ensureAndMigrate(ctx context.Context, dsn string, c clusterFlags, opts ...chdb.Option) (driver.Conn, []string, error) {
-	var ensure error
-	if c.name != "" {
-		ensure = chdb.EnsureDatabaseOnCluster(ctx, dsn, c.name, opts...)
-	} else {
-		ensure = chdb.EnsureDatabase(ctx, dsn, opts...)
-	}
+	// A server that has just started can drop the first connection (seen
+	// once in the cluster test: EOF on CREATE DATABASE ... ON CLUSTER); the
+	// statement is idempotent, so a connection failure is tried again for
+	// a while. What the server answers with an exception is not.
+	_, ensure := retry.Do(ctx, slog.Default(), "clickhouse database", retry.Policy{MaxElapsed: 30 * time.Second}, func(ctx context.Context) (struct{}, error) {
+		var err error
+		if c.name != "" {
+			err = chdb.EnsureDatabaseOnCluster(ctx, dsn, c.name, opts...)
+		} else {
+			err = chdb.EnsureDatabase(ctx, dsn, opts...)
+		}
+		var exc *ch.Exception
+		if errors.As(err, &exc) || errors.Is(err, chdb.ErrInvalidOption) {
+			err = retry.Permanent(err)
+		}
+		return struct{}{}, err
+	})
 	if ensure != nil {
 		return nil, nil, ensure
 	}
