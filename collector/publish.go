@@ -102,6 +102,12 @@ type inflight struct {
 	failed error
 }
 
+// ackedNow polls f and reports whether it is acknowledged.
+func (f *inflight) ackedNow() bool {
+	f.poll()
+	return f.acked
+}
+
 // poll records the future's outcome without waiting.
 func (f *inflight) poll() {
 	if f.fut == nil || f.acked || f.failed != nil {
@@ -366,7 +372,7 @@ func (p *Publisher) tryStart(f *inflight) error {
 // would hold its node's later batches back for as long). It says when the
 // oldest has waited too long.
 func (p *Publisher) reap() {
-	for len(p.inflight) > 0 && isAcked(p.inflight[0]) {
+	for len(p.inflight) > 0 && p.inflight[0].ackedNow() {
 		p.acked(p.inflight[0])
 	}
 	if len(p.inflight) == 0 {
@@ -404,11 +410,6 @@ func (p *Publisher) moveOn() {
 		}
 		p.busy[subject] = true
 	}
-}
-
-func isAcked(f *inflight) bool {
-	f.poll()
-	return f.acked
 }
 
 func (p *Publisher) acked(f *inflight) {
