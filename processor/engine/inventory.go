@@ -89,40 +89,79 @@ func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) 
 			return err
 		}
 	}
-	for reopened := false; ; {
+	checked, reopened := false, false
+	for {
 		batch, err := r.cons.FetchNoWait(inventoryFetch)
 		n := 0
 		if err == nil {
 			n, err = r.drain(batch, fn)
 		}
-		if err != nil && !reopened {
+		switch {
+		case err != nil && reopened:
+			return fmt.Errorf("read inventory: %w", err)
+		case err != nil:
 			// The consumer idled out or the server lost it: again from
 			// where this one was.
-			reopened = true
-			if err := r.open(ctx); err != nil {
-				return err
+		case n == inventoryFetch:
+			continue // a full answer: there may be more
+		case n > 0:
+			return nil
+		case !checked:
+			// Nothing: is that so (see streamAhead)? If the stream
+			// holds more, read once more, which tells a message stored
+			// since the last answer from a consumer that miscounts.
+			checked = true
+			if !r.streamAhead(ctx) {
+				return nil
 			}
 			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read inventory: %w", err)
-		}
-		if n < inventoryFetch {
+		case reopened:
 			return nil
 		}
+		reopened = true
+		if err := r.open(ctx); err != nil {
+			return err
+		}
 	}
+}
+
+// streamAhead reports whether the stream holds an inventory at or past the
+// next sequence the reader wants to hand over.
+//
+// Why it is asked: nats-server keeps a running count of a consumer's
+// pending messages and answers a read without waiting "no messages" from
+// that count alone. Under load (TestConfigsFollowDataTime with CPU burners,
+// 1-3 % of runs) the count of the processor's consumer stayed one short:
+// every later read got nothing while the stream held one more inventory,
+// and each new inventory released only the one before it. The stream's
+// own last sequence does not depend on that count, and a consumer made
+// again from where the reader was counts afresh. It costs one request per
+// sync that read nothing (the processor's NATS user may read the
+// inventory stream's info, deploy/nats/rdmawatch-auth.conf).
+func (r *inventoryReader) streamAhead(ctx context.Context) bool {
+	rctx, cancel := requestContext(ctx)
+	defer cancel()
+	s, err := r.js.Stream(rctx, schemas.StreamInventory)
+	if err != nil {
+		return false // asked again at the next sync that reads nothing
+	}
+	st := s.CachedInfo().State
+	return st.Msgs > 0 && st.LastSeq >= max(r.next, 1)
 }
 
 // poll hands fn what the read asked for at the previous poll held (all of
 // it, reading on while the answer was full), with wait also everything
 // stored now, then asks again without waiting. Without wait, what poll
-// hands over was stored before the previous poll.
+// hands over holds everything stored before the previous poll (and, when
+// that answer was empty but the stream is ahead, what is stored now).
 func (r *inventoryReader) poll(ctx context.Context, fn func(msg jetstream.Msg), wait bool) error {
 	if r.pending != nil {
 		batch := r.pending
 		r.pending = nil
 		n, err := r.drain(batch, fn)
-		if err == nil && n == inventoryFetch {
+		// A full answer may have more behind it; an empty one may be a
+		// miscounting consumer (streamAhead). Either way read now.
+		if err == nil && (n == inventoryFetch || (n == 0 && !wait && r.streamAhead(ctx))) {
 			err = r.read(ctx, fn)
 		}
 		if err != nil {
