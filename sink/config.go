@@ -12,6 +12,13 @@ import (
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
 var ErrInvalidConfig = errors.New("invalid sink config")
 
+// The defaults of the fields the command line sets too (one owner).
+const (
+	DefaultBatchRows     = 32768
+	DefaultMaxAckPending = 65536
+	DefaultFlushInterval = time.Second
+)
+
 // Config sizes the sink. The zero value of a field means its default.
 type Config struct {
 	// DSN is the ClickHouse the caller opens the connection to, e.g.
@@ -34,9 +41,11 @@ type Config struct {
 	// Sinks sharing a prefix share the work.
 	ConsumerPrefix string
 	// MaxAckPending bounds the messages each consumer hands out before they
-	// are acked, so an outage of ClickHouse holds a bounded backlog in
-	// memory (default 10000). A flush takes at most half of them, so the
-	// other half is pulled while it is inserted.
+	// are acked (default 65536). A flush takes at most half of them, so the
+	// other half is pulled while it is inserted. The rows held are bounded
+	// too, by two flushes (2 x BatchRows, plus one pull): that, not the
+	// message count, bounds the memory an outage of ClickHouse holds, so
+	// small messages (a node of 2 ports) still make full flushes.
 	MaxAckPending int
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 10s). The sink sends InProgress for every message it holds
@@ -81,7 +90,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.BatchRows == 0 {
-		c.BatchRows = 32768
+		c.BatchRows = DefaultBatchRows
 	}
 	if c.BlockRows == 0 {
 		c.BlockRows = 65536
@@ -90,12 +99,12 @@ func (c Config) withDefaults() Config {
 		c.RefuseAttempts = 3
 	}
 	if c.MaxAckPending == 0 {
-		c.MaxAckPending = 10000
+		c.MaxAckPending = DefaultMaxAckPending
 	}
 	if c.ConsumerPrefix == "" {
 		c.ConsumerPrefix = "rdmawatch-sink"
 	}
-	def(&c.FlushInterval, time.Second)
+	def(&c.FlushInterval, DefaultFlushInterval)
 	def(&c.AckWait, 10*time.Second)
 	def(&c.InsertTimeout, 15*time.Second)
 	def(&c.RetryMin, 100*time.Millisecond)

@@ -156,9 +156,9 @@ func newSinkCmd(g *global) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&batchRows, "batch-rows", 32768, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
-	cmd.Flags().IntVar(&maxPending, "max-ack-pending", 10000, "messages each consumer holds unacknowledged at most (with batch-rows, what bounds an INSERT and the memory held while ClickHouse is away); a flush takes at most half, the other half is pulled meanwhile")
-	cmd.Flags().DurationVar(&flush, "flush-interval", time.Second, "longest time rows wait before an INSERT")
+	cmd.Flags().IntVar(&batchRows, "batch-rows", sink.DefaultBatchRows, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
+	cmd.Flags().IntVar(&maxPending, "max-ack-pending", sink.DefaultMaxAckPending, "messages each consumer holds unacknowledged at most; a flush takes at most half, the other half is pulled meanwhile (the rows held are bounded by two flushes of batch-rows, whatever the message size)")
+	cmd.Flags().DurationVar(&flush, "flush-interval", sink.DefaultFlushInterval, "longest time rows wait before an INSERT")
 	cluster.register(cmd)
 	return cmd
 }
