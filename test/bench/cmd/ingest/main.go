@@ -60,6 +60,7 @@ type config struct {
 	keep, sinkDefaults    bool
 	cpuProfile            string
 	sinkBatchRows         int
+	duration              time.Duration
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the benchmark's databases")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the sink runs (go tool pprof)")
 	flag.IntVar(&c.sinkBatchRows, "sink-batch-rows", 0, "rows per flush (0: the sink's default)")
+	flag.DurationVar(&c.duration, "duration", 0, "data time the fleet runs (0: the scenario's; longer gives more rows, so the sink's last flush, which waits out its flush interval, weighs less)")
 	flag.BoolVar(&c.sinkDefaults, "sink-defaults", false, "run the sink with its default config instead of the bulk one (the defaults with room for the whole backlog in flight)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -92,6 +94,9 @@ func run(ctx context.Context, c config) error {
 	sc, ok := sim.LiveScenarioByName(c.scenario)
 	if !ok {
 		return fmt.Errorf("--scenario %q: no such live scenario", c.scenario)
+	}
+	if c.duration > 0 {
+		sc.Config.Duration = c.duration
 	}
 	batches, err := fleet(sc.Config)
 	if err != nil {
