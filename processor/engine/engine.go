@@ -427,7 +427,7 @@ func (p *Processor) readHistory(ctx context.Context, occ *jetstream.OrderedConsu
 	if p.deadKnown, err = loadDeadLetters(ctx, p.js, deadFrom); err != nil {
 		return err
 	}
-	p.inventory = &inventoryReader{js: p.js, name: fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)}
+	p.inventory = &inventoryReader{js: p.js, name: fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance), log: p.log}
 	if err := p.inventory.read(ctx, p.addInventory); err != nil {
 		return err
 	}

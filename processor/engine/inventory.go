@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -45,10 +46,21 @@ const inventoryFetch = 256
 // A processor idle longer recreates it from where it was.
 const inventoryIdle = 10 * time.Minute
 
+// inventoryInfoTimeout bounds the request for the stream's info (see
+// streamAhead): a server answers in milliseconds, and a refused request
+// (a NATS user without the permission) is only ever answered by the
+// timeout, which the processing goroutine waits out.
+const inventoryInfoTimeout = 2 * time.Second
+
+// inventoryInfoPause is how long the reader stops asking for the stream's
+// info after a request failed.
+const inventoryInfoPause = 10 * time.Minute
+
 // inventoryReader reads the inventory stream from the processing goroutine.
 type inventoryReader struct {
 	js   jetstream.JetStream
 	name string
+	log  *slog.Logger
 	cons jetstream.Consumer
 	// next is the stream sequence to read from when the consumer has to
 	// be made again (it idled out, the server restarted).
@@ -58,6 +70,11 @@ type inventoryReader struct {
 	// complete is the watermark up to which pending completes what was
 	// handed over: the watermark of the sync that asked for it.
 	complete schemas.Millis
+	// infoAsked counts the requests for the stream's info; after one
+	// failed, none is made before infoPausedUntil (wall time: it paces
+	// requests, it decides nothing about the data).
+	infoAsked       int
+	infoPausedUntil time.Time
 }
 
 func (r *inventoryReader) open(ctx context.Context) error {
@@ -137,13 +154,27 @@ func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) 
 // own last sequence does not depend on that count, and a consumer made
 // again from where the reader was counts afresh. It costs one request per
 // sync that read nothing (the processor's NATS user may read the
-// inventory stream's info, deploy/nats/rdmawatch-auth.conf).
+// inventory stream's info, deploy/nats/rdmawatch-auth.conf). A user
+// without that permission (an older auth file) gets no answer but the
+// timeout: then the reader stops asking for inventoryInfoPause and reads
+// as it did before the check, so a sync waits at most one timeout.
 func (r *inventoryReader) streamAhead(ctx context.Context) bool {
-	rctx, cancel := requestContext(ctx)
+	if time.Now().Before(r.infoPausedUntil) {
+		return false
+	}
+	r.infoAsked++
+	rctx, cancel := context.WithTimeout(ctx, inventoryInfoTimeout)
 	defer cancel()
 	s, err := r.js.Stream(rctx, schemas.StreamInventory)
 	if err != nil {
-		return false // asked again at the next sync that reads nothing
+		if ctx.Err() == nil {
+			r.infoPausedUntil = time.Now().Add(inventoryInfoPause)
+			if r.log != nil {
+				r.log.Warn("inventory stream info refused or unanswered: a config change may go unseen until the next inventory arrives; does the processor's NATS user lack $JS.API.STREAM.INFO."+schemas.StreamInventory+"?",
+					"err", err, "asked_again_in", inventoryInfoPause)
+			}
+		}
+		return false
 	}
 	st := s.CachedInfo().State
 	return st.Msgs > 0 && st.LastSeq >= max(r.next, 1)

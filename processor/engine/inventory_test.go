@@ -3,12 +3,17 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -93,12 +98,10 @@ func TestConfigsFollowDataTime(t *testing.T) {
 	// Late news: an inventory read after the counters moved on still
 	// arrives, at a later sync. A sync hands over what the read asked for
 	// at the previous one held, so it takes two syncs after the publish.
-	// Known failure, a few percent of runs under heavy load: the readers'
-	// consumer then reports the late inventory neither delivered nor
-	// pending at every later sync, though the stream holds it (nats-server
-	// pull consumer; a stream-info check fixed it but needs a right the
-	// processor's least-privilege user lacks). More rounds do not help:
-	// 8 failed as often as 4.
+	// Under heavy load (1-3 % of runs with CPU burners) nats-server's
+	// pull consumer once counted the late inventory as not pending, and no
+	// later read got it: the reader's stream check (streamAhead) is what
+	// this test then depends on.
 	publishInventory(t, js, schemas.InventorySubject("a"), inventoryOf("a", t0+100_000, 4200))
 	for i := batches; i < batches+4; i++ {
 		publish(t, js, batch("a", i, 0), "")
@@ -195,5 +198,87 @@ func TestConfigBook(t *testing.T) {
 	}
 	if n := b.evict(at(51)); n != 1 || len(b.order) != 0 {
 		t.Fatalf("evict: %d, order %v", n, b.order)
+	}
+}
+
+// TestInventoryReaderWithoutStreamInfo: a processor whose NATS user may not
+// read the inventory stream's info (an auth file older than the check in
+// streamAhead) still reads every inventory, and asks for the info once,
+// not at every sync: a refused request is answered only by its timeout,
+// which the processing goroutine would wait out each time.
+func TestInventoryReaderWithoutStreamInfo(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Users: []*server.User{
+			{Username: "admin", Password: "admin"},
+			{Username: "processor", Password: "processor", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.INFO." + schemas.StreamInventory}},
+			}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	connect := func(user string) jetstream.JetStream {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	admin, proc := connect("admin"), connect("processor")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := natsutil.EnsureStreams(ctx, admin, schemas.StreamOptions{Memory: true}); err != nil {
+		t.Fatal(err)
+	}
+	infoCtx, infoCancel := context.WithTimeout(ctx, time.Second)
+	defer infoCancel()
+	if _, err := proc.Stream(infoCtx, schemas.StreamInventory); err == nil {
+		t.Fatal("the processor's user read the inventory stream's info: the test's permissions do not hold")
+	}
+
+	r := &inventoryReader{js: proc, name: "test", log: slog.New(slog.DiscardHandler)}
+	t.Cleanup(func() {
+		if r.pending != nil { // the read the last poll asked for: its goroutine ends with the answer
+			for range r.pending.Messages() {
+			}
+		}
+	})
+	var subjects []string
+	collect := func(msg jetstream.Msg) { subjects = append(subjects, msg.Subject()) }
+	if err := r.read(ctx, collect); err != nil {
+		t.Fatal(err)
+	}
+	for i, node := range []string{"a", "b", "c"} {
+		// Syncs that read nothing, then one inventory: each is handed
+		// over by the poll after the one that asked.
+		for range 3 {
+			if err := r.poll(ctx, collect, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		publishInventory(t, admin, schemas.InventorySubject(node), inventoryOf(node, t0+int64(i)*1000, 9000))
+		for range 2 {
+			if err := r.poll(ctx, collect, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(subjects) != i+1 {
+			t.Fatalf("after %s's inventory: handed over %v", node, subjects)
+		}
+	}
+	if r.infoAsked != 1 {
+		t.Fatalf("asked for the stream's info %d times, want once (then paused for %v)", r.infoAsked, inventoryInfoPause)
 	}
 }
