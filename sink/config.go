@@ -15,6 +15,7 @@ var ErrInvalidConfig = errors.New("invalid sink config")
 // The defaults of the fields the command line sets too (one owner).
 const (
 	DefaultBatchRows     = 32768
+	DefaultBlockRows     = 65536
 	DefaultMaxAckPending = 65536
 	DefaultFlushInterval = time.Second
 )
@@ -93,7 +94,7 @@ func (c Config) withDefaults() Config {
 		c.BatchRows = DefaultBatchRows
 	}
 	if c.BlockRows == 0 {
-		c.BlockRows = 65536
+		c.BlockRows = DefaultBlockRows
 	}
 	if c.RefuseAttempts == 0 {
 		c.RefuseAttempts = 3

@@ -105,6 +105,7 @@ func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cl
 func newSinkCmd(g *global) *cobra.Command {
 	var (
 		batchRows  int
+		blockRows  int
 		maxPending int
 		flush      time.Duration
 		cluster    clusterFlags
@@ -144,7 +145,7 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, MaxAckPending: maxPending, FlushInterval: flush, ObserveInsert: tel.SinkInsertObserver()}, g.log)
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, BlockRows: blockRows, MaxAckPending: maxPending, FlushInterval: flush, ObserveInsert: tel.SinkInsertObserver()}, g.log)
 			if err != nil {
 				return err
 			}
@@ -157,6 +158,7 @@ func newSinkCmd(g *global) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&batchRows, "batch-rows", sink.DefaultBatchRows, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
+	cmd.Flags().IntVar(&blockRows, "block-rows", sink.DefaultBlockRows, "rows per INSERT block at most: a flush larger than this goes in several (raise it with batch-rows for large fleets: ClickHouse's rollup views aggregate a port's rows within one block)")
 	cmd.Flags().IntVar(&maxPending, "max-ack-pending", sink.DefaultMaxAckPending, "messages each consumer holds unacknowledged at most; a flush takes at most half, the other half is pulled meanwhile (the rows held are bounded by two flushes of batch-rows, whatever the message size)")
 	cmd.Flags().DurationVar(&flush, "flush-interval", sink.DefaultFlushInterval, "longest time rows wait before an INSERT")
 	cluster.register(cmd)
