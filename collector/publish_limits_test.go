@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -92,15 +92,7 @@ func startSmallPayloadJS(t *testing.T, maxPayload int32) jetstream.JetStream {
 		t.Fatal("nats not ready")
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, s.ClientURL())
 	if err := natsutil.EnsureStreams(context.Background(), js, schemas.StreamOptions{Memory: true, Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}

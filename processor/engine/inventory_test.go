@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -224,19 +225,8 @@ func TestInventoryReaderWithoutStreamInfo(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("nats-server not ready")
 	}
-	connect := func(user string) jetstream.JetStream {
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, user))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return js
-	}
-	admin, proc := connect("admin"), connect("processor")
+	_, admin := natstest.Connect(t, srv.ClientURL(), nats.UserInfo("admin", "admin"))
+	_, proc := natstest.Connect(t, srv.ClientURL(), nats.UserInfo("processor", "processor"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := natsutil.EnsureStreams(ctx, admin, schemas.StreamOptions{Memory: true}); err != nil {

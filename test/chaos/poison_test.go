@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -152,15 +153,7 @@ func runPoison(ctx context.Context, t *testing.T, dsn string, port int, p poison
 		}
 	}
 	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.URL())
 	// The admin step: streams exist before any role starts.
 	if args := streamsApplyArgs(ns.URL()); args != nil {
 		if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {

@@ -30,15 +30,7 @@ func Start(t testing.TB, streams *schemas.StreamOptions) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := Connect(t, srv.URL())
 	if streams != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -47,4 +39,26 @@ func Start(t testing.TB, streams *schemas.StreamOptions) *Server {
 		}
 	}
 	return &Server{URL: srv.URL(), Conn: nc, JS: js}
+}
+
+// Connect opens a client connection with opts and its JetStream context,
+// closed when the test ends.
+func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, JetStream(t, nc)
+}
+
+// JetStream closes nc when the test ends and returns its JetStream context.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
