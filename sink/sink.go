@@ -375,9 +375,7 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			deadline = time.Now().Add(cfg.FlushInterval)
 		}
 		now := time.Now()
-		// Half the ack window per flush: the fetcher pulls the other half
-		// while this one is inserted.
-		if len(p.buf) > 0 && (p.nrows >= cfg.BatchRows || len(p.buf) >= max(cfg.MaxAckPending/2, 1) || !now.Before(deadline)) && !now.Before(retryAt) {
+		if len(p.buf) > 0 && (p.full() || !now.Before(deadline)) && !now.Before(retryAt) {
 			attempt++
 			err := p.flush(ctx, log)
 			switch {
@@ -453,25 +451,31 @@ func (p *pipeline[R]) fetch(ctx context.Context, log *slog.Logger) {
 // maxHeldRows bounds the rows the fetcher holds: one flush being inserted
 // and the next filling. Rows, not only messages: MaxAckPending must be
 // large for a fleet of small messages (2 ports each: 10 000 messages made
-// flushes of 10 000 rows, and ClickHouse 18.16 spent 4x the CPU per row of
-// 32 768-row blocks, BENCHMARKS.md section 10c), and a bound on messages
+// flushes of 10 000 rows, and ClickHouse 18.16 spent 3.5x the CPU per row
+// of 32 768-row ones, BENCHMARKS.md section 10c), and a bound on messages
 // alone would let large ones (64 ports each) hold millions of rows.
 func (p *pipeline[R]) maxHeldRows() int64 {
 	return 2 * int64(max(p.s.cfg.BatchRows, 1))
 }
 
-// take moves the inbox into the buffer, up to one flush (BatchRows rows,
-// half of MaxAckPending messages) unless all, and returns how many
-// messages it moved. What stays in the inbox is the next flush, which the
-// fetcher fills while this one is inserted: taking the whole inbox made
-// one flush of everything held, and the fetcher, at its bound, waited for
-// it (the sink at 0.44 of clickhouse-client instead of 0.8 on a backlog).
+// full reports whether the buffer holds a flush: BatchRows rows, or half
+// of MaxAckPending messages (the fetcher pulls the other half meanwhile).
+// Only the pipeline's goroutine calls it.
+func (p *pipeline[R]) full() bool {
+	return p.nrows >= p.s.cfg.BatchRows || len(p.buf) >= max(p.s.cfg.MaxAckPending/2, 1)
+}
+
+// take moves the inbox into the buffer, up to one flush (full) unless all,
+// and returns how many messages it moved. What stays in the inbox is the
+// next flush, which the fetcher may fill while this one is inserted: a
+// flush of the whole inbox could take all the rows the fetcher may hold
+// (maxHeldRows), and no pull would overlap its INSERT.
 func (p *pipeline[R]) take(all bool) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
 	for _, e := range p.inbox {
-		if !all && len(p.buf) > 0 && (p.nrows >= p.s.cfg.BatchRows || len(p.buf) >= max(p.s.cfg.MaxAckPending/2, 1)) {
+		if !all && len(p.buf) > 0 && p.full() {
 			break
 		}
 		p.buf = append(p.buf, e)
