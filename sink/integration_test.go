@@ -143,7 +143,6 @@ func waitCount(t *testing.T, conn driver.Conn, table, where string, want uint64)
 	})
 }
 
-// waitDrained polls until the sink's consumer has acked everything.
 // consumerInfo reads a consumer's state from the server.
 func consumerInfo(js jetstream.JetStream, stream, consumer string) (*jetstream.ConsumerInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -155,6 +154,7 @@ func consumerInfo(js jetstream.JetStream, stream, consumer string) (*jetstream.C
 	return c.Info(ctx)
 }
 
+// waitDrained polls until the sink's consumer has acked everything.
 func waitDrained(t *testing.T, js jetstream.JetStream, stream, consumer string) {
 	t.Helper()
 	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {

@@ -101,12 +101,20 @@ func (r *inventoryReader) open(ctx context.Context) error {
 // read hands every inventory stored now to fn, in stream order, waiting
 // for the answers: the read at start.
 func (r *inventoryReader) read(ctx context.Context, fn func(msg jetstream.Msg)) error {
+	return r.readAll(ctx, fn, false)
+}
+
+// readAll is read; ahead says the caller found the stream ahead
+// (streamAhead) after an empty answer, so an empty first answer here is
+// already the second one and the consumer is made again without asking
+// the stream once more.
+func (r *inventoryReader) readAll(ctx context.Context, fn func(msg jetstream.Msg), ahead bool) error {
 	if r.cons == nil {
 		if err := r.open(ctx); err != nil {
 			return err
 		}
 	}
-	checked, reopened := false, false
+	checked, reopened := ahead, false
 	for {
 		batch, err := r.cons.FetchNoWait(inventoryFetch)
 		n := 0
@@ -192,8 +200,12 @@ func (r *inventoryReader) poll(ctx context.Context, fn func(msg jetstream.Msg), 
 		n, err := r.drain(batch, fn)
 		// A full answer may have more behind it; an empty one may be a
 		// miscounting consumer (streamAhead). Either way read now.
-		if err == nil && (n == inventoryFetch || (n == 0 && !wait && r.streamAhead(ctx))) {
+		switch {
+		case err != nil:
+		case n == inventoryFetch:
 			err = r.read(ctx, fn)
+		case n == 0 && !wait && r.streamAhead(ctx):
+			err = r.readAll(ctx, fn, true)
 		}
 		if err != nil {
 			r.cons = nil // made again at the next poll, from where it was
