@@ -18,6 +18,12 @@ const (
 	DefaultBlockRows     = 65536
 	DefaultMaxAckPending = 65536
 	DefaultFlushInterval = time.Second
+	// Rollups (sink/rollup.go): how often the sink rolls, how far data
+	// time must be past a minute's end first, and how far back a start
+	// rolls again.
+	DefaultRollupEvery    = 10 * time.Second
+	DefaultRollupDelay    = time.Minute
+	DefaultRollupLookback = 15 * time.Minute
 )
 
 // Config sizes the sink. The zero value of a field means its default.
@@ -78,6 +84,18 @@ type Config struct {
 	// messages are checked; for a sink whose broker cannot lose state, or
 	// to measure the steady state.
 	SuspectWindow time.Duration
+	// RollupEvery is how often the sink rolls the minutes and hours it
+	// stored samples of into rollup_minute and rollup_hour (default 10s;
+	// negative: this sink does not roll, e.g. all but one of many sinks, or
+	// `rdmawatch rollup` run by hand). RollupDelay is how far data time
+	// (the newest sample stored) must be past a minute's or hour's end
+	// before it is rolled (default 1m): rows of other nodes still on their
+	// way land before, not after, the roll. A minute that gets rows later is
+	// rolled again. RollupLookback: at a start, the minutes from the newest
+	// rolled one minus this are rolled again (default 15m), since the sink
+	// before may have died with them pending; keep it above RollupDelay
+	// plus a minute.
+	RollupEvery, RollupDelay, RollupLookback time.Duration
 	// ObserveInsert, when set, is called after every INSERT attempt of one
 	// block with its table, rows, duration and error (nil: accepted), from
 	// the table's goroutine: keep it fast (a histogram's Observe).
@@ -112,6 +130,9 @@ func (c Config) withDefaults() Config {
 	def(&c.RetryMax, 10*time.Second)
 	def(&c.ShutdownTimeout, 10*time.Second)
 	def(&c.SuspectWindow, max(3*c.AckWait, 30*time.Second))
+	def(&c.RollupEvery, DefaultRollupEvery)
+	def(&c.RollupDelay, DefaultRollupDelay)
+	def(&c.RollupLookback, DefaultRollupLookback)
 	return c
 }
 
@@ -142,10 +163,14 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"flush interval", c.FlushInterval}, {"ack wait", c.AckWait}, {"insert timeout", c.InsertTimeout},
-		{"retry min", c.RetryMin}, {"retry max", c.RetryMax}, {"shutdown timeout", c.ShutdownTimeout}} {
+		{"retry min", c.RetryMin}, {"retry max", c.RetryMax}, {"shutdown timeout", c.ShutdownTimeout},
+		{"rollup delay", c.RollupDelay}, {"rollup lookback", c.RollupLookback}} {
 		if d.v < 0 {
 			return bad("%s %v < 0", d.name, d.v)
 		}
+	}
+	if c.RollupEvery > 0 && c.RollupLookback < c.RollupDelay+time.Minute {
+		return bad("rollup lookback %v < rollup delay %v + 1m: a restarted sink would not roll again the minutes the one before left", c.RollupLookback, c.RollupDelay)
 	}
 	if c.RetryMin > c.RetryMax {
 		return bad("retry min %v > retry max %v", c.RetryMin, c.RetryMax)

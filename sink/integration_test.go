@@ -54,6 +54,7 @@ func fastConfig(dsn string) sink.Config {
 		DSN: dsn, BatchRows: 1000, FlushInterval: 50 * time.Millisecond,
 		ConsumerPrefix: "test-sink", AckWait: 5 * time.Second, InsertTimeout: 10 * time.Second,
 		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
+		RollupEvery: 100 * time.Millisecond,
 	}
 }
 

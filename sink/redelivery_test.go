@@ -153,11 +153,15 @@ func TestSinkRedeliveryKeepsRollupsExact(t *testing.T) {
 		{"toStartOfMinute(ts)", "port_minute_v", "minute"},
 		{"toStartOfHour(ts)", "port_hour_v", "hour"},
 	} {
+		// The sink rolls once no rows came in for a tick.
 		want := rollupBuckets(t, conn, fmt.Sprintf(fromRaw, c.bucket))
-		got := rollupBuckets(t, conn, fmt.Sprintf(fromRollup, c.col, c.view, c.col))
-		if len(want) == 0 || !reflect.DeepEqual(got, want) {
-			t.Errorf("%s differs from port_samples FINAL:\n%s\nwant\n%s", c.view, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
+		chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+			got := rollupBuckets(t, conn, fmt.Sprintf(fromRollup, c.col, c.view, c.col))
+			if len(want) == 0 || !reflect.DeepEqual(got, want) {
+				return fmt.Errorf("%s differs from port_samples FINAL:\n%s\nwant\n%s", c.view, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			return nil
+		})
 	}
 }
 
@@ -263,9 +267,12 @@ func TestSinkInsertTimeoutLandsOnce(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.QueryRow(ctx, "SELECT sum(samples) FROM port_minute_v").Scan(&minute); err != nil {
-		t.Fatal(err)
-	}
+	chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		if err := conn.QueryRow(ctx, "SELECT sum(samples) FROM port_minute_v").Scan(&minute); err != nil || minute == 0 {
+			return fmt.Errorf("port_minute_v: %d samples, %v", minute, err)
+		}
+		return nil
+	})
 	st := s.Stats()["port_samples"]
 	t.Logf("stats %+v", st)
 	if raw != 3 || minute != 3 || st.InsertErrors == 0 || st.DuplicateRows != 3 {

@@ -52,6 +52,8 @@ type Sink struct {
 	reconnects   atomic.Uint64
 	pipesMu      sync.Mutex
 	pipes        []statser
+	// roll rolls the rollups (nil: RollupEvery < 0).
+	roll *roller
 }
 
 // New checks cfg and returns a sink; nothing runs until Run. The tables must
@@ -68,6 +70,9 @@ func New(js jetstream.JetStream, conn driver.Conn, cfg Config, log *slog.Logger)
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Sink{js: js, conn: conn, cfg: cfg.withDefaults(), log: log.With("component", "sink")}
+	if s.cfg.RollupEvery > 0 {
+		s.roll = newRoller(conn, s.cfg, s.log)
+	}
 	reason := "not started"
 	s.notReady.Store(&reason)
 	return s, nil
@@ -119,6 +124,20 @@ func (s *Sink) Run(ctx context.Context) error {
 		mu   sync.Mutex
 		errs []error
 	)
+	if s.roll != nil {
+		// The roller stops after the pipelines' last flush, then rolls
+		// what they stored.
+		rollCtx, stopRoll := context.WithCancel(context.WithoutCancel(ctx))
+		rollDone := make(chan struct{})
+		go func() {
+			defer close(rollDone)
+			s.roll.run(rollCtx, s.cfg.ShutdownTimeout)
+		}()
+		defer func() {
+			stopRoll()
+			<-rollDone
+		}()
+	}
 	for _, r := range runners {
 		wg.Add(1)
 		go func() {
@@ -165,6 +184,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 		values:  (*SampleRow).Values,
 		block:   appendSamples,
 		present: s.samplesPresent,
+		stored:  s.noteStored,
 	}
 }
 
@@ -249,6 +269,11 @@ type pipeline[R any] struct {
 	// counters pipeline has one: port_samples feeds materialized views,
 	// which count every row inserted, collapsed or not.
 	present func(ctx context.Context, rows []*R) ([]bool, error)
+
+	// stored, when set, is told the rows of each message acked (the
+	// table has them): the counters pipeline notes their minutes for the
+	// rollups.
+	stored func(rows []R)
 
 	cons jetstream.Consumer
 
@@ -827,6 +852,9 @@ func (p *pipeline[R]) settle(log *slog.Logger) {
 		case e.done:
 			// A lost ack means one redelivery, which the check for rows
 			// already there absorbs.
+			if p.stored != nil {
+				p.stored(e.rows)
+			}
 			if err := e.msg.Ack(); err != nil {
 				log.Warn("sink: ack", "err", err)
 			}

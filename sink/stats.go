@@ -25,7 +25,8 @@ type TableStats struct {
 }
 
 // Stats is one snapshot of every table's TableStats, keyed by table
-// (port_samples, events, inventory).
+// (port_samples, events, inventory, port_config; rollup_minute and
+// rollup_hour when the sink rolls, see roller.snapshots).
 type Stats map[string]TableStats
 
 type statser interface {
@@ -54,6 +55,11 @@ func (s *Sink) Stats() Stats {
 	for _, p := range pipes {
 		name, st := p.snapshot()
 		out[name] = st
+	}
+	if s.roll != nil {
+		for name, st := range s.roll.snapshots() {
+			out[name] = st
+		}
 	}
 	return out
 }

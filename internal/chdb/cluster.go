@@ -58,6 +58,8 @@ var ShardingKeys = map[string]string{
 	"inventory":      "cityHash64(node)",
 	"port_minute":    "cityHash64(node)",
 	"port_hour":      "cityHash64(node)",
+	"rollup_minute":  "cityHash64(node)",
+	"rollup_hour":    "cityHash64(node)",
 	"topology_ports": "cityHash64(node)",
 	"topology_links": "cityHash64(a)",
 	"port_config":    "cityHash64(node)",
@@ -72,6 +74,7 @@ var (
 	createMVRE    = regexp.MustCompile(`^CREATE MATERIALIZED VIEW (IF NOT EXISTS )?([A-Za-z_][A-Za-z0-9_]*) TO ([A-Za-z_][A-Za-z0-9_]*) AS\b`)
 	createViewRE  = regexp.MustCompile(`^CREATE VIEW (IF NOT EXISTS )?([A-Za-z_][A-Za-z0-9_]*) AS\b`)
 	alterRE       = regexp.MustCompile(`^ALTER TABLE ([A-Za-z_][A-Za-z0-9_]*)(\s+)`)
+	insertRE      = regexp.MustCompile(`^INSERT INTO ([A-Za-z_][A-Za-z0-9_]*)\s*\n\s*SELECT\b`)
 	dropViewRE    = regexp.MustCompile(`^DROP TABLE IF EXISTS ([A-Za-z_][A-Za-z0-9_]*)$`)
 	engineRE      = regexp.MustCompile(`\bENGINE = ([A-Za-z]*MergeTree)\(`)
 	tableRefRE    = regexp.MustCompile(`(?i)\b(ARRAY\s+)?(FROM|JOIN)(\s+)([A-Za-z_][A-Za-z0-9_]*)\b([ \t]*[.(]?)`)
@@ -160,6 +163,15 @@ func (rw *clusterRewriter) rewrite(stmt string) ([]string, error) {
 		return []string{head + rw.tableRefs(stmt[len(m[0]):], false)}, nil
 	case alterRE.MatchString(stmt):
 		return rw.alter(stmt)
+	case insertRE.MatchString(stmt):
+		// A migration that carries rows over (0012): through the
+		// Distributed tables, so every row lands on its shard.
+		name := insertRE.FindStringSubmatch(stmt)[1]
+		if _, ok := ShardingKeys[name]; !ok {
+			return nil, fmt.Errorf("cluster mode: INSERT INTO %s: not a table rdmawatch distributes (ShardingKeys)", name)
+		}
+		rest := stmt[len("INSERT INTO "+name):]
+		return []string{"INSERT INTO " + rw.q(name) + rw.tableRefs(rest, false)}, nil
 	case dropViewRE.MatchString(stmt):
 		// Only a view is dropped by a migration (to create it again with
 		// new columns); a table's rows would be lost.

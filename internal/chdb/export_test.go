@@ -1,5 +1,14 @@
 package chdb
 
+import (
+	"context"
+	"io/fs"
+	"strconv"
+	"testing/fstest"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
 // LocalCluster is a Cluster that a server without ZooKeeper can run: with
 // unreplicated the MergeTree engines stay unreplicated, with local the
 // statements run without ON CLUSTER on the connected server only.
@@ -32,4 +41,29 @@ func ClusterStatements(c Cluster, db string, server Version) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// MigrateUpTo applies the migrations numbered up to last, as a database of
+// an older release had them.
+func MigrateUpTo(ctx context.Context, conn driver.Conn, last uint32) ([]string, error) {
+	server, err := ServerVersion(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	all, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	older := fstest.MapFS{}
+	for _, e := range all {
+		if n, err := strconv.ParseUint(e.Name()[:4], 10, 32); err != nil || uint32(n) > last {
+			continue
+		}
+		data, err := fs.ReadFile(migrationFS, "migrations/"+e.Name())
+		if err != nil {
+			return nil, err
+		}
+		older["migrations/"+e.Name()] = &fstest.MapFile{Data: data}
+	}
+	return migrate(ctx, conn, older, "migrations", server)
 }

@@ -46,8 +46,8 @@ func TestMigrateTwice(t *testing.T) {
 	// recorded exactly once.
 	tables := chtest.Strings(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
 	want := []string{"counter_dictionary", "events", "events_latest", "inventory", "inventory_latest",
-		"port_config", "port_hour", "port_hour_mv", "port_hour_v", "port_minute", "port_minute_mv", "port_minute_v",
-		"port_samples", "schema_migrations", "topology_links", "topology_ports"}
+		"port_config", "port_hour", "port_hour_v", "port_minute", "port_minute_v",
+		"port_samples", "rollup_hour", "rollup_minute", "schema_migrations", "topology_links", "topology_ports"}
 	if !reflect.DeepEqual(tables, want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}
@@ -175,5 +175,55 @@ func TestEnsureDatabaseThenMigrate(t *testing.T) {
 	defer conn.Close()
 	if _, err := chdb.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateCarriesRollupsOver upgrades a database whose rollups were kept
+// by materialized views (0005) to rolled rollups (0012): what the views had
+// summed reads the same through port_minute_v and port_hour_v after the
+// upgrade, and a roll afterwards replaces it with the sums over
+// port_samples FINAL (the views had counted a redelivered row twice).
+func TestMigrateCarriesRollupsOver(t *testing.T) {
+	t.Parallel()
+	dsn := chtest.NewDatabase(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := chtest.Open(t, dsn)
+	if _, err := chdb.MigrateUpTo(ctx, conn, 11); err != nil {
+		t.Fatal(err)
+	}
+	ts := time.Date(2026, 3, 14, 8, 0, 30, 0, time.UTC)
+	for i, bytes := range []uint64{100, 100, 50} { // the first one twice
+		at := ts.Add(time.Duration(i/2) * 2 * time.Minute)
+		if err := conn.Exec(ctx, "INSERT INTO port_samples (ts, time_ms, node, device, port, interval_ms, rcv_bytes, utilisation, first) VALUES (?, ?, 'n1', 'mlx5_0', 1, 1000, ?, 0.5, 0)",
+			at, at.UnixMilli(), bytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(view string) string {
+		t.Helper()
+		return strings.Join(chtest.Strings(t, conn, "SELECT concat(toString(samples), ' ', toString(rcv_bytes), ' ', toString(utilisation_max)) FROM "+view+" ORDER BY 1"), "; ")
+	}
+	beforeMin, beforeHour := read("port_minute_v"), read("port_hour_v")
+	if beforeMin != "1 50 0.5; 2 200 0.5" || beforeHour != "3 250 0.5" {
+		t.Fatalf("before the upgrade: minute %q hour %q", beforeMin, beforeHour)
+	}
+	applied, err := chdb.Migrate(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != 1 || applied[0] != "0012_rollups_from_rows.sql" {
+		t.Fatalf("applied %v", applied)
+	}
+	if m, h := read("port_minute_v"), read("port_hour_v"); m != beforeMin || h != beforeHour {
+		t.Errorf("after the upgrade: minute %q hour %q, want %q and %q", m, h, beforeMin, beforeHour)
+	}
+	for _, r := range []chdb.Rollup{chdb.Minute, chdb.Hour} {
+		if err := chdb.Roll(ctx, conn, r, ts, ts.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, h := read("port_minute_v"), read("port_hour_v"); m != "1 100 0.5; 1 50 0.5" || h != "2 150 0.5" {
+		t.Errorf("rolled: minute %q hour %q, want %q and %q", m, h, "1 100 0.5; 1 50 0.5", "2 150 0.5")
 	}
 }

@@ -20,7 +20,7 @@ FROM
         if(link_layer = 'InfiniBand',
            if(maxMerge(rate_gbps) * sumMerge(interval_ms) > 0, sumMerge(symbol_error) / (maxMerge(rate_gbps) * 1e6 * sumMerge(interval_ms)), 0),
            if(sumMerge(rx_bits_phy) > 0, sumMerge(rx_corrected_bits_phy) / sumMerge(rx_bits_phy), 0)) AS ber
-    FROM port_minute
+    FROM rollup_minute FINAL
     WHERE minute >= toStartOfMinute(toDateTime(@from)) AND minute < toDateTime(@to)
       AND (@node = '' OR node = @node)
       AND (@device = '' OR device = @device)

@@ -18,7 +18,7 @@ FROM
         sumMerge(np_cnp_sent) AS cnp_sent,
         sumMerge(rp_cnp_handled) AS cnp_handled,
         sumMerge(rp_cnp_ignored) AS cnp_ignored
-    FROM port_minute
+    FROM rollup_minute FINAL
     WHERE minute >= toStartOfMinute(toDateTime(@from)) AND minute < toDateTime(@to)
       AND (@node = '' OR node = @node)
     GROUP BY node
@@ -30,7 +30,7 @@ FROM
         sumMerge(np_cnp_sent) AS cnp_sent,
         sumMerge(rp_cnp_handled) AS cnp_handled,
         sumMerge(rp_cnp_ignored) AS cnp_ignored
-    FROM port_minute
+    FROM rollup_minute FINAL
     WHERE minute >= toStartOfMinute(toDateTime(@from)) AND minute < toDateTime(@to)
 )
 ORDER BY level = 'fabric', node

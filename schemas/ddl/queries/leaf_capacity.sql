@@ -16,7 +16,7 @@ SELECT
 FROM
 (
     SELECT *
-    FROM port_hour
+    FROM rollup_hour FINAL
     WHERE hour >= toStartOfHour(toDateTime(@from)) AND hour < toDateTime(@to)
       AND (@node = '' OR node = @node)
 )

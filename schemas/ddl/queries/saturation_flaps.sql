@@ -23,7 +23,7 @@ FROM
         sumMerge(link_error_recovery) AS recoveries,
         sumMerge(link_down_events_phy) AS phy_downs,
         sumMerge(port_xmit_discards) AS discards
-    FROM port_minute
+    FROM rollup_minute FINAL
     WHERE minute >= toStartOfMinute(toDateTime(@from)) AND minute < toDateTime(@to)
       AND (@node = '' OR node = @node)
       AND (@device = '' OR device = @device)

@@ -1,0 +1,115 @@
+package chdb
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/schemas/ddl"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Rollups (migration 0012): rollup_minute holds one row per port per minute
+// rolled from port_samples FINAL, rollup_hour one per port per hour rolled
+// from the minutes. A roll of a range is one INSERT ... SELECT
+// (schemas/ddl/rollups); run again it writes the same keys with at least as
+// many samples, and ReplacingMergeTree(samples) keeps the newest. So rolling
+// is idempotent, and whoever rolls (the sink, `rdmawatch rollup`) needs no
+// bookkeeping beyond which ranges may have changed.
+
+// Rollup names one of the two rollups.
+type Rollup string
+
+// The rollups, by the file that rolls them.
+const (
+	Minute Rollup = "minute"
+	Hour   Rollup = "hour"
+)
+
+// Step is the span one rollup row covers.
+func (r Rollup) Step() time.Duration {
+	if r == Hour {
+		return time.Hour
+	}
+	return time.Minute
+}
+
+func (r Rollup) stmt() (string, error) {
+	data, err := fs.ReadFile(ddl.Rollups, path.Join("rollups", string(r)+".sql"))
+	if err != nil {
+		return "", fmt.Errorf("rollup %s: %w", r, err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String(), nil
+}
+
+// Roll rolls the rows of [from, to) into the rollup r, in the connection's
+// database. from and to are truncated to r's step (to rounded up), so a
+// partial range rolls whole minutes or hours. In cluster mode the rollup
+// rows are written through the Distributed table synchronously, so a roll
+// that returns nil has them on their shards.
+func Roll(ctx context.Context, conn driver.Conn, r Rollup, from, to time.Time) error {
+	stmt, err := r.stmt()
+	if err != nil {
+		return err
+	}
+	step := r.Step()
+	from = from.Truncate(step)
+	if t := to.Truncate(step); t.Before(to) {
+		to = t.Add(step)
+	}
+	if !from.Before(to) {
+		return nil
+	}
+	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
+	if err := conn.Exec(ctx, stmt, ch.Named("from", from.Unix()), ch.Named("to", to.Unix())); err != nil {
+		return fmt.Errorf("roll %s rollup of %s..%s: %w", r, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// UnrolledMinutes returns the minutes from since on that hold samples
+// (baselines aside), oldest first: what a sink starting up rolls again,
+// because the one before it may have died with them pending. The newest
+// minute already rolled is read first, and since is moved back to it minus
+// lookback when that is earlier, so a sink that was down long still finds
+// the minutes written before it died.
+func UnrolledMinutes(ctx context.Context, conn driver.Conn, since time.Time, lookback time.Duration) ([]time.Time, error) {
+	var newest time.Time
+	if err := conn.QueryRow(ctx, "SELECT max(minute) FROM rollup_minute").Scan(&newest); err != nil {
+		return nil, fmt.Errorf("newest rolled minute: %w", err)
+	}
+	if !newest.IsZero() && newest.Unix() > 0 && newest.Add(-lookback).Before(since) {
+		since = newest.Add(-lookback)
+	}
+	rows, err := conn.Query(ctx, "SELECT DISTINCT toStartOfMinute(ts) AS m FROM port_samples WHERE ts >= toDateTime(@since) AND first = 0 ORDER BY m",
+		ch.Named("since", since.Unix()))
+	if err != nil {
+		return nil, fmt.Errorf("minutes with samples since %s: %w", since.UTC().Format(time.RFC3339), err)
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var m time.Time
+		if err := rows.Scan(&m); err != nil {
+			return nil, fmt.Errorf("minutes with samples: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("minutes with samples: %w", err)
+	}
+	return out, nil
+}

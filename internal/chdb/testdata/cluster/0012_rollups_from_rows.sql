@@ -1,0 +1,267 @@
+DROP TABLE IF EXISTS rdmawatch.port_minute_mv ON CLUSTER rdmawatch_test;
+
+DROP TABLE IF EXISTS rdmawatch.port_hour_mv ON CLUSTER rdmawatch_test;
+
+CREATE TABLE IF NOT EXISTS rdmawatch.rollup_minute_local ON CLUSTER rdmawatch_test
+(
+    minute DateTime,
+    node String,
+    device String,
+    port UInt16,
+    link_layer AggregateFunction(anyLast, String),
+    rate_gbps AggregateFunction(max, Float64),
+    samples UInt64,
+    interval_ms AggregateFunction(sum, Int64),
+    rcv_bytes AggregateFunction(sum, UInt64),
+    xmit_bytes AggregateFunction(sum, UInt64),
+    rcv_packets AggregateFunction(sum, UInt64),
+    xmit_packets AggregateFunction(sum, UInt64),
+    symbol_error AggregateFunction(sum, UInt64),
+    link_error_recovery AggregateFunction(sum, UInt64),
+    link_downed AggregateFunction(sum, UInt64),
+    port_rcv_errors AggregateFunction(sum, UInt64),
+    port_xmit_discards AggregateFunction(sum, UInt64),
+    port_xmit_wait AggregateFunction(sum, UInt64),
+    out_of_buffer AggregateFunction(sum, UInt64),
+    out_of_sequence AggregateFunction(sum, UInt64),
+    local_ack_timeout_err AggregateFunction(sum, UInt64),
+    rx_bits_phy AggregateFunction(sum, UInt64),
+    rx_corrected_bits_phy AggregateFunction(sum, UInt64),
+    rx_pcs_symbol_err_phy AggregateFunction(sum, UInt64),
+    link_down_events_phy AggregateFunction(sum, UInt64),
+    np_ecn_marked_roce_packets AggregateFunction(sum, UInt64),
+    np_cnp_sent AggregateFunction(sum, UInt64),
+    rp_cnp_handled AggregateFunction(sum, UInt64),
+    rp_cnp_ignored AggregateFunction(sum, UInt64),
+    rx_pause_duration_us AggregateFunction(sum, UInt64),
+    tx_pause_duration_us AggregateFunction(sum, UInt64),
+    utilisation_q AggregateFunction(quantiles(0.5, 0.95), Float64),
+    utilisation_max AggregateFunction(max, Float64),
+    tx_pause_fraction_max AggregateFunction(max, Float64),
+    rx_pause_fraction_max AggregateFunction(max, Float64),
+    pre_fec_ber_max AggregateFunction(max, Float64),
+    symbol_ber_max AggregateFunction(max, Float64),
+    rolled_at DateTime
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/rdmawatch/rollup_minute', '{replica}', rolled_at)
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (node, device, port, minute);
+
+CREATE TABLE IF NOT EXISTS rdmawatch.rollup_minute ON CLUSTER rdmawatch_test AS rdmawatch.rollup_minute_local
+ENGINE = Distributed('rdmawatch_test', 'rdmawatch', 'rollup_minute_local', cityHash64(node));
+
+CREATE TABLE IF NOT EXISTS rdmawatch.rollup_hour_local ON CLUSTER rdmawatch_test
+(
+    hour DateTime,
+    node String,
+    device String,
+    port UInt16,
+    link_layer AggregateFunction(anyLast, String),
+    rate_gbps AggregateFunction(max, Float64),
+    samples UInt64,
+    interval_ms AggregateFunction(sum, Int64),
+    rcv_bytes AggregateFunction(sum, UInt64),
+    xmit_bytes AggregateFunction(sum, UInt64),
+    rcv_packets AggregateFunction(sum, UInt64),
+    xmit_packets AggregateFunction(sum, UInt64),
+    symbol_error AggregateFunction(sum, UInt64),
+    link_error_recovery AggregateFunction(sum, UInt64),
+    link_downed AggregateFunction(sum, UInt64),
+    port_rcv_errors AggregateFunction(sum, UInt64),
+    port_xmit_discards AggregateFunction(sum, UInt64),
+    port_xmit_wait AggregateFunction(sum, UInt64),
+    out_of_buffer AggregateFunction(sum, UInt64),
+    out_of_sequence AggregateFunction(sum, UInt64),
+    local_ack_timeout_err AggregateFunction(sum, UInt64),
+    rx_bits_phy AggregateFunction(sum, UInt64),
+    rx_corrected_bits_phy AggregateFunction(sum, UInt64),
+    rx_pcs_symbol_err_phy AggregateFunction(sum, UInt64),
+    link_down_events_phy AggregateFunction(sum, UInt64),
+    np_ecn_marked_roce_packets AggregateFunction(sum, UInt64),
+    np_cnp_sent AggregateFunction(sum, UInt64),
+    rp_cnp_handled AggregateFunction(sum, UInt64),
+    rp_cnp_ignored AggregateFunction(sum, UInt64),
+    rx_pause_duration_us AggregateFunction(sum, UInt64),
+    tx_pause_duration_us AggregateFunction(sum, UInt64),
+    utilisation_q AggregateFunction(quantiles(0.5, 0.95), Float64),
+    utilisation_max AggregateFunction(max, Float64),
+    tx_pause_fraction_max AggregateFunction(max, Float64),
+    rx_pause_fraction_max AggregateFunction(max, Float64),
+    pre_fec_ber_max AggregateFunction(max, Float64),
+    symbol_ber_max AggregateFunction(max, Float64),
+    rolled_at DateTime
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/rdmawatch/rollup_hour', '{replica}', rolled_at)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (node, device, port, hour);
+
+CREATE TABLE IF NOT EXISTS rdmawatch.rollup_hour ON CLUSTER rdmawatch_test AS rdmawatch.rollup_hour_local
+ENGINE = Distributed('rdmawatch_test', 'rdmawatch', 'rollup_hour_local', cityHash64(node));
+
+INSERT INTO rdmawatch.rollup_minute
+SELECT
+    minute,
+    node,
+    device,
+    port,
+    anyLastMergeState(link_layer) AS link_layer,
+    maxMergeState(rate_gbps) AS rate_gbps,
+    sumMerge(samples) AS samples,
+    sumMergeState(interval_ms) AS interval_ms,
+    sumMergeState(rcv_bytes) AS rcv_bytes,
+    sumMergeState(xmit_bytes) AS xmit_bytes,
+    sumMergeState(rcv_packets) AS rcv_packets,
+    sumMergeState(xmit_packets) AS xmit_packets,
+    sumMergeState(symbol_error) AS symbol_error,
+    sumMergeState(link_error_recovery) AS link_error_recovery,
+    sumMergeState(link_downed) AS link_downed,
+    sumMergeState(port_rcv_errors) AS port_rcv_errors,
+    sumMergeState(port_xmit_discards) AS port_xmit_discards,
+    sumMergeState(port_xmit_wait) AS port_xmit_wait,
+    sumMergeState(out_of_buffer) AS out_of_buffer,
+    sumMergeState(out_of_sequence) AS out_of_sequence,
+    sumMergeState(local_ack_timeout_err) AS local_ack_timeout_err,
+    sumMergeState(rx_bits_phy) AS rx_bits_phy,
+    sumMergeState(rx_corrected_bits_phy) AS rx_corrected_bits_phy,
+    sumMergeState(rx_pcs_symbol_err_phy) AS rx_pcs_symbol_err_phy,
+    sumMergeState(link_down_events_phy) AS link_down_events_phy,
+    sumMergeState(np_ecn_marked_roce_packets) AS np_ecn_marked_roce_packets,
+    sumMergeState(np_cnp_sent) AS np_cnp_sent,
+    sumMergeState(rp_cnp_handled) AS rp_cnp_handled,
+    sumMergeState(rp_cnp_ignored) AS rp_cnp_ignored,
+    sumMergeState(rx_pause_duration_us) AS rx_pause_duration_us,
+    sumMergeState(tx_pause_duration_us) AS tx_pause_duration_us,
+    quantilesMergeState(0.5, 0.95)(utilisation_q) AS utilisation_q,
+    maxMergeState(utilisation_max) AS utilisation_max,
+    maxMergeState(tx_pause_fraction_max) AS tx_pause_fraction_max,
+    maxMergeState(rx_pause_fraction_max) AS rx_pause_fraction_max,
+    maxMergeState(pre_fec_ber_max) AS pre_fec_ber_max,
+    maxMergeState(symbol_ber_max) AS symbol_ber_max,
+    toDateTime(0) AS rolled_at
+FROM rdmawatch.port_minute
+GROUP BY node, device, port, minute;
+
+INSERT INTO rdmawatch.rollup_hour
+SELECT
+    hour,
+    node,
+    device,
+    port,
+    anyLastMergeState(link_layer) AS link_layer,
+    maxMergeState(rate_gbps) AS rate_gbps,
+    sumMerge(samples) AS samples,
+    sumMergeState(interval_ms) AS interval_ms,
+    sumMergeState(rcv_bytes) AS rcv_bytes,
+    sumMergeState(xmit_bytes) AS xmit_bytes,
+    sumMergeState(rcv_packets) AS rcv_packets,
+    sumMergeState(xmit_packets) AS xmit_packets,
+    sumMergeState(symbol_error) AS symbol_error,
+    sumMergeState(link_error_recovery) AS link_error_recovery,
+    sumMergeState(link_downed) AS link_downed,
+    sumMergeState(port_rcv_errors) AS port_rcv_errors,
+    sumMergeState(port_xmit_discards) AS port_xmit_discards,
+    sumMergeState(port_xmit_wait) AS port_xmit_wait,
+    sumMergeState(out_of_buffer) AS out_of_buffer,
+    sumMergeState(out_of_sequence) AS out_of_sequence,
+    sumMergeState(local_ack_timeout_err) AS local_ack_timeout_err,
+    sumMergeState(rx_bits_phy) AS rx_bits_phy,
+    sumMergeState(rx_corrected_bits_phy) AS rx_corrected_bits_phy,
+    sumMergeState(rx_pcs_symbol_err_phy) AS rx_pcs_symbol_err_phy,
+    sumMergeState(link_down_events_phy) AS link_down_events_phy,
+    sumMergeState(np_ecn_marked_roce_packets) AS np_ecn_marked_roce_packets,
+    sumMergeState(np_cnp_sent) AS np_cnp_sent,
+    sumMergeState(rp_cnp_handled) AS rp_cnp_handled,
+    sumMergeState(rp_cnp_ignored) AS rp_cnp_ignored,
+    sumMergeState(rx_pause_duration_us) AS rx_pause_duration_us,
+    sumMergeState(tx_pause_duration_us) AS tx_pause_duration_us,
+    quantilesMergeState(0.5, 0.95)(utilisation_q) AS utilisation_q,
+    maxMergeState(utilisation_max) AS utilisation_max,
+    maxMergeState(tx_pause_fraction_max) AS tx_pause_fraction_max,
+    maxMergeState(rx_pause_fraction_max) AS rx_pause_fraction_max,
+    maxMergeState(pre_fec_ber_max) AS pre_fec_ber_max,
+    maxMergeState(symbol_ber_max) AS symbol_ber_max,
+    toDateTime(0) AS rolled_at
+FROM rdmawatch.port_hour
+GROUP BY node, device, port, hour;
+
+DROP TABLE IF EXISTS rdmawatch.port_minute_v ON CLUSTER rdmawatch_test;
+
+CREATE VIEW IF NOT EXISTS rdmawatch.port_minute_v ON CLUSTER rdmawatch_test AS
+SELECT
+    minute,
+    node,
+    device,
+    port,
+    anyLastMerge(link_layer) AS link_layer,
+    maxMerge(rate_gbps) AS rate_gbps,
+    sum(samples) AS samples,
+    sumMerge(interval_ms) AS interval_ms,
+    sumMerge(rcv_bytes) AS rcv_bytes,
+    sumMerge(xmit_bytes) AS xmit_bytes,
+    if(interval_ms > 0, rcv_bytes * 8 / (interval_ms / 1000) / 1e9, 0) AS rcv_gbps_avg,
+    if(interval_ms > 0, xmit_bytes * 8 / (interval_ms / 1000) / 1e9, 0) AS xmit_gbps_avg,
+    quantilesMerge(0.5, 0.95)(utilisation_q) AS utilisation_p50_p95,
+    maxMerge(utilisation_max) AS utilisation_max,
+    sumMerge(tx_pause_duration_us) AS tx_pause_us,
+    sumMerge(rx_pause_duration_us) AS rx_pause_us,
+    maxMerge(tx_pause_fraction_max) AS tx_pause_fraction_max,
+    maxMerge(rx_pause_fraction_max) AS rx_pause_fraction_max,
+    sumMerge(symbol_error) AS symbol_errors,
+    sumMerge(port_rcv_errors) AS rcv_errors,
+    sumMerge(port_xmit_discards) AS xmit_discards,
+    sumMerge(link_downed) AS link_downs,
+    sumMerge(link_error_recovery) AS link_recoveries,
+    sumMerge(out_of_sequence) AS out_of_sequence,
+    sumMerge(local_ack_timeout_err) AS ack_timeouts,
+    sumMerge(rx_bits_phy) AS rx_bits_phy,
+    sumMerge(rx_corrected_bits_phy) AS rx_corrected_bits_phy,
+    sumMerge(rx_pcs_symbol_err_phy) AS rx_pcs_symbol_err_phy,
+    maxMerge(pre_fec_ber_max) AS pre_fec_ber_max,
+    maxMerge(symbol_ber_max) AS symbol_ber_max,
+    sumMerge(np_ecn_marked_roce_packets) AS ecn_marked,
+    sumMerge(np_cnp_sent) AS cnp_sent,
+    sumMerge(rp_cnp_handled) AS cnp_handled,
+    sumMerge(rp_cnp_ignored) AS cnp_ignored
+FROM rdmawatch.rollup_minute FINAL
+GROUP BY node, device, port, minute;
+
+DROP TABLE IF EXISTS rdmawatch.port_hour_v ON CLUSTER rdmawatch_test;
+
+CREATE VIEW IF NOT EXISTS rdmawatch.port_hour_v ON CLUSTER rdmawatch_test AS
+SELECT
+    hour,
+    node,
+    device,
+    port,
+    anyLastMerge(link_layer) AS link_layer,
+    maxMerge(rate_gbps) AS rate_gbps,
+    sum(samples) AS samples,
+    sumMerge(interval_ms) AS interval_ms,
+    sumMerge(rcv_bytes) AS rcv_bytes,
+    sumMerge(xmit_bytes) AS xmit_bytes,
+    if(interval_ms > 0, rcv_bytes * 8 / (interval_ms / 1000) / 1e9, 0) AS rcv_gbps_avg,
+    if(interval_ms > 0, xmit_bytes * 8 / (interval_ms / 1000) / 1e9, 0) AS xmit_gbps_avg,
+    quantilesMerge(0.5, 0.95)(utilisation_q) AS utilisation_p50_p95,
+    maxMerge(utilisation_max) AS utilisation_max,
+    sumMerge(tx_pause_duration_us) AS tx_pause_us,
+    sumMerge(rx_pause_duration_us) AS rx_pause_us,
+    maxMerge(tx_pause_fraction_max) AS tx_pause_fraction_max,
+    maxMerge(rx_pause_fraction_max) AS rx_pause_fraction_max,
+    sumMerge(symbol_error) AS symbol_errors,
+    sumMerge(port_rcv_errors) AS rcv_errors,
+    sumMerge(port_xmit_discards) AS xmit_discards,
+    sumMerge(link_downed) AS link_downs,
+    sumMerge(link_error_recovery) AS link_recoveries,
+    sumMerge(out_of_sequence) AS out_of_sequence,
+    sumMerge(local_ack_timeout_err) AS ack_timeouts,
+    sumMerge(rx_bits_phy) AS rx_bits_phy,
+    sumMerge(rx_corrected_bits_phy) AS rx_corrected_bits_phy,
+    sumMerge(rx_pcs_symbol_err_phy) AS rx_pcs_symbol_err_phy,
+    maxMerge(pre_fec_ber_max) AS pre_fec_ber_max,
+    maxMerge(symbol_ber_max) AS symbol_ber_max,
+    sumMerge(np_ecn_marked_roce_packets) AS ecn_marked,
+    sumMerge(np_cnp_sent) AS cnp_sent,
+    sumMerge(rp_cnp_handled) AS cnp_handled,
+    sumMerge(rp_cnp_ignored) AS cnp_ignored
+FROM rdmawatch.rollup_hour FINAL
+GROUP BY node, device, port, hour;
