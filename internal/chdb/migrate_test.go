@@ -195,14 +195,20 @@ func TestMigrateCarriesRollupsOver(t *testing.T) {
 	ts := time.Date(2026, 3, 14, 8, 0, 30, 0, time.UTC)
 	for i, bytes := range []uint64{100, 100, 50} { // the first one twice
 		at := ts.Add(time.Duration(i/2) * 2 * time.Minute)
-		if err := conn.Exec(ctx, "INSERT INTO port_samples (ts, time_ms, node, device, port, interval_ms, rcv_bytes, utilisation, first) VALUES (?, ?, 'n1', 'mlx5_0', 1, 1000, ?, 0.5, 0)",
-			at, at.UnixMilli(), bytes); err != nil {
+		b, err := conn.PrepareBatch(ctx, "INSERT INTO port_samples (ts, time_ms, node, device, port, interval_ms, rcv_bytes, utilisation, first)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append(at, at.UnixMilli(), "n1", "mlx5_0", uint16(1), int64(1000), bytes, 0.5, uint8(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	read := func(view string) string {
 		t.Helper()
-		return strings.Join(chtest.Strings(t, conn, "SELECT concat(toString(samples), ' ', toString(rcv_bytes), ' ', toString(utilisation_max)) FROM "+view+" ORDER BY 1"), "; ")
+		return strings.Join(chtest.Strings(t, conn, "SELECT concat(toString(samples), ' ', toString(rcv_bytes), ' ', toString(utilisation_max)) AS s FROM "+view+" ORDER BY s"), "; ")
 	}
 	beforeMin, beforeHour := read("port_minute_v"), read("port_hour_v")
 	if beforeMin != "1 50 0.5; 2 200 0.5" || beforeHour != "3 250 0.5" {
