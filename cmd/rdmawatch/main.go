@@ -132,6 +132,7 @@ func newRoot() *cobra.Command {
 		newQueryCmd(g),
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
+		newRollupCmd(g),
 		newAlertCmd(g),
 		newEventsCmd(g),
 		newConfigCmd(g),

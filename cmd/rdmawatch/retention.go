@@ -19,8 +19,9 @@ func newRetentionCmd(g *global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retention [--raw 336h] [--minute 2160h] [--hour 17520h] [--dry-run]",
 		Short: "Drop the ClickHouse partitions older than each table's retention",
-		Long: `retention drops whole partitions: port_samples and port_minute by day,
-port_hour by month, once the partition's last day is older than the table's
+		Long: `retention drops whole partitions: port_samples and rollup_minute by day,
+rollup_hour by month (and the same of port_minute and port_hour, the
+rollups of releases before migration 0012), once the partition's last day is older than the table's
 limit (defaults: raw 14 days, minute 90 days, hour 2 years; 0 keeps a table
 whole). ClickHouse 18.16 has no TTL: run this daily (cron, a systemd timer).
 Newer servers also have TTL at the defaults; this command still shortens them.
@@ -79,8 +80,8 @@ replicas, also to one that is down now).`,
 	}
 	f := cmd.Flags()
 	f.DurationVar(&r.Raw, "raw", r.Raw, "keep port_samples this long (0: forever)")
-	f.DurationVar(&r.Minute, "minute", r.Minute, "keep port_minute this long (0: forever)")
-	f.DurationVar(&r.Hour, "hour", r.Hour, "keep port_hour this long (0: forever)")
+	f.DurationVar(&r.Minute, "minute", r.Minute, "keep rollup_minute this long (0: forever)")
+	f.DurationVar(&r.Hour, "hour", r.Hour, "keep rollup_hour this long (0: forever)")
 	f.BoolVar(&dryRun, "dry-run", false, "only print what would be dropped")
 	f.StringVar(&now, "now", "", "the time to count from instead of the clock (RFC 3339), e.g. for a test")
 	return cmd

@@ -108,6 +108,7 @@ func newSinkCmd(g *global) *cobra.Command {
 		blockRows  int
 		maxPending int
 		flush      time.Duration
+		rollup     sink.Config
 		cluster    clusterFlags
 	)
 	cmd := &cobra.Command{
@@ -145,7 +146,8 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			defer conn.Close()
-			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, BlockRows: blockRows, MaxAckPending: maxPending, FlushInterval: flush, ObserveInsert: tel.SinkInsertObserver()}, g.log)
+			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, BlockRows: blockRows, MaxAckPending: maxPending, FlushInterval: flush,
+				RollupEvery: rollup.RollupEvery, RollupDelay: rollup.RollupDelay, RollupLookback: rollup.RollupLookback, ObserveInsert: tel.SinkInsertObserver()}, g.log)
 			if err != nil {
 				return err
 			}
@@ -158,9 +160,12 @@ func newSinkCmd(g *global) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&batchRows, "batch-rows", sink.DefaultBatchRows, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
-	cmd.Flags().IntVar(&blockRows, "block-rows", sink.DefaultBlockRows, "rows per INSERT block at most: a flush larger than this goes in several (raise it with batch-rows for large fleets: ClickHouse's rollup views aggregate a port's rows within one block)")
+	cmd.Flags().IntVar(&blockRows, "block-rows", sink.DefaultBlockRows, "rows per INSERT block at most: a flush larger than this goes in several")
 	cmd.Flags().IntVar(&maxPending, "max-ack-pending", sink.DefaultMaxAckPending, "messages each consumer holds unacknowledged at most; a flush takes at most half, the other half is pulled meanwhile (the rows held are bounded by two flushes of batch-rows, whatever the message size)")
 	cmd.Flags().DurationVar(&flush, "flush-interval", sink.DefaultFlushInterval, "longest time rows wait before an INSERT")
+	cmd.Flags().DurationVar(&rollup.RollupEvery, "rollup-every", sink.DefaultRollupEvery, "how often the sink rolls the minutes and hours it stored samples of into rollup_minute and rollup_hour (negative: this sink does not roll; `rdmawatch rollup` rolls by hand)")
+	cmd.Flags().DurationVar(&rollup.RollupDelay, "rollup-delay", sink.DefaultRollupDelay, "how far data time (the newest sample stored) must be past a minute's end before it is rolled; rows that come later roll it again")
+	cmd.Flags().DurationVar(&rollup.RollupLookback, "rollup-lookback", sink.DefaultRollupLookback, "at a start, roll again the minutes from the newest rolled one minus this (the sink before may have died with them pending)")
 	cluster.register(cmd)
 	return cmd
 }

@@ -15,8 +15,8 @@ import (
 // the table's limit; newer servers also have TTL at the defaults (0008).
 type Retention struct {
 	Raw    time.Duration // port_samples (day partitions)
-	Minute time.Duration // port_minute (day partitions)
-	Hour   time.Duration // port_hour (month partitions)
+	Minute time.Duration // rollup_minute, and port_minute before 0012 (day partitions)
+	Hour   time.Duration // rollup_hour, and port_hour before 0012 (month partitions)
 }
 
 // DefaultRetention: raw 14 days, minute rollup 90 days, hour rollup 2 years.
@@ -40,12 +40,16 @@ var retained = []struct {
 	limit         func(Retention) time.Duration
 }{
 	{"port_samples", "20060102", func(r Retention) time.Duration { return r.Raw }},
+	{"rollup_minute", "20060102", func(r Retention) time.Duration { return r.Minute }},
+	{"rollup_hour", "200601", func(r Retention) time.Duration { return r.Hour }},
+	// The rollups of releases before 0012, no longer written: their data
+	// ages out like the rollups'.
 	{"port_minute", "20060102", func(r Retention) time.Duration { return r.Minute }},
 	{"port_hour", "200601", func(r Retention) time.Duration { return r.Hour }},
 }
 
 // ApplyRetention drops, in the connection's database, every partition of
-// port_samples, port_minute and port_hour that ends at or before now minus
+// port_samples, the rollups (and the rollups before 0012) that ends at or before now minus
 // the table's limit (a limit of 0 keeps the table whole). With dryRun it
 // only reports. It returns every partition it looked at, dropped or kept,
 // so the caller can print what happened.

@@ -204,7 +204,7 @@ func TestChaos(t *testing.T) {
 
 	proc0 := newRole(t, "processor-0", "processor", "--nats", url, "--instance", "0", "--instances", "2")
 	proc1 := newRole(t, "processor-1", "processor", "--nats", url, "--instance", "1", "--instances", "2")
-	snk := newRole(t, "sink", "sink", "--nats", url, "--clickhouse", dsn, "--flush-interval", "500ms")
+	snk := newRole(t, "sink", "sink", "--nats", url, "--clickhouse", dsn, "--flush-interval", "500ms", "--rollup-every", "1s", "--rollup-delay", "5s", "--rollup-lookback", "2m")
 	// Phase A: the fleet in real time (speed 1), so that the collector
 	// started after its kill -9 publishes later data times, as a real
 	// collector restarted on a host does. (A simulated collector restarted

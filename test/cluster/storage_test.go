@@ -96,9 +96,9 @@ func TestRetentionAndTopologyOnCluster(t *testing.T) {
 	}
 
 	// Retention: 2026-01-20 .. 2026-02-09, hourly, 3 ports, written
-	// through the Distributed table (the rollups follow through the
-	// materialized views on the local tables). Few partitions: each drop
-	// ON CLUSTER is a round through ZooKeeper.
+	// through the Distributed table and rolled by `rdmawatch rollup`
+	// through the Distributed rollup tables. Few partitions: each drop ON
+	// CLUSTER is a round through ZooKeeper.
 	const start = 1768867200
 	const rows = 21 * 24 * 3
 	sync := ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
@@ -114,6 +114,9 @@ FROM numbers(%d)`, start, rows)); err != nil {
 			}
 			return nil
 		})
+	}
+	if out := run("rollup", "--clickhouse", withDB(dsns[0], db), "--from", "2026-01-20", "--to", "2026-02-10"); strings.Count(out, "rolled ") != 2*21 {
+		t.Errorf("rollup: want 21 days of each rollup\n%s", out)
 	}
 	// Now: 2026-02-10 12:00. Raw keeps 14 days: the first day kept is
 	// 2026-01-27. Minute keeps 20 days: partitions ending by 2026-01-21
@@ -131,8 +134,8 @@ FROM numbers(%d)`, start, rows)); err != nil {
 			rows               uint64
 		}{
 			{"port_samples_local", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
-			{"port_minute_local", "minute", "2026-01-21", "2026-02-09", 20 * 24 * 3},
-			{"port_hour_local", "hour", "2026-01-20", "2026-02-09", 21 * 24 * 3},
+			{"rollup_minute_local", "minute", "2026-01-21", "2026-02-09", 20 * 24 * 3},
+			{"rollup_hour_local", "hour", "2026-01-20", "2026-02-09", 21 * 24 * 3},
 			{"port_samples", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
 		} {
 			// The drop reaches the other replica through replication.

@@ -221,8 +221,9 @@ WHERE samples != r_samples OR rcv != r_rcv OR xmit != r_xmit OR txp != r_txp OR 
 	})
 }
 
-// TestRetention fills port_samples (and through the views the rollups) with
-// one row per port per hour over 40 days, then checks that `rdmawatch
+// TestRetention fills port_samples with one row per port per hour over 40
+// days, rolls them with `rdmawatch rollup` (so the command is tested too),
+// then checks that `rdmawatch
 // retention` drops exactly the partitions past each table's limit.
 func TestRetention(t *testing.T) {
 	dsn := chtest.NewDatabase(t, chtest.DSN(t))
@@ -236,6 +237,9 @@ func TestRetention(t *testing.T) {
 SELECT toDateTime(%d + intDiv(number, 3) * 3600) AS t, toInt64(toUInt32(t)) * 1000, concat('n', toString(number %% 3)), 'mlx5_0', 1, 10000, 1000
 FROM numbers(%d)`, start, 40*24*3)); err != nil {
 		t.Fatal(err)
+	}
+	if out := rdmawatch(t, dsn, "rollup", "--from", "2026-01-01", "--to", "2026-02-10"); strings.Count(out, "rolled minute rollup") != 40 || strings.Count(out, "rolled hour rollup") != 40 {
+		t.Errorf("rollup printed %q, want 40 days of each rollup", out)
 	}
 	days := func(table, col string) (lo, hi string, n uint64) {
 		t.Helper()
@@ -254,8 +258,8 @@ FROM numbers(%d)`, start, 40*24*3)); err != nil {
 		rows               uint64
 	}{
 		{"port_samples", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
-		{"port_minute", "minute", "2026-01-11", "2026-02-09", 30 * 24 * 3},
-		{"port_hour", "hour", "2026-01-01", "2026-02-09", 40 * 24 * 3},
+		{"rollup_minute FINAL", "minute", "2026-01-11", "2026-02-09", 30 * 24 * 3},
+		{"rollup_hour FINAL", "hour", "2026-01-01", "2026-02-09", 40 * 24 * 3},
 	} {
 		lo, hi, n := days(tc.table, tc.col)
 		if lo != tc.lo || hi != tc.hi || n != tc.rows {

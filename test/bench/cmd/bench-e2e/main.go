@@ -62,7 +62,6 @@ type flags struct {
 	clickhouse  string
 	database    string
 	keepDB      bool
-	noViews     bool
 	rdmawatch   string
 	portBase    int
 	dir         string
@@ -89,13 +88,12 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", "clickhouse://127.0.0.1:19000/default"), "ClickHouse DSN; its database is replaced by a private one (--database); empty: no sink (env RDMAWATCH_CLICKHOUSE)")
 	fs.StringVar(&f.database, "database", "", "the private database (default bench_e2e_<unix time>); dropped at the end unless --keep-database")
 	fs.BoolVar(&f.keepDB, "keep-database", false, "keep the private database after the run")
-	fs.BoolVar(&f.noViews, "without-rollup-views", false, "what if: detach the rollup views (port_minute_mv, port_hour_mv) after migrate, so ClickHouse stores port_samples alone (BENCHMARKS.md section 12); the rollups stay empty")
 	fs.StringVar(&f.rdmawatch, "rdmawatch", envOr("RDMAWATCH_BIN", "bin/rdmawatch"), "the rdmawatch binary whose processor, sink and migrate run (env RDMAWATCH_BIN)")
 	fs.IntVar(&f.portBase, "port-base", 24000, "TCP ports used: nats-server on base+222, telemetry of the roles from base+300")
 	fs.StringVar(&f.dir, "dir", "", "directory for the nats-server's store, the topology and the logs (default: a new temporary one, removed after a successful run)")
 	fs.StringVar(&f.profileDir, "profile", "", "write CPU profiles of every stage's measured run here (generator.pprof, processor-0.pprof, sink-0.pprof)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of this program and the roles: debug, info, warn, error")
-	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"")
+	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"; \"--rollup-every -1s\" measures storage without the rollups")
 	procArgs := fs.String("processor-args", "", "more flags for every rdmawatch processor, space separated")
 	if err := fs.Parse(args); err != nil {
 		return f, err

@@ -197,11 +197,6 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 		if err != nil {
 			return fmt.Errorf("rdmawatch migrate: %w: %s", err, out)
 		}
-		if f.noViews {
-			if err := detachRollupViews(dsn); err != nil {
-				return err
-			}
-		}
 		if !f.keepDB {
 			defer func() {
 				// The sinks first: they write what they hold before they stop.
@@ -339,24 +334,6 @@ func dropDatabase(dsn string) error {
 	defer conn.Close()
 	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+db+"`"); err != nil {
 		return fmt.Errorf("drop database %s: %w", db, err)
-	}
-	return nil
-}
-
-// detachRollupViews detaches the rollup views of the trial's database: a
-// what-if measurement of ClickHouse storing port_samples alone.
-func detachRollupViews(dsn string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := chdb.Open(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("detach rollup views: %w", err)
-	}
-	defer conn.Close()
-	for _, v := range []string{"port_minute_mv", "port_hour_mv"} {
-		if err := conn.Exec(ctx, "DETACH TABLE "+v); err != nil {
-			return fmt.Errorf("detach rollup views: %s: %w", v, err)
-		}
 	}
 	return nil
 }

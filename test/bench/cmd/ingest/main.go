@@ -286,7 +286,7 @@ func clickhouse(ctx context.Context, c config, db *database, stdin []byte, query
 }
 
 func (db *database) truncate(ctx context.Context) error {
-	for _, t := range []string{"port_samples", "port_minute", "port_hour"} {
+	for _, t := range []string{"port_samples", "rollup_minute", "rollup_hour"} {
 		if err := db.conn.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
 			return err
 		}
