@@ -58,8 +58,8 @@ type roller struct {
 	// stored: rows were stored since the last tick.
 	stored    bool
 	recovered bool
-	minStats  TableStats
-	hourStats TableStats
+	minStats  RollupStats
+	hourStats RollupStats
 }
 
 func newRoller(conn driver.Conn, cfg Config, log *slog.Logger) *roller {
@@ -164,7 +164,7 @@ func (r *roller) tick(ctx context.Context, all bool) {
 // roll rolls the due keys of pending (minutes or hours), a run of
 // consecutive keys per statement, and forgets those not marked again
 // meanwhile; rolled is called for each of them under r.mu.
-func (r *roller) roll(ctx context.Context, kind chdb.Rollup, pending map[int64]uint64, due func(int64) bool, st *TableStats, rolled func(int64)) {
+func (r *roller) roll(ctx context.Context, kind chdb.Rollup, pending map[int64]uint64, due func(int64) bool, st *RollupStats, rolled func(int64)) {
 	r.mu.Lock()
 	var keys []int64
 	marks := map[int64]uint64{}
@@ -189,16 +189,16 @@ func (r *roller) roll(ctx context.Context, kind chdb.Rollup, pending map[int64]u
 		err := r.rollRange(ctx, kind, from, to)
 		took := time.Since(start).Seconds()
 		r.mu.Lock()
-		st.InsertSeconds += took
+		st.Seconds += took
 		if err != nil {
-			st.InsertErrors++
+			st.Failures++
 			r.mu.Unlock()
 			if ctx.Err() == nil {
 				r.log.Warn("sink: rolling up failed, trying again at the next tick", "rollup", string(kind), "from", from.UTC(), "to", to.UTC(), "err", err)
 			}
 			return
 		}
-		st.Inserts++
+		st.Rolls++
 		for _, k := range keys[i:j] {
 			if pending[k] == marks[k] {
 				delete(pending, k)
@@ -242,15 +242,12 @@ func (r *roller) recover(ctx context.Context) bool {
 	return true
 }
 
-// snapshots are the rollups' stats as the sink's Stats shows them: Inserts
-// are rolls (one INSERT ... SELECT over a run of minutes or hours),
-// InsertErrors failed rolls, Pending the minutes or hours waiting.
-func (r *roller) snapshots() map[string]TableStats {
+func (r *roller) snapshots() map[string]RollupStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m, h := r.minStats, r.hourStats
 	m.Pending, h.Pending = len(r.minutes), len(r.hours)
-	return map[string]TableStats{"rollup_minute": m, "rollup_hour": h}
+	return map[string]RollupStats{string(chdb.Minute): m, string(chdb.Hour): h}
 }
 
 // noteStored hands the rows of an acked counters message to the roller.

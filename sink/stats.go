@@ -25,8 +25,7 @@ type TableStats struct {
 }
 
 // Stats is one snapshot of every table's TableStats, keyed by table
-// (port_samples, events, inventory, port_config; rollup_minute and
-// rollup_hour when the sink rolls, see roller.snapshots).
+// (port_samples, events, inventory, port_config).
 type Stats map[string]TableStats
 
 type statser interface {
@@ -56,10 +55,26 @@ func (s *Sink) Stats() Stats {
 		name, st := p.snapshot()
 		out[name] = st
 	}
-	if s.roll != nil {
-		for name, st := range s.roll.snapshots() {
-			out[name] = st
-		}
-	}
 	return out
+}
+
+// RollupStats is what the sink's roller (rollup.go) did for one rollup
+// since the sink started.
+type RollupStats struct {
+	// Rolls are the INSERT ... SELECT that rolled a run of minutes or
+	// hours, Failures those that failed (tried again at the next tick),
+	// Seconds the time all of them took.
+	Rolls, Failures uint64
+	Seconds         float64
+	// Pending is the minutes or hours noted and not rolled yet (a gauge).
+	Pending int
+}
+
+// RollupStats returns one snapshot per rollup, keyed "minute" and "hour";
+// empty when the sink does not roll (RollupEvery < 0).
+func (s *Sink) RollupStats() map[string]RollupStats {
+	if s.roll == nil {
+		return map[string]RollupStats{}
+	}
+	return s.roll.snapshots()
 }

@@ -152,6 +152,7 @@ func newSinkCmd(g *global) *cobra.Command {
 				return err
 			}
 			tel.RegisterSink(s.Stats)
+			tel.RegisterSinkRollups(s.RollupStats)
 			tel.AddCheck("clickhouse", func(context.Context) error { return s.Ready() })
 			g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
 			err = s.Run(ctx)

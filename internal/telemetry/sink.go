@@ -52,3 +52,23 @@ func (s *Server) RegisterSink(stats func() sink.Stats) {
 		},
 	})
 }
+
+// RegisterSinkRollups exports what a sink's roller did: rolls, failed
+// rolls and the minutes or hours waiting, by rollup (minute, hour).
+func (s *Server) RegisterSinkRollups(stats func() map[string]sink.RollupStats) {
+	var (
+		rolls   = desc("sink_rollups_total", "Rolls (one INSERT ... SELECT of a run of minutes or hours) that succeeded.", "rollup")
+		fails   = desc("sink_rollup_failures_total", "Rolls that failed; they are tried again at the next tick.", "rollup")
+		pending = desc("sink_rollup_pending", "Minutes or hours with stored samples not rolled yet.", "rollup")
+	)
+	s.reg.MustRegister(&snapshotCollector{
+		descs: []*prometheus.Desc{rolls, fails, pending},
+		collect: func(ch chan<- prometheus.Metric) {
+			for name, st := range stats() {
+				ch <- prometheus.MustNewConstMetric(rolls, prometheus.CounterValue, float64(st.Rolls), name)
+				ch <- prometheus.MustNewConstMetric(fails, prometheus.CounterValue, float64(st.Failures), name)
+				ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(st.Pending), name)
+			}
+		},
+	})
+}

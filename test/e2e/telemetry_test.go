@@ -83,7 +83,7 @@ func TestRolesServeMetricsAndReadiness(t *testing.T) {
 	moving := map[string][]string{
 		"collector": {"rdmawatch_collector_batches_published_total", "rdmawatch_collector_samples_published_total", "rdmawatch_collector_scrape_duration_seconds_count"},
 		"processor": {"rdmawatch_processor_samples_processed_total", "rdmawatch_processor_events_published_total"},
-		"sink":      {"rdmawatch_sink_rows_inserted_total", "rdmawatch_sink_insert_duration_seconds_count"},
+		"sink":      {"rdmawatch_sink_rows_inserted_total", "rdmawatch_sink_insert_duration_seconds_count", "rdmawatch_sink_rollups_total"},
 		"alert":     {"rdmawatch_alert_deliveries_total"},
 	}
 	for role, names := range moving {

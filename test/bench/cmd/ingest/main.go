@@ -5,12 +5,16 @@
 //
 //   - old: clickhouse-client inserting them in the layout before migration
 //     0011 (every counter by name in the counter_* arrays, the
-//     per-priority pause arrays), FORMAT Native, with the rollup views;
+//     per-priority pause arrays), FORMAT Native, with the rollup views of
+//     0005 (port_samples as issue 13 measured it);
 //   - new: clickhouse-client inserting them in the 0011 layout, FORMAT
-//     Native, with the rollup views;
+//     Native, without views (0012); then "roll": the minute and hour
+//     rollups rolled over the rows' time range, as the sink does
+//     (chdb.Roll), timed on its own and added in "new+roll";
 //   - sink: the sink (sink.Sink: JetStream consume, decode, rows, blocks)
 //     writing the same batches from an embedded JetStream into the 0011
-//     layout, until its consumers are drained; twice, as a restarted sink
+//     layout, until its consumers are drained (rolling off: the rows
+//     alone, as clickhouse-client's); twice, as a restarted sink
 //     (its rows checked against the table first) and as a steady one.
 //
 // Each round truncates the tables (port_samples and the rollups) before
@@ -30,6 +34,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -49,6 +54,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
+	"github.com/rdmawatch/rdmawatch/schemas/ddl"
 	"github.com/rdmawatch/rdmawatch/sim"
 	"github.com/rdmawatch/rdmawatch/sink"
 	"github.com/rdmawatch/rdmawatch/test/bench"
@@ -88,6 +94,10 @@ func main() {
 type result struct {
 	wall      time.Duration
 	serverCPU time.Duration // -1: not measured
+}
+
+func (r result) plus(o result) result {
+	return result{wall: r.wall + o.wall, serverCPU: r.serverCPU + o.serverCPU}
 }
 
 func run(ctx context.Context, c config) error {
@@ -134,10 +144,15 @@ func run(ctx context.Context, c config) error {
 	if _, err := chdb.Migrate(ctx, oldDB.conn); err != nil {
 		return err
 	}
-	// The layout before 0011: its columns dropped again.
+	// The layout before 0011: its columns dropped again, and the rollup
+	// views of 0005 (dropped by 0012) created again from their text.
 	if err := oldDB.conn.Exec(ctx, "ALTER TABLE port_samples DROP COLUMN "+strings.Join(columns0011, ", DROP COLUMN ")); err != nil {
 		return fmt.Errorf("old layout: %w", err)
 	}
+	if err := createOldViews(ctx, oldDB); err != nil {
+		return fmt.Errorf("old layout: %w", err)
+	}
+	from, to := timeRange(samples)
 
 	// The reference rows, as clickhouse-client's Native blocks: written once
 	// through clickhouse-go, read back by clickhouse-client.
@@ -156,7 +171,7 @@ func run(ctx context.Context, c config) error {
 	}
 	defer stopNATS()
 
-	var olds, news, sinks, steadies []result
+	var olds, news, rolls, sinks, steadies []result
 	for round := 1; round <= c.rounds; round++ {
 		o, err := clientInsert(ctx, c, oldDB, legacyColumns, oldNative, len(samples))
 		if err != nil {
@@ -166,6 +181,10 @@ func run(ctx context.Context, c config) error {
 		if err != nil {
 			return fmt.Errorf("new layout: %w", err)
 		}
+		rl, err := roll(ctx, c, newDB, from, to)
+		if err != nil {
+			return fmt.Errorf("roll: %w", err)
+		}
 		s, err := sinkInsert(ctx, c, newDB, js, round, len(samples), false)
 		if err != nil {
 			return fmt.Errorf("sink: %w", err)
@@ -174,20 +193,25 @@ func run(ctx context.Context, c config) error {
 		if err != nil {
 			return fmt.Errorf("steady sink: %w", err)
 		}
-		olds, news, sinks, steadies = append(olds, o), append(news, n), append(sinks, s), append(steadies, st)
-		fmt.Printf("round %d: old %s | new %s | sink restarted %s | sink steady %s\n", round, o.format(len(samples)), n.format(len(samples)), s.format(len(samples)), st.format(len(samples)))
+		olds, news, rolls, sinks, steadies = append(olds, o), append(news, n), append(rolls, rl), append(sinks, s), append(steadies, st)
+		fmt.Printf("round %d: old %s | new %s | roll %s | sink restarted %s | sink steady %s\n", round, o.format(len(samples)), n.format(len(samples)), rl.format(len(samples)), s.format(len(samples)), st.format(len(samples)))
+	}
+	newRolled := make([]result, len(news))
+	for i := range news {
+		newRolled[i] = news[i].plus(rolls[i])
 	}
 	rate := func(rs []result) float64 {
 		return float64(len(samples)) / median(rs, func(r result) time.Duration { return r.wall }).Seconds()
 	}
-	fmt.Printf("\nmedian rows/s (wall): old %.0f, new %.0f, sink restarted %.0f, sink steady %.0f\n", rate(olds), rate(news), rate(sinks), rate(steadies))
-	fmt.Printf("new/old %.2f (target >= 5), sink/new %.2f restarted, %.2f steady (target >= 0.7)\n", rate(news)/rate(olds), rate(sinks)/rate(news), rate(steadies)/rate(news))
+	fmt.Printf("\nmedian rows/s (wall): old %.0f, new %.0f, new+roll %.0f, sink restarted %.0f, sink steady %.0f\n", rate(olds), rate(news), rate(newRolled), rate(sinks), rate(steadies))
+	fmt.Printf("new/old %.2f, new+roll/old %.2f (target >= 5), sink/new %.2f restarted, %.2f steady (target >= 0.7)\n", rate(news)/rate(olds), rate(newRolled)/rate(olds), rate(sinks)/rate(news), rate(steadies)/rate(news))
 	if c.serverPID > 0 {
 		cpu := func(rs []result) time.Duration {
 			return median(rs, func(r result) time.Duration { return r.serverCPU })
 		}
-		fmt.Printf("median server CPU per insert: old %.2fs, new %.2fs, sink restarted %.2fs, sink steady %.2fs; old/new %.2f\n",
-			cpu(olds).Seconds(), cpu(news).Seconds(), cpu(sinks).Seconds(), cpu(steadies).Seconds(), cpu(olds).Seconds()/cpu(news).Seconds())
+		fmt.Printf("median server CPU per insert: old %.2fs, new %.2fs, roll %.2fs, new+roll %.2fs, sink restarted %.2fs, sink steady %.2fs; old/new %.2f, old/(new+roll) %.2f\n",
+			cpu(olds).Seconds(), cpu(news).Seconds(), cpu(rolls).Seconds(), cpu(newRolled).Seconds(), cpu(sinks).Seconds(), cpu(steadies).Seconds(),
+			cpu(olds).Seconds()/cpu(news).Seconds(), cpu(olds).Seconds()/cpu(newRolled).Seconds())
 	}
 	return nil
 }
@@ -286,7 +310,7 @@ func clickhouse(ctx context.Context, c config, db *database, stdin []byte, query
 }
 
 func (db *database) truncate(ctx context.Context) error {
-	for _, t := range []string{"port_samples", "rollup_minute", "rollup_hour"} {
+	for _, t := range []string{"port_samples", "port_minute", "port_hour", "rollup_minute", "rollup_hour"} {
 		if err := db.conn.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
 			return err
 		}
@@ -394,7 +418,7 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 	if err := db.truncate(ctx); err != nil {
 		return result{}, err
 	}
-	cfg := sink.Config{DSN: db.dsn, ConsumerPrefix: fmt.Sprintf("ingest-%d-%t", round, steady)}
+	cfg := sink.Config{DSN: db.dsn, ConsumerPrefix: fmt.Sprintf("ingest-%d-%t", round, steady), RollupEvery: -1}
 	if !c.sinkDefaults {
 		cfg.MaxAckPending = rows
 	}
@@ -474,4 +498,56 @@ func rowValues(rows []sink.SampleRow) [][]any {
 		out[i] = rows[i].Values()
 	}
 	return out
+}
+
+// createOldViews creates the rollup views of migration 0005 in db, from the
+// migration's own text: the storage issue 13 started from.
+func createOldViews(ctx context.Context, db *database) error {
+	data, err := fs.ReadFile(ddl.Migrations, "migrations/0005_rollups.sql")
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, stmt := range strings.Split(string(data), ";") {
+		var lines []string
+		for _, l := range strings.Split(stmt, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+				lines = append(lines, l)
+			}
+		}
+		stmt = strings.TrimSpace(strings.Join(lines, "\n"))
+		if !strings.HasPrefix(stmt, "CREATE MATERIALIZED VIEW") {
+			continue
+		}
+		if err := db.conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("the views of 0005: %w", err)
+		}
+		n++
+	}
+	if n != 2 {
+		return fmt.Errorf("the views of 0005: found %d, want 2", n)
+	}
+	return nil
+}
+
+// timeRange is the minutes the samples cover, for the roll.
+func timeRange(samples []sink.SampleRow) (from, to time.Time) {
+	lo, hi := samples[0].TimeMs, samples[0].TimeMs
+	for _, s := range samples {
+		lo, hi = min(lo, s.TimeMs), max(hi, s.TimeMs)
+	}
+	return time.UnixMilli(lo), time.UnixMilli(hi).Add(time.Minute)
+}
+
+// roll rolls the rows just inserted into the rollups, as the sink does,
+// and times it.
+func roll(ctx context.Context, c config, db *database, from, to time.Time) (result, error) {
+	cpu0 := serverCPU(c.serverPID)
+	t0 := time.Now()
+	for _, r := range []chdb.Rollup{chdb.Minute, chdb.Hour} {
+		if err := chdb.Roll(ctx, db.conn, r, from, to); err != nil {
+			return result{}, err
+		}
+	}
+	return result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0)}, nil
 }
