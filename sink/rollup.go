@@ -52,7 +52,6 @@ type roller struct {
 	// while it ran.
 	minutes, hours map[int64]uint64
 	mark           uint64
-	lastMinute     int64
 	// watermark is data time: the newest sample stored (unix ms).
 	watermark int64
 	// stored: rows were stored since the last tick.
@@ -72,19 +71,24 @@ func newRoller(conn driver.Conn, cfg Config, log *slog.Logger) *roller {
 			return chdb.UnrolledMinutes(ctx, conn, since, lookback)
 		},
 		every: cfg.RollupEvery, delay: cfg.RollupDelay, lookback: cfg.RollupLookback,
-		minutes: map[int64]uint64{}, hours: map[int64]uint64{}, lastMinute: -1,
+		minutes: map[int64]uint64{}, hours: map[int64]uint64{},
 	}
 }
 
 // note records the minutes of rows ClickHouse has (called as their message
-// is acked, from the counters pipeline's goroutine).
+// is acked, from the counters pipeline's goroutine). Each call is one new
+// mark: a roll that read its minute before these rows landed must not
+// forget the minute.
 func (r *roller) note(rows []SampleRow) {
+	if len(rows) == 0 {
+		return
+	}
 	limit := time.Now().Add(maxAhead).UnixMilli()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(rows) > 0 {
-		r.stored = true // baselines too: the fleet is not quiet
-	}
+	r.stored = true // baselines too: the fleet is not quiet
+	r.mark++
+	last := int64(-1) << 62 // the rows of a message share a minute or two
 	for i := range rows {
 		row := &rows[i]
 		if row.First {
@@ -93,13 +97,10 @@ func (r *roller) note(rows []SampleRow) {
 		if row.TimeMs <= limit && row.TimeMs > r.watermark {
 			r.watermark = row.TimeMs
 		}
-		m := floorDiv(row.TimeMs, 60_000)
-		if m == r.lastMinute {
-			continue
+		if m := floorDiv(row.TimeMs, 60_000); m != last {
+			last = m
+			r.minutes[m] = r.mark
 		}
-		r.lastMinute = m
-		r.mark++
-		r.minutes[m] = r.mark
 	}
 }
 

@@ -47,6 +47,14 @@ func TestRollerSchedule(t *testing.T) {
 		},
 		pendingM: 1,
 	}, {
+		name: "rows of a minute rolled while quiet roll it again",
+		steps: []step{
+			{rows: []int64{at(0)}},
+			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00"}},
+			{rows: []int64{at(time.Second)}},
+			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00"}},
+		},
+	}, {
 		name: "a quiet tick rolls everything pending, then the hour from its minutes",
 		steps: []step{
 			{rows: []int64{at(0), at(time.Minute)}},
@@ -146,5 +154,36 @@ func TestRollerShutdownRollsEverything(t *testing.T) {
 	want := []string{"minute 08:00-08:02", "hour 08:00-09:00"}
 	if !reflect.DeepEqual(calls, want) {
 		t.Errorf("rolled %v, want %v", calls, want)
+	}
+}
+
+// TestRollerKeepsMinutesMarkedDuringARoll: rows of a minute that land while
+// that minute is being rolled (the roll may have read the table before
+// them) keep the minute pending for the next tick.
+func TestRollerKeepsMinutesMarkedDuringARoll(t *testing.T) {
+	r := newRoller(nil, Config{}.withDefaults(), slog.New(slog.DiscardHandler))
+	base := time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC)
+	r.unrolled = func(context.Context, time.Time, time.Duration) ([]time.Time, error) { return nil, nil }
+	rolls, hourRolls := 0, 0
+	r.rollRange = func(_ context.Context, k chdb.Rollup, _, _ time.Time) error {
+		if k == chdb.Hour {
+			hourRolls++
+		}
+		if k == chdb.Minute {
+			rolls++
+			if rolls == 1 {
+				r.note([]SampleRow{{TimeMs: base.Add(20 * time.Second).UnixMilli()}})
+			}
+		}
+		return nil
+	}
+	r.note([]SampleRow{{TimeMs: base.UnixMilli()}})
+	r.tick(context.Background(), true)
+	if len(r.minutes) != 1 || hourRolls != 0 {
+		t.Fatalf("after a roll during which rows landed: %d minutes pending, %d hour rolls; want 1 and 0 (the hour waits for its minute)", len(r.minutes), hourRolls)
+	}
+	r.tick(context.Background(), true)
+	if len(r.minutes) != 0 || len(r.hours) != 0 || rolls != 2 || hourRolls != 1 {
+		t.Errorf("next tick: %d minutes and %d hours pending, %d minute and %d hour rolls; want 0, 0, 2, 1", len(r.minutes), len(r.hours), rolls, hourRolls)
 	}
 }
