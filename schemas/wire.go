@@ -141,6 +141,26 @@ func (p *PortSample) CounterByID(id CounterID) (CounterDelta, bool) {
 	return p.scan(e.src, e.name)
 }
 
+// IndexedIDs appends to ids the dictionary id of each of the first counters
+// of p.Counters and returns them, when p was decoded from the wire: the
+// decoder puts the dictionary's counters first, in id order, and the
+// counters it does not know after them. For a sample built in memory it
+// returns ids and false: look the names up (LookupCounterID). It spares a
+// consumer of many samples (the sink) a map lookup per counter.
+func (p *PortSample) IndexedIDs(ids []CounterID) ([]CounterID, bool) {
+	if !p.indexed {
+		return ids, false
+	}
+	for w, word := range p.present {
+		for word != 0 {
+			bit := bits.TrailingZeros64(word)
+			word &^= 1 << bit
+			ids = append(ids, CounterID(w*64+bit))
+		}
+	}
+	return ids, true
+}
+
 // Counter returns the named counter of the given source, if it was read.
 func (p *PortSample) Counter(src Source, name string) (CounterDelta, bool) {
 	if p.indexed {

@@ -147,6 +147,7 @@ func (r *SampleRow) Delta(column string) (uint64, bool) {
 // SampleRows converts a counter batch into port_samples rows, one per port.
 func SampleRows(b *schemas.CounterBatch) []SampleRow {
 	rows := make([]SampleRow, len(b.Ports))
+	var ids []schemas.CounterID
 	for i := range b.Ports {
 		p := &b.Ports[i]
 		r := &rows[i]
@@ -166,8 +167,13 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 			First:       p.IntervalMs == 0,
 			Saturated:   []string{},
 		}
-		for _, c := range p.Counters {
-			r.addCounter(c)
+		ids, indexed := p.IndexedIDs(ids[:0])
+		for j, c := range p.Counters {
+			if indexed && j < len(ids) {
+				r.addKnown(c, c.Name, ids[j])
+			} else {
+				r.addCounter(c)
+			}
 		}
 		r.GaugeName, r.GaugeValue = gauges(p.Gauges)
 		r.Derived = schemas.PortFigures(p)
@@ -175,17 +181,13 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 	return rows
 }
 
-// addCounter files one counter where the layout keeps it.
+// addCounter files one counter by its name: a sample built in memory, or a
+// counter the wire dictionary does not know.
 func (r *SampleRow) addCounter(c schemas.CounterDelta) {
 	name := schemas.TrimStatName(c.Name)
-	r.Reset = r.Reset || c.Flags&schemas.FlagReset != 0
-	r.Wrapped = r.Wrapped || c.Flags&schemas.FlagWrapped != 0
-	r.Held = r.Held || c.Flags&schemas.FlagHeld != 0
-	if c.Flags&schemas.FlagSaturated != 0 {
-		r.Saturated = append(r.Saturated, name)
-	}
 	id, known := schemas.LookupCounterID(c.Source, name)
 	if !known {
+		r.flags(c, name)
 		r.UnknownSource = append(r.UnknownSource, uint8(c.Source))
 		r.UnknownName = append(r.UnknownName, name)
 		r.UnknownDelta = append(r.UnknownDelta, c.Delta)
@@ -193,6 +195,22 @@ func (r *SampleRow) addCounter(c schemas.CounterDelta) {
 		r.UnknownFlags = append(r.UnknownFlags, uint8(c.Flags))
 		return
 	}
+	r.addKnown(c, name, id)
+}
+
+// flags notes a counter's flags on the row.
+func (r *SampleRow) flags(c schemas.CounterDelta, name string) {
+	r.Reset = r.Reset || c.Flags&schemas.FlagReset != 0
+	r.Wrapped = r.Wrapped || c.Flags&schemas.FlagWrapped != 0
+	r.Held = r.Held || c.Flags&schemas.FlagHeld != 0
+	if c.Flags&schemas.FlagSaturated != 0 {
+		r.Saturated = append(r.Saturated, name)
+	}
+}
+
+// addKnown files a counter of the dictionary (id) where the layout keeps it.
+func (r *SampleRow) addKnown(c schemas.CounterDelta, name string, id schemas.CounterID) {
+	r.flags(c, name)
 	if c.Flags != 0 {
 		r.FlaggedID = append(r.FlaggedID, uint16(id))
 		r.FlaggedFlags = append(r.FlaggedFlags, uint8(c.Flags))

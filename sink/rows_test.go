@@ -2,8 +2,11 @@ package sink_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -310,5 +313,67 @@ func TestDerived(t *testing.T) {
 	}
 	if want := (schemas.Figures{RateGbps: 400}); rows[1].Derived != want {
 		t.Errorf("baseline derived %+v, want %+v", rows[1].Derived, want)
+	}
+}
+
+// TestSampleRowsDecodedEqualsInMemory: a batch off the wire (its counters
+// filed by the decoder's dictionary ids) gives the rows the same batch built
+// in memory (looked up by name) gives, but for the order the decoder puts
+// the counters in (dictionary order), which only the per-counter lists
+// show; they are compared as sets.
+func TestSampleRowsDecodedEqualsInMemory(t *testing.T) {
+	b := testBatch()
+	data, err := schemas.EncodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := schemas.DecodeBatch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, indexed := d.Ports[0].IndexedIDs(nil); !indexed {
+		t.Fatal("a decoded sample is not indexed: the test would not reach the id path")
+	}
+	mem, wire := sink.SampleRows(b), sink.SampleRows(d)
+	if len(mem) != len(wire) {
+		t.Fatalf("%d rows in memory, %d decoded", len(mem), len(wire))
+	}
+	for i := range mem {
+		m, w := mem[i], wire[i]
+		if fmt.Sprint(m.Values()) == fmt.Sprint(w.Values()) {
+			continue
+		}
+		for _, r := range []*sink.SampleRow{&m, &w} {
+			sortPairs(r.ExtraID, r.ExtraDelta)
+			sortTriples(r.FlaggedID, r.FlaggedFlags, r.FlaggedValue)
+			sort.Strings(r.Saturated)
+		}
+		if got, want := fmt.Sprint(w.Values()), fmt.Sprint(m.Values()); got != want {
+			t.Errorf("row %d decoded:\n%s\nin memory:\n%s", i, got, want)
+		}
+	}
+}
+
+func sortPairs(ids []uint16, v []uint64) {
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return ids[idx[a]] < ids[idx[b]] })
+	ids2, v2 := slices.Clone(ids), slices.Clone(v)
+	for i, j := range idx {
+		ids[i], v[i] = ids2[j], v2[j]
+	}
+}
+
+func sortTriples(ids []uint16, f []uint8, v []uint64) {
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return ids[idx[a]] < ids[idx[b]] })
+	ids2, f2, v2 := slices.Clone(ids), slices.Clone(f), slices.Clone(v)
+	for i, j := range idx {
+		ids[i], f[i], v[i] = ids2[j], f2[j], v2[j]
 	}
 }

@@ -181,8 +181,9 @@ func TestEnsureDatabaseThenMigrate(t *testing.T) {
 // TestMigrateCarriesRollupsOver upgrades a database whose rollups were kept
 // by materialized views (0005) to rolled rollups (0012): what the views had
 // summed reads the same through port_minute_v and port_hour_v after the
-// upgrade, and a roll afterwards replaces it with the sums over
-// port_samples FINAL (the views had counted a redelivered row twice).
+// upgrade, and a roll afterwards replaces it (here the views had counted a
+// row inserted twice once more than the roll, which reads the rows after a
+// merge collapsed them).
 func TestMigrateCarriesRollupsOver(t *testing.T) {
 	t.Parallel()
 	dsn := chtest.NewDatabase(t, chtest.DSN(t))
@@ -218,11 +219,14 @@ func TestMigrateCarriesRollupsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) != 1 || applied[0] != "0012_rollups_from_rows.sql" {
-		t.Fatalf("applied %v", applied)
+	if len(applied) == 0 || applied[0] != "0012_rollups_from_rows.sql" {
+		t.Fatalf("applied %v, want 0012 first", applied)
 	}
 	if m, h := read("port_minute_v"), read("port_hour_v"); m != beforeMin || h != beforeHour {
 		t.Errorf("after the upgrade: minute %q hour %q, want %q and %q", m, h, beforeMin, beforeHour)
+	}
+	if err := conn.Exec(ctx, "OPTIMIZE TABLE port_samples FINAL"); err != nil {
+		t.Fatal(err)
 	}
 	for _, r := range []chdb.Rollup{chdb.Minute, chdb.Hour} {
 		if err := chdb.Roll(ctx, conn, r, ts, ts.Add(time.Hour)); err != nil {

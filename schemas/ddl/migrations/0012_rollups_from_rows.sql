@@ -2,12 +2,13 @@
 -- The materialized views of 0005 aggregated each INSERT block as it came:
 -- 74 % of ClickHouse's CPU under sustained inserts (BENCHMARKS.md section 12).
 -- Now the sink rolls each closed minute with one INSERT ... SELECT over
--- port_samples FINAL, and each closed hour from the minutes
+-- port_samples, and each closed hour from the minutes
 -- (schemas/ddl/rollups, sink/rollup.go). Rolling a minute again (late rows,
 -- a restarted sink, two sinks) writes its rows again, and
 -- ReplacingMergeTree(rolled_at) keeps the newest roll: read these tables
 -- with FINAL or through port_minute_v / port_hour_v. A roll reads
--- port_samples FINAL, so a sample inserted twice counts once.
+-- port_samples without FINAL (FINAL made it 3 times as costly): the sink
+-- never inserts a sample port_samples already holds (sink/README.md).
 -- port_minute and port_hour are copied here (rolled_at 0: any later roll of
 -- the same minute replaces the copy) and no longer written; they keep their
 -- data until retention drops it, or an admin drops the tables. Every

@@ -1,6 +1,8 @@
 -- Roll the minutes of [@from, @to) (unix seconds) from port_samples into
 -- rollup_minute: one row per port per minute. Baselines (first = 1) carry no
 -- deltas and are left out. Run again, the newer roll replaces (0012).
+-- No FINAL: it tripled the roll's cost (BENCHMARKS.md section 12), and the
+-- sink never inserts a sample the table already holds.
 INSERT INTO rollup_minute
 SELECT
     toStartOfMinute(ts) AS minute,
@@ -41,6 +43,6 @@ SELECT
     maxState(pre_fec_ber) AS pre_fec_ber_max,
     maxState(symbol_ber) AS symbol_ber_max,
     now() AS rolled_at
-FROM port_samples FINAL
+FROM port_samples
 WHERE first = 0 AND ts >= toDateTime(@from) AND ts < toDateTime(@to)
 GROUP BY node, device, port, minute
