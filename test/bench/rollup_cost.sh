@@ -15,12 +15,14 @@
 #   test/bench/rollup_cost.sh default_ingest_<n>_new
 #
 # It copies the table's rows into two Memory tables: "fleet" (the make-run
-# fleet: 128 ports, 6 rows per port and minute) and "spread" (every row a
-# port of its own, as a block of a large fleet at a 1 s interval is), and
-# inserts one of them 10 times back to back, each copy 10 minutes later than
-# the one before (distinct rows, as a fleet sends), then rolls (for
-# "rolled"), then waits 30 s for the merges. CPU is the server's user+system
-# time in ticks (10 ms). The views are dropped again at the end.
+# fleet: 128 ports at 10 s), inserted 10 times back to back, each copy 10
+# minutes later (distinct rows, 6 per port and minute), and "second" (the
+# same rows as 46 080 ports at 1 s: 6 seconds of them), inserted 10 times,
+# each copy 6 s later: one minute of a 46 080-port fleet, 60 rows per port,
+# each INSERT holding every port about 6 times, as the sink's blocks of a
+# large fleet do. Then it rolls (for "rolled") and waits 30 s for merges. CPU is the server's user+system
+# time in ticks (10 ms), ROUNDS times (default 1). The views are dropped
+# again at the end.
 set -euo pipefail
 db=${1:?usage: rollup_cost.sh DATABASE (one /tmp/ingest --keep left)}
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,12 +35,13 @@ cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 # derived from the old arrays), ts and time_ms first.
 cols=$(ch -q "SELECT arrayStringConcat(groupArray(name), ', ') FROM (SELECT name FROM system.columns WHERE database = '$db' AND table = 'port_samples' AND default_kind IN ('', 'DEFAULT') AND name NOT LIKE 'counter\\_%' AND name NOT IN ('ts', 'time_ms', 'rx_prio_pause', 'tx_prio_pause', 'rx_prio_pause_duration_us', 'tx_prio_pause_duration_us'))")
 ch -q "DROP TABLE IF EXISTS rc_fleet"
-ch -q "DROP TABLE IF EXISTS rc_spread"
+ch -q "DROP TABLE IF EXISTS rc_second"
 # In time order: 128 rows in a row are the 128 ports at one time, which
 # "spread" makes 128 ports of their own.
 ch -q "CREATE TABLE rc_fleet ENGINE = Memory AS SELECT ts, time_ms, $cols FROM port_samples ORDER BY time_ms, node, device, port"
-spread_cols=${cols/node,/concat(node, toString(intDiv(rowNumberInAllBlocks(), 128))) AS node,}
-ch -q "CREATE TABLE rc_spread ENGINE = Memory AS SELECT ts, time_ms, $spread_cols FROM rc_fleet"
+second_cols=${cols/node,/concat(node, toString(intDiv(rowNumberInAllBlocks(), 128) % 360)) AS node,}
+t0=$(ch -q "SELECT toUInt32(min(ts)) FROM rc_fleet")
+ch -q "CREATE TABLE rc_second ENGINE = Memory AS SELECT toDateTime($t0 + intDiv(rowNumberInAllBlocks(), 128 * 360)) AS ts, toInt64(toUInt32(ts)) * 1000 AS time_ms, $second_cols FROM rc_fleet"
 echo "rows: $(ch -q "SELECT count() FROM rc_fleet")"
 read -r lo hi < <(ch -q "SELECT toUInt32(min(ts)), toUInt32(max(ts)) + 10 * 600 + 60 FROM rc_fleet" | tr '\t' ' ')
 
@@ -62,8 +65,10 @@ run() { # way source
 	sleep 1
 	local a b c d
 	a=$(cpu)
+	local step=600
+	[ "$2" = rc_second ] && step=6
 	for i in $(seq 0 9); do
-		ch -q "INSERT INTO port_samples (ts, time_ms, $cols) SELECT ts + $((i * 600)), time_ms + $((i * 600000)), $cols FROM $2"
+		ch -q "INSERT INTO port_samples (ts, time_ms, $cols) SELECT ts + $((i * step)), time_ms + $((i * step * 1000)), $cols FROM $2"
 	done
 	b=$(cpu)
 	if [ "$1" = rolled ]; then roll minute; roll hour; fi
@@ -72,11 +77,13 @@ run() { # way source
 	d=$(cpu)
 	echo "$1 $2: 10 inserts $((b - a)) ticks, rolling $((c - b)) ticks, the 30 s after $((d - c)) ticks, total $((d - a)) ticks"
 }
-for round in 1 2; do
-	for src in rc_fleet rc_spread; do
+for _ in $(seq "${ROUNDS:-1}"); do
+	for src in rc_fleet rc_second; do
 		for way in views rolled none; do run $way $src; done
 	done
 done
+# The kept rows back, so the script can run again.
 truncate_all
+ch -q "INSERT INTO port_samples (ts, time_ms, $cols) SELECT ts, time_ms, $cols FROM rc_fleet"
 ch -q "DROP TABLE rc_fleet"
-ch -q "DROP TABLE rc_spread"
+ch -q "DROP TABLE rc_second"
