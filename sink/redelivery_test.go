@@ -145,6 +145,14 @@ func TestSinkRedeliveryKeepsRollupsExact(t *testing.T) {
 		t.Errorf("port_samples holds %d rows before merging, want %d: a redelivered row was inserted again", raw, len(batches)*4)
 	}
 
+	waitRollupsEqualRaw(t, conn)
+}
+
+// waitRollupsEqualRaw waits (the sink rolls once no rows came in for a
+// tick) until port_minute_v and port_hour_v hold, bucket by bucket, the
+// sums over port_samples FINAL.
+func waitRollupsEqualRaw(t *testing.T, conn driver.Conn) {
+	t.Helper()
 	const fromRaw = `SELECT %s AS bucket, node, device, port, count(), sum(interval_ms), sum(rcv_bytes), sum(xmit_bytes), sum(symbol_error), sum(tx_pause_duration_us)
 		FROM port_samples FINAL WHERE first = 0 GROUP BY node, device, port, bucket ORDER BY node, device, port, bucket`
 	const fromRollup = `SELECT %s, node, device, port, samples, interval_ms, rcv_bytes, xmit_bytes, symbol_errors, tx_pause_us
@@ -153,9 +161,8 @@ func TestSinkRedeliveryKeepsRollupsExact(t *testing.T) {
 		{"toStartOfMinute(ts)", "port_minute_v", "minute"},
 		{"toStartOfHour(ts)", "port_hour_v", "hour"},
 	} {
-		// The sink rolls once no rows came in for a tick.
 		want := rollupBuckets(t, conn, fmt.Sprintf(fromRaw, c.bucket))
-		chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+		chtest.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
 			got := rollupBuckets(t, conn, fmt.Sprintf(fromRollup, c.col, c.view, c.col))
 			if len(want) == 0 || !reflect.DeepEqual(got, want) {
 				return fmt.Errorf("%s differs from port_samples FINAL:\n%s\nwant\n%s", c.view, strings.Join(got, "\n"), strings.Join(want, "\n"))

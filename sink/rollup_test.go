@@ -2,9 +2,6 @@ package sink_test
 
 import (
 	"context"
-	"fmt"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,21 +35,5 @@ func TestSinkRollsWhatTheLastSinkLeft(t *testing.T) {
 	}
 	runSink(t, js, conn, fastConfig(dsn))
 
-	const fromRaw = `SELECT %s AS bucket, node, device, port, count(), sum(interval_ms), sum(rcv_bytes), sum(xmit_bytes), sum(symbol_error), sum(tx_pause_duration_us)
-		FROM port_samples FINAL WHERE first = 0 GROUP BY node, device, port, bucket ORDER BY node, device, port, bucket`
-	const fromRollup = `SELECT %s, node, device, port, samples, interval_ms, rcv_bytes, xmit_bytes, symbol_errors, tx_pause_us
-		FROM %s ORDER BY node, device, port, %s`
-	for _, c := range []struct{ bucket, view, col string }{
-		{"toStartOfMinute(ts)", "port_minute_v", "minute"},
-		{"toStartOfHour(ts)", "port_hour_v", "hour"},
-	} {
-		want := rollupBuckets(t, conn, fmt.Sprintf(fromRaw, c.bucket))
-		chtest.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
-			got := rollupBuckets(t, conn, fmt.Sprintf(fromRollup, c.col, c.view, c.col))
-			if len(want) == 0 || !reflect.DeepEqual(got, want) {
-				return fmt.Errorf("%s differs from port_samples FINAL:\n%s\nwant\n%s", c.view, strings.Join(got, "\n"), strings.Join(want, "\n"))
-			}
-			return nil
-		})
-	}
+	waitRollupsEqualRaw(t, conn)
 }
