@@ -26,6 +26,10 @@ func TestConfigValidate(t *testing.T) {
 		{"short ack wait, long inserts", sink.Config{AckWait: 2 * time.Second, InsertTimeout: time.Minute}, true},
 		{"negative block rows", sink.Config{BlockRows: -1}, false},
 		{"negative refuse attempts", sink.Config{RefuseAttempts: -1}, false},
+		{"rolling off", sink.Config{RollupEvery: -time.Second}, true},
+		{"negative rollup delay", sink.Config{RollupDelay: -time.Second}, false},
+		{"lookback shorter than the delay", sink.Config{RollupDelay: 10 * time.Minute, RollupLookback: 5 * time.Minute}, false},
+		{"short lookback, rolling off", sink.Config{RollupEvery: -1, RollupDelay: 10 * time.Minute, RollupLookback: 5 * time.Minute}, true},
 		{"small and fast", sink.Config{BatchRows: 10, FlushInterval: 10 * time.Millisecond, AckWait: 3 * time.Second, InsertTimeout: time.Second, RetryMax: time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

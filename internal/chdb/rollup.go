@@ -56,6 +56,10 @@ func (r Rollup) stmt() (string, error) {
 	return b.String(), nil
 }
 
+// unrolledSearch is how far back UnrolledMinutes looks for the newest
+// rolled minute.
+const unrolledSearch = 7 * 24 * time.Hour
+
 // Roll rolls the rows of [from, to) into the rollup r, in the connection's
 // database. from and to are truncated to r's step (to rounded up), so a
 // partial range rolls whole minutes or hours. In cluster mode the rollup
@@ -84,12 +88,14 @@ func Roll(ctx context.Context, conn driver.Conn, r Rollup, from, to time.Time) e
 // UnrolledMinutes returns the minutes from since on that hold samples
 // (baselines aside), oldest first: what a sink starting up rolls again,
 // because the one before it may have died with them pending. The newest
-// minute already rolled is read first, and since is moved back to it minus
+// minute already rolled (in the week before since: the day partitions keep
+// the read small) is read first, and since is moved back to it minus
 // lookback when that is earlier, so a sink that was down long still finds
 // the minutes written before it died.
 func UnrolledMinutes(ctx context.Context, conn driver.Conn, since time.Time, lookback time.Duration) ([]time.Time, error) {
 	var newest time.Time
-	if err := conn.QueryRow(ctx, "SELECT max(minute) FROM rollup_minute").Scan(&newest); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT max(minute) FROM rollup_minute WHERE minute >= toDateTime(@floor)",
+		ch.Named("floor", since.Add(-unrolledSearch).Unix())).Scan(&newest); err != nil {
 		return nil, fmt.Errorf("newest rolled minute: %w", err)
 	}
 	if !newest.IsZero() && newest.Unix() > 0 && newest.Add(-lookback).Before(since) {
