@@ -148,17 +148,19 @@ func (r *roller) tick(ctx context.Context, all bool) {
 		r.mark++
 		r.hours[floorDiv(m, 60)] = r.mark
 	})
+	// An hour waits for its minutes: rolled before them it misses rows.
+	var busy map[int64]bool // hours with minutes pending, built by the first call (under r.mu)
 	r.roll(ctx, chdb.Hour, r.hours, func(h int64) bool {
 		if !due(h, time.Hour) {
 			return false
 		}
-		// Its minutes first: an hour rolled before them misses rows.
-		for m := range r.minutes {
-			if floorDiv(m, 60) == h {
-				return false
+		if busy == nil {
+			busy = map[int64]bool{}
+			for m := range r.minutes {
+				busy[floorDiv(m, 60)] = true
 			}
 		}
-		return true
+		return !busy[h]
 	}, &r.hourStats, nil)
 }
 

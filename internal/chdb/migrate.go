@@ -350,6 +350,17 @@ func record(ctx context.Context, conn driver.Conn, m migration) error {
 	return nil
 }
 
+// MigrationStatements returns the statements of one shipped migration file
+// (e.g. "0005_rollups.sql"), comments dropped, as Migrate runs them: for a
+// benchmark that rebuilds an older schema from the file's own text.
+func MigrationStatements(file string) ([]string, error) {
+	m, err := parseMigration(migrationFS, path.Join("migrations", file))
+	if err != nil {
+		return nil, err
+	}
+	return m.stmts, nil
+}
+
 // plan reads the migration files and picks, per number, the variant the
 // server can run, in number order.
 func plan(fsys fs.FS, dir string, server Version) ([]migration, error) {

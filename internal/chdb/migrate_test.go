@@ -237,3 +237,33 @@ func TestMigrateCarriesRollupsOver(t *testing.T) {
 		t.Errorf("rolled: minute %q hour %q, want %q and %q", m, h, "1 100 0.5; 1 50 0.5", "2 150 0.5")
 	}
 }
+
+func TestMigrationStatements(t *testing.T) {
+	for _, c := range []struct {
+		file    string
+		prefix  string
+		n, with int
+		wantErr bool
+	}{
+		{file: "0005_rollups.sql", prefix: "CREATE MATERIALIZED VIEW", n: 4, with: 2},
+		{file: "0012_rollups_from_rows.sql", prefix: "INSERT INTO", n: 10, with: 2},
+		{file: "0099_missing.sql", wantErr: true},
+	} {
+		stmts, err := chdb.MigrationStatements(c.file)
+		if (err != nil) != c.wantErr {
+			t.Fatalf("%s: %v, want error %v", c.file, err, c.wantErr)
+		}
+		with := 0
+		for _, s := range stmts {
+			if strings.Contains(s, "\n--") || strings.HasPrefix(s, "--") || strings.HasSuffix(s, ";") {
+				t.Errorf("%s: a statement keeps a comment or its ';': %.60q", c.file, s)
+			}
+			if strings.HasPrefix(s, c.prefix) && c.prefix != "" {
+				with++
+			}
+		}
+		if len(stmts) != c.n || with != c.with {
+			t.Errorf("%s: %d statements, %d starting %q; want %d and %d", c.file, len(stmts), with, c.prefix, c.n, c.with)
+		}
+	}
+}

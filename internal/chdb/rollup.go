@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas/ddl"
@@ -41,20 +42,38 @@ func (r Rollup) Step() time.Duration {
 }
 
 func (r Rollup) stmt() (string, error) {
-	data, err := fs.ReadFile(ddl.Rollups, path.Join("rollups", string(r)+".sql"))
+	stmts, err := rollupStmts()
 	if err != nil {
-		return "", fmt.Errorf("rollup %s: %w", r, err)
+		return "", err
 	}
-	var b strings.Builder
-	for _, line := range strings.Split(string(data), "\n") {
-		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
-			continue
-		}
-		b.WriteString(line)
-		b.WriteByte('\n')
+	s, ok := stmts[r]
+	if !ok {
+		return "", fmt.Errorf("no rollup %q: minute or hour", r)
 	}
-	return b.String(), nil
+	return s, nil
 }
+
+// rollupStmts reads the roll statements once (a sink rolls every few
+// seconds), comments and blank lines dropped.
+var rollupStmts = sync.OnceValues(func() (map[Rollup]string, error) {
+	out := map[Rollup]string{}
+	for _, r := range []Rollup{Minute, Hour} {
+		data, err := fs.ReadFile(ddl.Rollups, path.Join("rollups", string(r)+".sql"))
+		if err != nil {
+			return nil, fmt.Errorf("rollup %s: %w", r, err)
+		}
+		var b strings.Builder
+		for _, line := range strings.Split(string(data), "\n") {
+			if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
+				continue
+			}
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+		out[r] = b.String()
+	}
+	return out, nil
+})
 
 // unrolledSearch is how far back UnrolledMinutes looks for the newest
 // rolled minute.

@@ -34,7 +34,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -54,7 +53,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
-	"github.com/rdmawatch/rdmawatch/schemas/ddl"
 	"github.com/rdmawatch/rdmawatch/sim"
 	"github.com/rdmawatch/rdmawatch/sink"
 	"github.com/rdmawatch/rdmawatch/test/bench"
@@ -503,19 +501,12 @@ func rowValues(rows []sink.SampleRow) [][]any {
 // createOldViews creates the rollup views of migration 0005 in db, from the
 // migration's own text: the storage issue 13 started from.
 func createOldViews(ctx context.Context, db *database) error {
-	data, err := fs.ReadFile(ddl.Migrations, "migrations/0005_rollups.sql")
+	stmts, err := chdb.MigrationStatements("0005_rollups.sql")
 	if err != nil {
 		return err
 	}
 	n := 0
-	for _, stmt := range strings.Split(string(data), ";") {
-		var lines []string
-		for _, l := range strings.Split(stmt, "\n") {
-			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
-				lines = append(lines, l)
-			}
-		}
-		stmt = strings.TrimSpace(strings.Join(lines, "\n"))
+	for _, stmt := range stmts {
 		if !strings.HasPrefix(stmt, "CREATE MATERIALIZED VIEW") {
 			continue
 		}
