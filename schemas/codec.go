@@ -297,6 +297,9 @@ type reader struct {
 	// maxElems, when set, bounds the elements of every array and map skip
 	// meets (checkWire).
 	maxElems int
+	// names, when set, keeps the strings read before for sharedString to
+	// hand out again (a BatchDecoder's).
+	names *names
 }
 
 func (r *reader) left() int { return len(r.b) - r.off }
@@ -431,7 +434,34 @@ func (r *reader) sharedString(last string) (string, error) {
 	if s, ok := wellKnown[string(p)]; ok {
 		return s, nil
 	}
+	if r.names != nil {
+		return r.names.get(p), nil
+	}
 	return string(p), nil
+}
+
+// names is a bounded set of strings a decoder read before: node names,
+// netdevs and rates repeat batch after batch, and each one allocated
+// anew was most of what a reused decoder still allocated. A hostile stream
+// of ever new names only empties it now and then.
+type names struct {
+	m map[string]string
+}
+
+// maxNames bounds a names set: a fleet's node names (one per host) and its
+// netdevs and rates fit, with room.
+const maxNames = 1 << 15
+
+func (n *names) get(p []byte) string {
+	if s, ok := n.m[string(p)]; ok {
+		return s
+	}
+	if n.m == nil || len(n.m) >= maxNames {
+		n.m = make(map[string]string, 256)
+	}
+	s := string(p)
+	n.m[s] = s
+	return s
 }
 
 // wellKnown are the strings most ports and gauges carry.
@@ -638,11 +668,14 @@ func checkWire(data []byte, maxElems int) error {
 	return nil
 }
 
-func decodeBatch(data []byte, bt *CounterBatch) error {
+func decodeBatch(data []byte, bt *CounterBatch, a *arena) error {
 	if len(data) > MaxMessageBytes {
 		return fmt.Errorf("%w: %d bytes, more than MaxMessageBytes (%d)", ErrTooLarge, len(data), MaxMessageBytes)
 	}
 	r := &reader{b: data}
+	if a != nil {
+		r.names = &a.names
+	}
 	if len(data) > 0 && (msgpcode.IsFixedMap(data[0]) || data[0] == msgpcode.Map16 || data[0] == msgpcode.Map32) {
 		return fmt.Errorf("%w 1 (msgpack map form; this build reads %d)", ErrVersion, Version)
 	}
@@ -661,10 +694,10 @@ func decodeBatch(data []byte, bt *CounterBatch) error {
 		return fmt.Errorf("%w %d (this build reads %d)", ErrVersion, v, Version)
 	}
 	bt.Version = int(v)
-	if bt.Node, err = r.string(); err != nil {
+	if bt.Node, err = r.sharedString(""); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	if bt.BootID, err = r.string(); err != nil {
+	if bt.BootID, err = r.sharedString(""); err != nil {
 		return fmt.Errorf("boot id: %w", err)
 	}
 	if bt.Seq, err = r.uint(); err != nil {
@@ -683,10 +716,10 @@ func decodeBatch(data []byte, bt *CounterBatch) error {
 	if np*minPortBytes > r.left() {
 		return fmt.Errorf("ports: %d ports of %d bytes or more; %d bytes are left", np, minPortBytes, r.left())
 	}
-	bt.Ports = make([]PortSample, np)
+	bt.Ports = a.portSlice(np)
 	var prev *PortSample
 	for i := range bt.Ports {
-		if err := decodePort(r, &bt.Ports[i], prev); err != nil {
+		if err := decodePort(r, &bt.Ports[i], prev, a, i); err != nil {
 			return fmt.Errorf("port %d: %w", i, err)
 		}
 		prev = &bt.Ports[i]
@@ -700,7 +733,7 @@ func decodeBatch(data []byte, bt *CounterBatch) error {
 	return nil
 }
 
-func decodePort(r *reader, p *PortSample, prev *PortSample) error {
+func decodePort(r *reader, p *PortSample, prev *PortSample, a *arena, i int) error {
 	n, err := r.arrayLen(1)
 	if err != nil {
 		return err
@@ -721,13 +754,13 @@ func decodePort(r *reader, p *PortSample, prev *PortSample) error {
 			return fmt.Errorf("extra counters: %w", err)
 		}
 	}
-	if err := decodeCounters(packed, p, nExtra); err != nil {
+	if err := decodeCounters(packed, p, nExtra, a); err != nil {
 		return fmt.Errorf("counters: %w", err)
 	}
 	if err := decodeExtraCounters(r, p, nExtra); err != nil {
 		return err
 	}
-	if err := decodeGauges(r, p); err != nil {
+	if err := decodeGauges(r, p, a, i); err != nil {
 		return err
 	}
 	// Fields a newer build appended: skipped, the format grows at the end.
@@ -827,7 +860,7 @@ func decodeExtraCounters(r *reader, p *PortSample, nExtra int) error {
 }
 
 // decodeGauges reads a port's gauges: nil or a map of name to value.
-func decodeGauges(r *reader, p *PortSample) error {
+func decodeGauges(r *reader, p *PortSample, a *arena, i int) error {
 	if r.isNil() {
 		return nil
 	}
@@ -836,7 +869,7 @@ func decodeGauges(r *reader, p *PortSample) error {
 		return fmt.Errorf("gauges: %w", err)
 	}
 	if ng > 0 { // an empty map reads as none, as the writer writes it
-		p.Gauges = make(map[string]uint64, min(ng, maxGaugeHint))
+		p.Gauges = a.gaugeMap(i, min(ng, maxGaugeHint))
 	}
 	for i := 0; i < ng; i++ {
 		k, err := r.sharedString("")
@@ -858,7 +891,7 @@ const maxExtraHint = 64
 // real port has one or two gauges, and a hostile count must not size a map.
 const maxGaugeHint = 16
 
-func decodeCounters(b []byte, p *PortSample, nExtra int) error {
+func decodeCounters(b []byte, p *PortSample, nExtra int, a *arena) error {
 	r := &reader{b: b}
 	nBitmap, err := r.uvarint()
 	if err != nil {
@@ -884,7 +917,7 @@ func decodeCounters(b []byte, p *PortSample, nExtra int) error {
 	for _, c := range bitmap {
 		present += bits.OnesCount8(c)
 	}
-	p.Counters = make([]CounterDelta, present, present+min(nExtra, maxExtraHint))
+	p.Counters = a.counterSlice(present, present+min(nExtra, maxExtraHint))
 	for i, c := range bitmap {
 		p.present[i/8] |= uint64(c) << (8 * (i % 8))
 	}

@@ -231,28 +231,116 @@ func EncodeBatch(b *CounterBatch) ([]byte, error) {
 	return appendBatch(make([]byte, 0, 128+len(b.Ports)*192), b)
 }
 
-// DecodeBatch decodes and validates a batch from the wire.
+// DecodeBatch decodes and validates a batch from the wire into memory of
+// its own.
 func DecodeBatch(data []byte) (*CounterBatch, error) {
 	var b CounterBatch
-	if err := decodeBatch(data, &b); err != nil {
-		return nil, fmt.Errorf("decode counter batch: %w", err)
+	if err := decodeChecked(data, &b, nil); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// BatchDecoder decodes batches into memory it reuses from one batch to the
+// next: the batch Decode returns, with its ports, counters and gauges, is
+// valid until the next Decode. A consumer that reads each batch once and
+// keeps nothing of it (the processor, the sink's row builder) spares the
+// garbage collector almost everything a decode allocates: at 50 000 ports
+// a second the decoded counters were most of the processor's allocations,
+// and collecting them a quarter of its CPU. Not safe for concurrent use.
+type BatchDecoder struct {
+	batch CounterBatch
+	mem   arena
+}
+
+// Decode decodes and validates a batch from the wire, as DecodeBatch does.
+func (d *BatchDecoder) Decode(data []byte) (*CounterBatch, error) {
+	d.mem.used = 0
+	d.batch = CounterBatch{}
+	if err := decodeChecked(data, &d.batch, &d.mem); err != nil {
+		return nil, err
+	}
+	return &d.batch, nil
+}
+
+func decodeChecked(data []byte, b *CounterBatch, a *arena) error {
+	if err := decodeBatch(data, b, a); err != nil {
+		return fmt.Errorf("decode counter batch: %w", err)
 	}
 	if b.Node == "" {
-		return nil, fmt.Errorf("decode counter batch: empty node")
+		return fmt.Errorf("decode counter batch: empty node")
 	}
 	if err := CheckDataTime(b.TimeMs); err != nil {
-		return nil, fmt.Errorf("decode counter batch from %s: batch time: %w", b.Node, err)
+		return fmt.Errorf("decode counter batch from %s: batch time: %w", b.Node, err)
 	}
 	for i := range b.Ports {
 		p := &b.Ports[i]
 		if p.Device == "" || p.Port < 1 {
-			return nil, fmt.Errorf("decode counter batch from %s: port %d has device %q port %d", b.Node, i, p.Device, p.Port)
+			return fmt.Errorf("decode counter batch from %s: port %d has device %q port %d", b.Node, i, p.Device, p.Port)
 		}
 		if err := CheckDataTime(p.TimeMs); err != nil {
-			return nil, fmt.Errorf("decode counter batch from %s: port %s/%d time: %w", b.Node, p.Device, p.Port, err)
+			return fmt.Errorf("decode counter batch from %s: port %s/%d time: %w", b.Node, p.Device, p.Port, err)
 		}
 	}
-	return &b, nil
+	return nil
+}
+
+// arena hands out the memory of a decoded batch. A nil arena allocates
+// each piece on its own (DecodeBatch: the batch may be kept); a
+// BatchDecoder's hands out the same memory again batch after batch.
+type arena struct {
+	ports    []PortSample
+	counters []CounterDelta
+	used     int // counters handed out in this batch
+	gauges   []map[string]uint64
+	names    names
+}
+
+// portSlice returns n zeroed ports.
+func (a *arena) portSlice(n int) []PortSample {
+	if a == nil {
+		return make([]PortSample, n)
+	}
+	if cap(a.ports) < n {
+		a.ports = make([]PortSample, n)
+	}
+	s := a.ports[:n]
+	clear(s)
+	return s
+}
+
+// counterSlice returns n zeroed counters with room for capacity.
+func (a *arena) counterSlice(n, capacity int) []CounterDelta {
+	if a == nil {
+		return make([]CounterDelta, n, capacity)
+	}
+	if len(a.counters)-a.used < capacity {
+		// The counters handed out so far keep the old slab; the batches
+		// after this one start at the front of the new, larger one.
+		a.counters = make([]CounterDelta, max(capacity, 2*len(a.counters), 1024))
+		a.used = 0
+	}
+	s := a.counters[a.used : a.used+n : a.used+capacity]
+	a.used += capacity
+	clear(s)
+	return s
+}
+
+// gaugeMap returns an empty map for the gauges of the i-th port.
+func (a *arena) gaugeMap(i, hint int) map[string]uint64 {
+	if a == nil {
+		return make(map[string]uint64, hint)
+	}
+	for len(a.gauges) <= i {
+		a.gauges = append(a.gauges, nil)
+	}
+	m := a.gauges[i]
+	if m == nil {
+		m = make(map[string]uint64, hint)
+		a.gauges[i] = m
+	}
+	clear(m)
+	return m
 }
 
 // EncodeInventory encodes an inventory record.

@@ -299,13 +299,27 @@ func FuzzDecodeBatch(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add([]byte{0x80})
+	seeds := decoderSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := DecodeBatch(data)
+		// A decoder that decoded another batch first must decode this
+		// one exactly as DecodeBatch does, error included.
+		var d BatchDecoder
+		if _, err := d.Decode(seeds[0]); err != nil {
+			t.Fatal(err)
+		}
+		reused, rerr := d.Decode(data)
+		if (err == nil) != (rerr == nil) || (err != nil && err.Error() != rerr.Error()) {
+			t.Fatalf("DecodeBatch: %v; BatchDecoder: %v", err, rerr)
+		}
 		if err != nil {
 			if strings.Contains(err.Error(), "<nil>") {
 				t.Fatalf("error prints <nil>: %v", err)
 			}
 			return
+		}
+		if !reflect.DeepEqual(b, reused) {
+			t.Fatalf("BatchDecoder decoded differently:\n%+v\n%+v", b, reused)
 		}
 		if b.Node == "" || b.Version != Version || len(b.Ports) > MaxBatchPorts {
 			t.Fatalf("accepted an invalid batch: %+v", b)

@@ -168,11 +168,14 @@ type runner interface {
 // countersPipeline writes counter batches into port_samples, column by
 // column, checking redelivered rows against the table first.
 func (s *Sink) countersPipeline() *pipeline[SampleRow] {
+	// SampleRows copies what it keeps: the fetcher, the pipeline's only
+	// decoding goroutine, decodes into reused memory.
+	var dec schemas.BatchDecoder
 	return &pipeline[SampleRow]{
 		s: s, table: "port_samples", columns: SampleColumns,
 		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
 		decode: func(subject string, data []byte) ([]SampleRow, error) {
-			b, err := schemas.DecodeBatch(data)
+			b, err := dec.Decode(data)
 			if err != nil {
 				return nil, err
 			}

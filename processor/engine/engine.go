@@ -136,6 +136,10 @@ type Processor struct {
 	cfg Config
 	log *slog.Logger
 
+	// decoder is the processing goroutine's: a batch is read once and
+	// nothing of it is kept (processor.Sample), so its memory is reused.
+	decoder schemas.BatchDecoder
+
 	owned     []int
 	portDets  []processor.PortDetector
 	fabDets   []processor.FabricDetector
@@ -504,7 +508,7 @@ func (p *Processor) apply(ctx context.Context, msg jetstream.Msg, storedMs int64
 			p.log.Error("panic while applying a counters message", "subject", msg.Subject(), "panic", r, "stack", string(debug.Stack()))
 		}
 	}()
-	batch, err := schemas.DecodeBatch(msg.Data())
+	batch, err := p.decoder.Decode(msg.Data())
 	if errors.Is(err, schemas.ErrImplausibleTime) {
 		// Outside any plausible data time: the decoder refuses the whole
 		// message before a sample could move a watermark.
