@@ -167,7 +167,10 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 			First:       p.IntervalMs == 0,
 			Saturated:   []string{},
 		}
-		ids, indexed := p.IndexedIDs(ids[:0])
+		// ids is reused from port to port (a := here would shadow it and
+		// allocate every port's anew).
+		var indexed bool
+		ids, indexed = p.IndexedIDs(ids[:0])
 		for j, c := range p.Counters {
 			if indexed && j < len(ids) {
 				r.addKnown(c, c.Name, ids[j])

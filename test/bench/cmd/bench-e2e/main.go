@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -91,7 +92,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.rdmawatch, "rdmawatch", envOr("RDMAWATCH_BIN", "bin/rdmawatch"), "the rdmawatch binary whose processor, sink and migrate run (env RDMAWATCH_BIN)")
 	fs.IntVar(&f.portBase, "port-base", 24000, "TCP ports used: nats-server on base+222, telemetry of the roles from base+300")
 	fs.StringVar(&f.dir, "dir", "", "directory for the nats-server's store, the topology and the logs (default: a new temporary one, removed after a successful run)")
-	fs.StringVar(&f.profileDir, "profile", "", "write CPU profiles of every stage's measured run here (generator.pprof, processor-0.pprof, sink-0.pprof)")
+	fs.StringVar(&f.profileDir, "profile", "", "write CPU profiles of every stage's measured run here (generator.pprof, nats.pprof, processor-0.pprof, sink-0.pprof)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of this program and the roles: debug, info, warn, error")
 	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"; \"--rollup-every -1s\" measures storage without the rollups")
 	procArgs := fs.String("processor-args", "", "more flags for every rdmawatch processor, space separated")
@@ -161,11 +162,26 @@ func serveNATS(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet(serveNATSCommand, flag.ContinueOnError)
 	dir := fs.String("dir", "", "JetStream store directory")
 	port := fs.Int("port", 0, "client port on 127.0.0.1")
+	profile := fs.String("profile-cpu", "", "write a CPU profile of the server's run here")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *dir == "" || *port <= 0 {
 		return errors.New("--dir and --port are required")
+	}
+	if *profile != "" {
+		pf, err := os.Create(*profile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			pf.Close()
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			pf.Close()
+		}()
 	}
 	srv, err := natsutil.StartEmbedded(*dir, *port)
 	if err != nil {

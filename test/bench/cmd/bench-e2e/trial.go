@@ -160,7 +160,11 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 	if err := freeAddr(natsAddr); err != nil {
 		return err
 	}
-	ns, err := startStage(dir, "nats", "nats", "", self, serveNATSCommand, "--dir", filepath.Join(dir, "jetstream"), "--port", strconv.Itoa(natsPort))
+	natsArgs := []string{serveNATSCommand, "--dir", filepath.Join(dir, "jetstream"), "--port", strconv.Itoa(natsPort)}
+	if f.profileDir != "" {
+		natsArgs = append(natsArgs, "--profile-cpu", filepath.Join(f.profileDir, "nats.pprof"))
+	}
+	ns, err := startStage(dir, "nats", "nats", "", self, natsArgs...)
 	if err != nil {
 		return err
 	}
