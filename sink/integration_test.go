@@ -1,6 +1,7 @@
 package sink_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -544,4 +546,68 @@ func TestCounterDictionaryMatchesSchemas(t *testing.T) {
 	if n != schemas.CounterIDs {
 		t.Errorf("counter_dictionary names %d ids, schemas' dictionary has %d: add a migration that names the new ones (view and ALIAS columns)", n, schemas.CounterIDs)
 	}
+}
+
+// TestSampleOrderIsTheTableKey: the order the sink sorts an INSERT's rows
+// in is port_samples' sorting key as the server reports it, so a key
+// changed by a migration cannot leave the sink sorting by the old one (and
+// ClickHouse permuting every block again).
+func TestSampleOrderIsTheTableKey(t *testing.T) {
+	t.Parallel()
+	conn, _ := migrated(t, chtest.DSN(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var key string
+	if err := conn.QueryRow(ctx, "SELECT sorting_key FROM system.tables WHERE database = currentDatabase() AND name = 'port_samples'").Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	var idx []int
+	for _, name := range strings.Split(key, ",") {
+		i := slices.Index(sink.SampleColumns, strings.TrimSpace(name))
+		if i < 0 {
+			t.Fatalf("sorting key %q: column %q is not one the sink writes", key, name)
+		}
+		idx = append(idx, i)
+	}
+	byKey := func(a, b *sink.SampleRow) int {
+		va, vb := a.Values(), b.Values()
+		for _, i := range idx {
+			if c := compareValues(va[i], vb[i]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	}
+	var rows []*sink.SampleRow
+	for _, node := range []string{"b", "a", "a-1", "B"} {
+		for _, dev := range []string{"mlx5_10", "mlx5_2", "mlx5_1"} {
+			for port := 3; port >= 1; port-- {
+				for _, ms := range []int64{1767225600900, 1767225600100} {
+					rows = append(rows, &sink.SampleRow{Node: node, Device: dev, Port: uint16(port), TimeMs: ms})
+				}
+			}
+		}
+	}
+	want := slices.Clone(rows)
+	slices.SortStableFunc(want, byKey)
+	slices.SortStableFunc(rows, sink.CompareSampleKeys)
+	if !slices.Equal(rows, want) {
+		t.Fatalf("the sink's row order differs from the sorting key %q", key)
+	}
+}
+
+// compareValues compares two values of one port_samples column the way
+// ClickHouse orders them (strings bytewise, numbers by value).
+func compareValues(a, b any) int {
+	switch a := a.(type) {
+	case string:
+		return strings.Compare(a, b.(string))
+	case uint16:
+		return cmp.Compare(a, b.(uint16))
+	case int64:
+		return cmp.Compare(a, b.(int64))
+	case time.Time:
+		return a.Compare(b.(time.Time))
+	}
+	panic(fmt.Sprintf("compareValues: %T", a))
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,6 +188,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 		values:  (*SampleRow).Values,
 		block:   appendSamples,
 		present: s.samplesPresent,
+		order:   compareSampleKeys,
 		stored:  s.noteStored,
 	}
 }
@@ -269,9 +271,14 @@ type pipeline[R any] struct {
 	// value); values then only serves to find a row the driver refuses.
 	block func(driver.Batch, []*R) error
 	// present, when set, reports which rows are in the table already. The
-	// counters pipeline has one: port_samples feeds materialized views,
-	// which count every row inserted, collapsed or not.
+	// counters pipeline has one: the minute rollup reads port_samples
+	// without FINAL (sink/rollup.go), so a row inserted twice would count
+	// twice until a merge.
 	present func(ctx context.Context, rows []*R) ([]bool, error)
+	// order, when set, sorts the rows of an INSERT by the table's sorting
+	// key: ClickHouse writes a block already in order as it is, and
+	// otherwise permutes every column of it.
+	order func(a, b *R) int
 
 	// stored, when set, is told the rows of each message acked (the
 	// table has them): the counters pipeline notes their minutes for the
@@ -764,6 +771,9 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 			p.count(func(st *TableStats) { st.DuplicateRows += dup })
 			log.Info("sink: skipped rows already in the table (redelivered)", "rows", dup, "of", len(suspects))
 		}
+	}
+	if p.order != nil {
+		slices.SortStableFunc(refs, func(a, b ref) int { return p.order(a.r, b.r) })
 	}
 	block := p.s.cfg.BlockRows
 	for start := 0; start < len(refs); start += block {
