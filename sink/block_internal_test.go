@@ -25,14 +25,18 @@ func (r *recorded) AppendRow(v any) error {
 	return nil
 }
 
-// built is the column build fills from rows.
-func built(t *testing.T, build column, rows []*SampleRow) []any {
+// built is what column c hands the driver for rows.
+func built(t *testing.T, c column, rows []*SampleRow) []any {
 	t.Helper()
-	var r recorded
-	if err := build(&r, rows); err != nil {
+	b := c(len(rows))
+	for _, r := range rows {
+		b.add(r)
+	}
+	var out recorded
+	if err := b.send(&out); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return out
 }
 
 // TestSampleBlockMatchesValues: the column-by-column block holds, column
