@@ -32,6 +32,8 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_root=$(cd "$script_dir/../.." && pwd)
 # shellcheck source=../lib/proc.sh
 source "$script_dir/../lib/proc.sh"
+# shellcheck source=../lib/clickhouse.sh
+source "$script_dir/../lib/clickhouse.sh"
 
 tcp_port=${RDMAWATCH_CH_TCP_PORT:-19000}
 http_port=${RDMAWATCH_CH_HTTP_PORT:-18123}
@@ -230,7 +232,7 @@ cmd_up() {
 	# setsid detaches the server from this shell's session so it outlives it;
 	# without job control the background child is not a group leader, so
 	# setsid execs in place and $! is the server's own pid.
-	(cd "$dir" && exec setsid "${server_cmd[@]}" --config-file="$config" \
+	(cd "$dir" && MALLOC_CONF=$clickhouse_malloc_conf exec setsid "${server_cmd[@]}" --config-file="$config" \
 		>>"$log_dir/stdout.log" 2>&1 </dev/null) &
 	local pid=$!
 	echo "$pid" >"$pid_file"

@@ -24,6 +24,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=../lib/proc.sh
 source "$root/deploy/lib/proc.sh"
+# shellcheck source=../lib/clickhouse.sh
+source "$root/deploy/lib/clickhouse.sh"
 dir=${RDMAWATCH_CLUSTER_DIR:-$root/.run/cluster}
 cluster=${RDMAWATCH_CH_CLUSTER:-rdmawatch}
 base=${CH_CLUSTER_BASE_PORT:-15000}
@@ -165,7 +167,7 @@ start_replica() {
 		exit 1
 	fi
 	config_replica "$n"
-	(cd "$d" && exec setsid clickhouse-server --config-file="$d/config.xml" >>"$d/log/stdout.log" 2>&1 </dev/null) &
+	(cd "$d" && MALLOC_CONF=$clickhouse_malloc_conf exec setsid clickhouse-server --config-file="$d/config.xml" >>"$d/log/stdout.log" 2>&1 </dev/null) &
 	echo $! >"$dir/ch-$n.pid"
 }
 
