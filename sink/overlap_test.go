@@ -101,39 +101,3 @@ func TestSinkPullsWhileInserting(t *testing.T) {
 		})
 	}
 }
-
-// TestSinkDecodesABacklogInParallel: a backlog is decoded many messages at
-// a time on several goroutines; every good message's rows land once, and
-// a poison and a spoofed message among them are each dead-lettered alone.
-func TestSinkDecodesABacklogInParallel(t *testing.T) {
-	t.Parallel()
-	const msgs, poisonAt, spoofedAt = 600, 100, 350
-	conn, dsn := migrated(t, chtest.DSN(t))
-	js := startNATS(t)
-	for i := range msgs {
-		switch i {
-		case poisonAt:
-			publish(t, js, schemas.CountersSubject("gpu-poison"), []byte("not msgpack"))
-		case spoofedAt:
-			data, err := schemas.EncodeBatch(batchAt("gpu-victim", 1, 2, 1767225600000))
-			if err != nil {
-				t.Fatal(err)
-			}
-			publish(t, js, schemas.CountersSubject("gpu-liar"), data)
-		default:
-			publishBatch(t, js, batchAt(fmt.Sprintf("gpu-%04d", i), 1, 2, 1767225600000+int64(i)))
-		}
-	}
-	s, stop := runSink(t, js, conn, fastConfig(dsn))
-	defer func() {
-		if err := stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
-	waitCount(t, conn, "port_samples", "", 2*(msgs-2))
-	waitCount(t, conn, "port_samples", "node = 'gpu-victim'", 0)
-	if st := s.Stats()["port_samples"]; st.Poison != 1 || st.Spoofed != 1 || st.Rows != 2*(msgs-2) {
-		t.Errorf("stats %+v, want 1 poison, 1 spoofed, %d rows", st, 2*(msgs-2))
-	}
-}

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -170,15 +169,13 @@ type runner interface {
 // countersPipeline writes counter batches into port_samples, column by
 // column, checking redelivered rows against the table first.
 func (s *Sink) countersPipeline() *pipeline[SampleRow] {
-	// SampleRows copies what it keeps, so batches decode into reused
-	// memory: one decoder per goroutine the fetcher decodes on.
-	decoders := sync.Pool{New: func() any { return new(schemas.BatchDecoder) }}
+	// SampleRows copies what it keeps: the fetcher, the pipeline's only
+	// decoding goroutine, decodes into reused memory.
+	var dec schemas.BatchDecoder
 	return &pipeline[SampleRow]{
 		s: s, table: "port_samples", columns: SampleColumns,
 		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
 		decode: func(subject string, data []byte) ([]SampleRow, error) {
-			dec := decoders.Get().(*schemas.BatchDecoder)
-			defer decoders.Put(dec)
 			b, err := dec.Decode(data)
 			if err != nil {
 				return nil, err
@@ -188,12 +185,11 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 			}
 			return SampleRows(b), nil
 		},
-		parallel: true,
-		values:   (*SampleRow).Values,
-		block:    appendSamples,
-		present:  s.samplesPresent,
-		order:    compareSampleKeys,
-		stored:   s.noteStored,
+		values:  (*SampleRow).Values,
+		block:   appendSamples,
+		present: s.samplesPresent,
+		order:   compareSampleKeys,
+		stored:  s.noteStored,
 	}
 }
 
@@ -270,11 +266,7 @@ type pipeline[R any] struct {
 	// decode turns a message into rows; its subject is what the publisher
 	// was allowed to publish on.
 	decode func(subject string, data []byte) ([]R, error)
-	// parallel: decode is safe for concurrent use and keeps no state from
-	// one message to the next, so the fetcher may spread it over the CPUs
-	// (the configs' decode keeps each port's last config: not that one).
-	parallel bool
-	values   func(*R) []any
+	values func(*R) []any
 	// block, when set, fills a batch column by column (no boxing per
 	// value); values then only serves to find a row the driver refuses.
 	block func(driver.Batch, []*R) error
@@ -480,7 +472,9 @@ func (p *pipeline[R]) fetch(ctx context.Context, log *slog.Logger) {
 			p.fetchFailed(ctx, log, b, err)
 			continue
 		}
-		p.addAll(ctx, batch.Messages(), log)
+		for msg := range batch.Messages() {
+			p.add(ctx, msg, log)
+		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			p.fetchFailed(ctx, log, b, err)
 			continue
@@ -575,66 +569,11 @@ func (p *pipeline[R]) heartbeat(ctx context.Context) {
 	}
 }
 
-// decodeChunk is how many messages already delivered the fetcher decodes
-// together, spread over the CPUs: the fetcher alone bound a sink draining
-// a backlog of small messages (decode and rows, about 30 µs a message,
-// BENCHMARKS.md section 13). It takes what has arrived and never waits
-// for more, so a trickle of messages is added one by one as before.
-const decodeChunk = 256
-
-// addAll adds the messages of one pull as they arrive, in order.
-func (p *pipeline[R]) addAll(ctx context.Context, msgs <-chan jetstream.Msg, log *slog.Logger) {
-	chunk := make([]jetstream.Msg, 0, decodeChunk)
-	for msg := range msgs {
-		chunk = append(chunk[:0], msg)
-	more:
-		for len(chunk) < decodeChunk {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					break more
-				}
-				chunk = append(chunk, m)
-			default:
-				break more
-			}
-		}
-		rows, errs := p.decodeAll(chunk)
-		for i, m := range chunk {
-			p.add(ctx, m, rows[i], errs[i], log)
-		}
-	}
-}
-
-// decodeAll decodes msgs, in parallel when the pipeline allows it and
-// there are enough of them.
-func (p *pipeline[R]) decodeAll(msgs []jetstream.Msg) ([][]R, []error) {
-	rows, errs := make([][]R, len(msgs)), make([]error, len(msgs))
-	workers := min(runtime.GOMAXPROCS(0), 4, len(msgs)/32)
-	if !p.parallel || workers < 2 {
-		for i, m := range msgs {
-			rows[i], errs[i] = p.safeDecode(m)
-		}
-		return rows, errs
-	}
-	var wg sync.WaitGroup
-	per := (len(msgs) + workers - 1) / workers
-	for lo := 0; lo < len(msgs); lo += per {
-		hi := min(lo+per, len(msgs))
-		wg.Go(func() {
-			for i := lo; i < hi; i++ {
-				rows[i], errs[i] = p.safeDecode(msgs[i])
-			}
-		})
-	}
-	wg.Wait()
-	return rows, errs
-}
-
-// add puts a decoded message (its rows, or why it cannot be used) into
-// the inbox; a message that cannot be used is dead-lettered right away so
-// it never blocks the rest. The fetcher calls it.
-func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, rows []R, err error, log *slog.Logger) {
+// add decodes a message into the inbox; a message that cannot be used is
+// dead-lettered right away so it never blocks the rest. The fetcher calls
+// it.
+func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
+	rows, err := p.safeDecode(msg)
 	if err != nil {
 		kind := func(st *TableStats) { st.Poison++ }
 		if errors.Is(err, errSpoofed) {
