@@ -1,8 +1,13 @@
 package sink
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -69,6 +74,110 @@ func TestSampleBlockMatchesValues(t *testing.T) {
 				t.Errorf("column %s row %d: block %#v, Values %#v", SampleColumns[i], r, got, want)
 			}
 		}
+	}
+}
+
+// chunkBatch is a driver.Batch that records each column's rows and how many
+// rows each column held at every Flush; refuseCol's Append fails in the
+// chunk after refuseAfter flushes (refuseCol -1: never).
+type chunkBatch struct {
+	driver.Batch
+	cols                   []recorded
+	flushes                [][]int
+	refuseCol, refuseAfter int
+}
+
+func (b *chunkBatch) Column(i int) driver.BatchColumn {
+	if i == b.refuseCol && len(b.flushes) == b.refuseAfter {
+		return refusing{}
+	}
+	return &b.cols[i]
+}
+
+func (b *chunkBatch) Flush() error {
+	held := make([]int, len(b.cols))
+	for i := range b.cols {
+		held[i] = len(b.cols[i])
+	}
+	b.flushes = append(b.flushes, held)
+	return nil
+}
+
+type refusing struct{}
+
+func (refusing) Append(any) error    { return errors.New("refused") }
+func (refusing) AppendRow(any) error { return errors.New("refused") }
+
+// manyRows is n rows of distinct ports.
+func manyRows(n int) []*SampleRow {
+	var rows []*SampleRow
+	for i := 0; len(rows) < n; i++ {
+		b := &schemas.CounterBatch{Node: fmt.Sprintf("gpu-%04d", i), BootID: "b", Seq: uint64(i), TimeMs: 1767225600000}
+		for p := range min(n-len(rows), 100) {
+			b.Ports = append(b.Ports, schemas.PortSample{Device: "mlx5_0", Port: p + 1, TimeMs: 1767225600000 + int64(p), IntervalMs: 1000,
+				Counters: []schemas.CounterDelta{
+					{Source: schemas.SourceCounters, Name: "port_rcv_data", Delta: uint64(i*1000 + p)},
+					{Source: schemas.SourceEthtool, Name: "rx_prio3_pause", Delta: uint64(p)},
+				}, Gauges: map[string]uint64{"lifespan": uint64(i)}})
+		}
+		for _, r := range SampleRows(b) {
+			rows = append(rows, &r)
+		}
+	}
+	return rows
+}
+
+// TestSampleBlocksChunks: fill hands the driver a chunk of chunkRows rows
+// at a time, every column complete at each Flush, and altogether the rows
+// Values would send, in order; a refusal names its column, says whether a
+// chunk went to the server, and leaves nothing behind for the next INSERT.
+func TestSampleBlocksChunks(t *testing.T) {
+	sb := newSampleBlocks()
+	for _, tc := range []struct {
+		rows, refuseCol, refuseAfter int
+		wantFlushes                  int
+		wantErr                      bool
+	}{
+		{rows: 1, refuseCol: -1},
+		{rows: chunkRows, refuseCol: -1},
+		{rows: chunkRows + 1, refuseCol: -1, wantFlushes: 1},
+		{rows: 2*chunkRows + 5, refuseCol: -1, wantFlushes: 2},
+		{rows: 10, refuseCol: 3, refuseAfter: 0, wantErr: true},
+		{rows: 2*chunkRows + 5, refuseCol: 20, refuseAfter: 1, wantFlushes: 1, wantErr: true},
+		{rows: 3, refuseCol: -1}, // after a refusal: exactly its own rows
+	} {
+		t.Run(fmt.Sprintf("%d rows, refuse %d after %d", tc.rows, tc.refuseCol, tc.refuseAfter), func(t *testing.T) {
+			rows := manyRows(tc.rows)
+			b := &chunkBatch{cols: make([]recorded, len(SampleColumns)), refuseCol: tc.refuseCol, refuseAfter: tc.refuseAfter}
+			sent, err := sb.fill(b, rows)
+			if sent != (len(b.flushes) > 0) || (err != nil) != tc.wantErr || len(b.flushes) != tc.wantFlushes {
+				t.Fatalf("sent %t, err %v, %d flushes; want error %t, %d flushes (sent when one was)", sent, err, len(b.flushes), tc.wantErr, tc.wantFlushes)
+			}
+			if err != nil {
+				if want := "port_samples column " + SampleColumns[tc.refuseCol]; !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %q", err, want)
+				}
+				return
+			}
+			for f, held := range b.flushes {
+				for c, n := range held {
+					if n != (f+1)*chunkRows {
+						t.Fatalf("flush %d: column %s held %d rows, want %d", f, SampleColumns[c], n, (f+1)*chunkRows)
+					}
+				}
+			}
+			for i, r := range rows {
+				want := r.Values()
+				for c := range b.cols {
+					if len(b.cols[c]) != len(rows) {
+						t.Fatalf("column %s: %d rows, want %d", SampleColumns[c], len(b.cols[c]), len(rows))
+					}
+					if got := b.cols[c][i]; !reflect.DeepEqual(got, want[c]) {
+						t.Fatalf("column %s row %d: %#v, want %#v", SampleColumns[c], i, got, want[c])
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,6 +410,52 @@ func TestSinkFlushesOnShutdown(t *testing.T) {
 	}
 	waitCount(t, conn, "port_samples", "", 2)
 	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+}
+
+// The last rows of a backlog do not wait out the flush interval: after
+// flushes that went by size, a pull that comes back short flushes the
+// rest. A lone message at a steady low rate still waits for the interval
+// (INSERTs no smaller and no more frequent than before).
+func TestSinkBacklogEndsWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	js := startNATS(t)
+	const t0 = int64(1767225600000)
+	for m := range 25 { // 2 500 rows: two full flushes of 1 000 and a rest of 500
+		publishBatch(t, js, batchAt(fmt.Sprintf("gpu-%02d", m), 1, 100, t0))
+	}
+	cfg := fastConfig(dsn)
+	cfg.FlushInterval = 2 * time.Minute // longer than waitCount waits
+	var inserts []int
+	var mu sync.Mutex
+	cfg.ObserveInsert = func(table string, rows int, took time.Duration, err error) {
+		if table == "port_samples" && err == nil {
+			mu.Lock()
+			inserts = append(inserts, rows)
+			mu.Unlock()
+		}
+	}
+	_, stop := runSink(t, js, conn, cfg)
+	waitCount(t, conn, "port_samples", "", 2500)
+	mu.Lock()
+	if got := fmt.Sprint(inserts); got != "[1000 1000 500]" {
+		t.Errorf("inserts of %s rows, want [1000 1000 500]", got)
+	}
+	mu.Unlock()
+
+	// Now the sink is idle and its last flush was not full: one more
+	// message waits for the interval.
+	publishBatch(t, js, batchAt("gpu-late", 1, 2, t0))
+	time.Sleep(2 * time.Second) // four pulls' worth of waiting (maxFetchWait)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n, err := chtest.Count(ctx, conn, "port_samples", "node = 'gpu-late'"); err != nil || n != 0 {
+		t.Errorf("a lone message's rows went before the flush interval: %d rows, err %v", n, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, conn, "port_samples", "node = 'gpu-late'", 2) // flushed on shutdown
 }
 
 // ClickHouse going away loses nothing: the sink retries and keeps its

@@ -209,6 +209,51 @@ func TestSinkSplitsLargeMessageIntoBlocks(t *testing.T) {
 	}
 }
 
+// An INSERT of more rows than a chunk goes to the driver a chunk at a time
+// (sampleBlocks.fill), and lands whole as one part: ClickHouse squashes the
+// chunks of one INSERT before it writes (so they cost no more parts, and
+// no more merges, than one block).
+func TestSinkChunksLandAsOnePart(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	js := startNATS(t)
+	const messages, ports = 25, 1000
+	rows := messages * ports
+	if rows <= 2*sink.ChunkRows {
+		t.Fatalf("%d rows make fewer than three chunks of %d", rows, sink.ChunkRows)
+	}
+	cfg := fastConfig(dsn)
+	cfg.BatchRows, cfg.FlushInterval = rows, time.Minute // one flush, when every row is there
+	var inserts []int
+	cfg.ObserveInsert = func(table string, n int, took time.Duration, err error) {
+		if table == "port_samples" && err == nil {
+			inserts = append(inserts, n)
+		}
+	}
+	for m := range messages {
+		publishBatch(t, js, batchAt(fmt.Sprintf("gpu-%02d", m), 1, ports, 1767225600000))
+	}
+	_, stop := runSink(t, js, conn, cfg)
+	waitCount(t, conn, "port_samples", "1", uint64(rows))
+	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(inserts) != 1 || inserts[0] != rows {
+		t.Fatalf("inserts of %v rows, want one of %d", inserts, rows)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var parts, partRows uint64
+	var maxLevel uint32
+	if err := conn.QueryRow(ctx, "SELECT count(), sum(rows), max(level) FROM system.parts WHERE database = currentDatabase() AND table = 'port_samples' AND active").Scan(&parts, &partRows, &maxLevel); err != nil {
+		t.Fatal(err)
+	}
+	if parts != 1 || partRows != uint64(rows) || maxLevel != 0 {
+		t.Errorf("%d active parts holding %d rows, max level %d; want one unmerged part of %d rows", parts, partRows, maxLevel, rows)
+	}
+}
+
 // The sink runs with no DDL rights (allow_ddl=0 on its DSN, which the
 // driver passes as a setting of every query): it waits, not ready, naming
 // the missing migrations, until an admin migrates, and then writes.

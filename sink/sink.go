@@ -172,6 +172,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 	// SampleRows copies what it keeps: the fetcher, the pipeline's only
 	// decoding goroutine, decodes into reused memory.
 	var dec schemas.BatchDecoder
+	blocks := newSampleBlocks()
 	return &pipeline[SampleRow]{
 		s: s, table: "port_samples", columns: SampleColumns,
 		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
@@ -186,7 +187,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 			return SampleRows(b), nil
 		},
 		values:  (*SampleRow).Values,
-		block:   appendSamples,
+		block:   blocks.fill,
 		present: s.samplesPresent,
 		order:   compareSampleKeys,
 		stored:  s.noteStored,
@@ -269,7 +270,9 @@ type pipeline[R any] struct {
 	values func(*R) []any
 	// block, when set, fills a batch column by column (no boxing per
 	// value); values then only serves to find a row the driver refuses.
-	block func(driver.Batch, []*R) error
+	// sent reports whether part of the rows went to the server before an
+	// error (sampleBlocks.fill).
+	block func(b driver.Batch, rows []*R) (sent bool, err error)
 	// present, when set, reports which rows are in the table already. The
 	// counters pipeline has one: the minute rollup reads port_samples
 	// without FINAL (sink/rollup.go), so a row inserted twice would count
@@ -305,6 +308,11 @@ type pipeline[R any] struct {
 	heldRows atomic.Int64
 	arrived  chan struct{}
 	freed    chan struct{}
+	// quiet: the fetcher's last pull came back with fewer messages than
+	// it asked for, nothing having arrived for its last quietGap, and no
+	// message came since: nothing more is arriving. It wakes the pipeline
+	// (arrived) too.
+	quiet atomic.Bool
 	// inserts counts INSERT blocks accepted: proof that the table takes
 	// rows, before a refused message is given up on.
 	inserts uint64
@@ -364,6 +372,18 @@ const fetchMax = 500
 // shutdown waits for the pull in flight.
 const maxFetchWait = 500 * time.Millisecond
 
+// drainFetchWait is the wait of a pull after one that got all it asked
+// for (a backlog): when the backlog ends, the pull that finds it ended
+// comes back soon, and its last rows need not wait out maxFetchWait.
+// quietGap is how long nothing must have arrived, at the end of a pull
+// that came back short, for the stream to count as quiet (pipeline.quiet):
+// large messages at a steady rate can leave a pull short, but not with
+// such a gap (at the rates where flushes go by size).
+const (
+	drainFetchWait = 100 * time.Millisecond
+	quietGap       = 50 * time.Millisecond
+)
+
 func (p *pipeline[R]) run(ctx context.Context) error {
 	cfg := p.s.cfg
 	log := p.s.log.With("table", p.table, "consumer", p.consumer)
@@ -394,6 +414,13 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 
 	var deadline time.Time // flush by time: set when the buffer gets its first message
 	var retryAt time.Time  // after a failed flush, the next one waits until then
+	// byRows: the last flush went because the buffer was full, as it does
+	// while a backlog drains. When then a pull comes back short (quiet),
+	// the backlog is done and its last rows go at once: waiting out the
+	// flush interval would not make their INSERT larger. At a steady rate
+	// flushes go by time (or, above BatchRows a second, pulls are never
+	// short), so this never makes INSERTs smaller or more frequent there.
+	byRows := false
 	flushBackoff := retry.NewBackoff(retry.Policy{Initial: cfg.RetryMin, Max: cfg.RetryMax})
 	attempt := 0
 	timer := time.NewTimer(cfg.FlushInterval)
@@ -410,8 +437,10 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			deadline = time.Now().Add(cfg.FlushInterval)
 		}
 		now := time.Now()
-		if len(p.buf) > 0 && (p.full() || !now.Before(deadline)) && !now.Before(retryAt) {
+		full := p.full()
+		if len(p.buf) > 0 && (full || !now.Before(deadline) || (byRows && p.quiet.Load())) && !now.Before(retryAt) {
 			attempt++
+			byRows = full
 			err := p.flush(ctx, log)
 			switch {
 			case err == nil:
@@ -452,6 +481,7 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 // (after the pull in flight: a pull cannot be cancelled).
 func (p *pipeline[R]) fetch(ctx context.Context, log *slog.Logger) {
 	b := retry.NewBackoff(retry.Policy{Initial: p.s.cfg.RetryMin, Max: p.s.cfg.RetryMax})
+	draining := false // the last pull got all it asked for
 	for ctx.Err() == nil {
 		room := p.s.cfg.MaxAckPending - int(p.held.Load())
 		if room <= 0 || p.heldRows.Load() >= p.maxHeldRows() {
@@ -467,19 +497,32 @@ func (p *pipeline[R]) fetch(ctx context.Context, log *slog.Logger) {
 		// client that gives up first can strand messages the server
 		// already delivered to the pull, and they come back only after
 		// AckWait.
-		batch, err := p.cons.Fetch(min(room, fetchMax), jetstream.FetchMaxWait(maxFetchWait))
+		asked, wait := min(room, fetchMax), maxFetchWait
+		if draining {
+			wait = drainFetchWait
+		}
+		last := time.Now() // the pull's start, then its last message
+		batch, err := p.cons.Fetch(asked, jetstream.FetchMaxWait(wait))
 		if err != nil {
 			p.fetchFailed(ctx, log, b, err)
 			continue
 		}
+		got := 0
 		for msg := range batch.Messages() {
 			p.add(ctx, msg, log)
+			got++
+			last = time.Now()
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			p.fetchFailed(ctx, log, b, err)
 			continue
 		}
 		b.Reset()
+		draining = got == asked
+		if got < asked && time.Since(last) >= quietGap && ctx.Err() == nil {
+			p.quiet.Store(true)
+			p.wake()
+		}
 	}
 }
 
@@ -573,6 +616,7 @@ func (p *pipeline[R]) heartbeat(ctx context.Context) {
 // dead-lettered right away so it never blocks the rest. The fetcher calls
 // it.
 func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logger) {
+	p.quiet.Store(false)
 	rows, err := p.safeDecode(msg)
 	if err != nil {
 		kind := func(st *TableStats) { st.Poison++ }
@@ -604,6 +648,11 @@ func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logg
 	p.stats.Pending++
 	p.stats.PendingRows += len(rows)
 	p.mu.Unlock()
+	p.wake()
+}
+
+// wake tells the pipeline's goroutine the fetcher has news.
+func (p *pipeline[R]) wake() {
 	select {
 	case p.arrived <- struct{}{}:
 	default:
@@ -929,44 +978,68 @@ func (p *pipeline[R]) insert(ctx context.Context, rows []*R) error {
 func (p *pipeline[R]) insertBlock(ctx context.Context, rows []*R) (err error) {
 	ictx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
 	defer cancel()
-	if p.present != nil {
-		// A named query, so that after a failure the check for rows already
-		// there can wait until the server is really done with it.
-		if p.queryBase == "" {
-			p.queryBase = fmt.Sprintf("rdmawatch-sink-%s-%d", p.table, time.Now().UnixNano())
+	// sent: a first attempt sent part of the rows before it failed.
+	var sent bool
+	var ids []string
+	defer func() {
+		var bad *badRowError
+		if err != nil && (sent || !errors.As(err, &bad)) {
+			p.failedIDs = append(p.failedIDs, ids...)
 		}
-		p.queryN++
-		id := fmt.Sprintf("%s-%d", p.queryBase, p.queryN)
-		ictx = ch.Context(ictx, ch.WithQueryID(id))
-		defer func() {
-			var bad *badRowError
-			if err != nil && !errors.As(err, &bad) {
-				p.failedIDs = append(p.failedIDs, id)
+	}()
+	prepare := func() (driver.Batch, error) {
+		qctx := ictx
+		if p.present != nil {
+			// A named query, so that after a failure the check for rows
+			// already there can wait until the server is really done with
+			// it; each attempt its own (one id runs once at a time).
+			if p.queryBase == "" {
+				p.queryBase = fmt.Sprintf("rdmawatch-sink-%s-%d", p.table, time.Now().UnixNano())
 			}
-		}()
+			p.queryN++
+			id := fmt.Sprintf("%s-%d", p.queryBase, p.queryN)
+			ids = append(ids, id)
+			qctx = ch.Context(ictx, ch.WithQueryID(id))
+		}
+		// An explicit column list: 18.16 rejects the driver's column-less
+		// form, and INSERT ... VALUES through Exec hangs on it.
+		batch, err := p.s.conn.PrepareBatch(qctx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")")
+		if err != nil {
+			return nil, fmt.Errorf("prepare insert into %s: %w", p.table, err)
+		}
+		return batch, nil
 	}
-	// An explicit column list: 18.16 rejects the driver's column-less form,
-	// and INSERT ... VALUES through Exec hangs on it.
-	batch, err := p.s.conn.PrepareBatch(ictx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")")
+	batch, err := prepare()
 	if err != nil {
-		return fmt.Errorf("prepare insert into %s: %w", p.table, err)
+		return err
 	}
-	defer batch.Close()
-	if p.block == nil || p.block(batch, rows) != nil {
-		if p.block != nil {
+	defer func() { _ = batch.Close() }()
+	filled := false
+	if p.block != nil {
+		var berr error
+		sent, berr = p.block(batch, rows)
+		if filled = berr == nil; !filled {
 			// A column the driver refused: start again row by row, which
-			// names the row (and so the message) it cannot take.
+			// names the row (and so the message) it cannot take. (A chunk
+			// that could not be sent fails the new batch too.)
 			_ = batch.Abort()
-			if batch, err = p.s.conn.PrepareBatch(ictx, "INSERT INTO "+p.table+" ("+strings.Join(p.columns, ", ")+")"); err != nil {
-				return fmt.Errorf("prepare insert into %s: %w", p.table, err)
+			if batch, err = prepare(); err != nil {
+				return err
 			}
-			defer batch.Close()
 		}
+	}
+	if !filled {
 		for i, r := range rows {
 			if err := batch.Append(p.values(r)...); err != nil {
 				_ = batch.Abort()
 				return &badRowError{row: i, err: fmt.Errorf("%s row %d: %w", p.table, i, err)}
 			}
+		}
+		if sent {
+			// Part of the rows reached the server in the first attempt:
+			// they go again only after the check for rows already there.
+			_ = batch.Abort()
+			return fmt.Errorf("insert %d rows into %s: the driver failed after part of them was sent, and takes every row alone", len(rows), p.table)
 		}
 	}
 	if err := batch.Send(); err != nil {

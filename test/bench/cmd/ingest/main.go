@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -59,12 +60,12 @@ import (
 )
 
 type config struct {
-	dsn, client, scenario string
-	rounds, serverPID     int
-	keep, sinkDefaults    bool
-	cpuProfile            string
-	sinkBatchRows         int
-	duration              time.Duration
+	dsn, client, scenario  string
+	rounds, serverPID      int
+	keep, sinkDefaults     bool
+	cpuProfile, memProfile string
+	sinkBatchRows          int
+	duration               time.Duration
 }
 
 func main() {
@@ -76,6 +77,7 @@ func main() {
 	flag.IntVar(&c.serverPID, "server-pid", 0, "pid of the ClickHouse server, to report its CPU seconds per insert (0: wall time only)")
 	flag.BoolVar(&c.keep, "keep", false, "keep the benchmark's databases")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process while the sink runs (go tool pprof)")
+	flag.StringVar(&c.memProfile, "memprofile", "", "write this process's allocation profile before and after each sink (PREFIX.N.before, PREFIX.N.after: go tool pprof -sample_index=alloc_space -base ... ...)")
 	flag.IntVar(&c.sinkBatchRows, "sink-batch-rows", 0, "rows per flush (0: the sink's default)")
 	flag.DurationVar(&c.duration, "duration", 0, "data time the fleet runs (0: the scenario's; longer gives more rows, so the sink's last flush, which waits out its flush interval, weighs less)")
 	flag.BoolVar(&c.sinkDefaults, "sink-defaults", false, "run the sink with its default config instead of the bulk one (the defaults but MaxAckPending as large as the backlog; either way the sink holds at most two flushes of rows)")
@@ -441,6 +443,16 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if c.memProfile != "" {
+		if err := writeAllocs(fmt.Sprintf("%s.%d.before", c.memProfile, round)); err != nil {
+			return result{}, err
+		}
+		defer func() {
+			if err := writeAllocs(fmt.Sprintf("%s.%d.after", c.memProfile, round)); err != nil {
+				fmt.Fprintln(os.Stderr, "ingest:", err)
+			}
+		}()
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -457,6 +469,21 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 		return result{}, err
 	}
 	return r, db.check(ctx, rows)
+}
+
+// writeAllocs writes the allocation profile so far (cumulative: the sink's
+// share is the difference of two, pprof -base).
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC() // the profile is as of the last GC
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // serverCPU is the process's user and system time from /proc, -1 without
