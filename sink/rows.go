@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,12 +147,30 @@ func (r *SampleRow) Delta(column string) (uint64, bool) {
 }
 
 // SampleRows converts a counter batch into port_samples rows, one per port.
+// The rows' arrays share a few allocations per batch (slab): at 50 000
+// ports, growing each row's arrays by append was most of the sink's
+// allocations after the driver's columns.
 func SampleRows(b *schemas.CounterBatch) []SampleRow {
 	rows := make([]SampleRow, len(b.Ports))
-	var ids []schemas.CounterID
+	counters, gaugeN := 0, 0
+	for i := range b.Ports {
+		counters += len(b.Ports[i].Counters)
+		gaugeN += len(b.Ports[i].Gauges)
+	}
+	// A port's extra counters are at most its counters; flagged and
+	// unknown ones are rare and grow on their own.
+	extraIDs := make([]uint16, counters)
+	extraDeltas := make([]uint64, counters)
+	gaugeNames := make([]string, gaugeN)
+	gaugeValues := make([]uint64, gaugeN)
+	// ids is reused from port to port, on the stack while a port has at
+	// most 256 counters.
+	var idBuf [256]schemas.CounterID
+	ids := idBuf[:0]
 	for i := range b.Ports {
 		p := &b.Ports[i]
 		r := &rows[i]
+		n, g := len(p.Counters), len(p.Gauges)
 		*r = SampleRow{
 			TimeMs:      p.TimeMs,
 			Node:        b.Node,
@@ -168,9 +186,10 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 			BatchTimeMs: b.TimeMs,
 			First:       p.IntervalMs == 0,
 			Saturated:   []string{},
+			ExtraID:     extraIDs[:0:n],
+			ExtraDelta:  extraDeltas[:0:n],
 		}
-		// ids is reused from port to port (a := here would shadow it and
-		// allocate every port's anew).
+		extraIDs, extraDeltas = extraIDs[n:], extraDeltas[n:]
 		var indexed bool
 		ids, indexed = p.IndexedIDs(ids[:0])
 		for j, c := range p.Counters {
@@ -180,7 +199,11 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 				r.addCounter(c)
 			}
 		}
-		r.GaugeName, r.GaugeValue = gauges(p.Gauges)
+		if len(r.ExtraID) == 0 {
+			r.ExtraID, r.ExtraDelta = nil, nil // as a row built without the slab
+		}
+		r.GaugeName, r.GaugeValue = gauges(p.Gauges, gaugeNames[:0:g], gaugeValues[:g:g])
+		gaugeNames, gaugeValues = gaugeNames[g:], gaugeValues[g:]
 		r.Derived = schemas.PortFigures(p)
 	}
 	return rows
@@ -249,14 +272,14 @@ func (r *SampleRow) addKnown(c schemas.CounterDelta, name string, id schemas.Cou
 	}
 }
 
-func gauges(m map[string]uint64) ([]string, []uint64) {
-	names := make([]string, 0, len(m))
+// gauges lists m's gauges by name into names (empty, of room for all)
+// and values (as long as m).
+func gauges(m map[string]uint64, names []string, values []uint64) ([]string, []uint64) {
 	for n := range m {
 		names = append(names, n)
 	}
 	// Sorted so the same sample always gives the same row.
-	sort.Strings(names)
-	values := make([]uint64, len(names))
+	slices.Sort(names)
 	for i, n := range names {
 		values[i] = m[n]
 	}
