@@ -4,12 +4,15 @@
 
 # clickhouse_malloc_conf is the jemalloc configuration (MALLOC_CONF) the
 # servers start with. Debian's 18.16 links the system jemalloc, which by
-# default hands memory freed for 10 s back to the kernel (dirty_decay_ms);
-# under a steady stream of INSERTs every block's buffers are then faulted in
-# anew, and on this project's 2-core machine that was half the server's CPU
-# (BENCHMARKS.md section 13: `ingest --server-pid` server CPU per insert
-# 3.28 s with the default, 1.31 s without the purge; a 10-minute decay
-# left it at 3.19 s). Without the purge the server keeps the memory it
-# peaked at, which its own max_memory_usage bounds. Set
-# RDMAWATCH_CH_MALLOC_CONF to override (empty: jemalloc's defaults).
-clickhouse_malloc_conf=${RDMAWATCH_CH_MALLOC_CONF-dirty_decay_ms:-1,muzzy_decay_ms:-1}
+# default purges memory freed for 10 s (dirty_decay_ms), and purges at once
+# what an allocation over 8 MiB freed (its oversize arena): under a steady
+# stream of INSERTs every block's buffers were faulted in anew, half of the
+# server's CPU on this project's 2-core machine (BENCHMARKS.md section 13).
+# oversize_threshold:0 puts large allocations in the ordinary arenas, and
+# a 60 s decay keeps what INSERTs reuse while still handing back what the
+# server stops using. Purging off entirely (dirty_decay_ms:-1) was as fast
+# but not bounded: the server grew with every benchmark run until the
+# kernel's OOM killer stopped it at 18 GB (section 14). Current ClickHouse
+# releases ship their own jemalloc with oversize_threshold:0 and 5 s decays.
+# Set RDMAWATCH_CH_MALLOC_CONF to override (empty: jemalloc's defaults).
+clickhouse_malloc_conf=${RDMAWATCH_CH_MALLOC_CONF-oversize_threshold:0,dirty_decay_ms:60000,muzzy_decay_ms:60000}
