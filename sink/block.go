@@ -136,10 +136,10 @@ var sampleBlock = func() []column {
 // next, where a fresh 32 768-row column grew by append from empty on every
 // INSERT (the driver appends value by value, and Go grows a large slice by
 // a quarter: about five times the column's size allocated and copied, 45 %
-// of the sink's allocations at 50 000 ports). ClickHouse squashes the
-// blocks of one INSERT into one before it writes a part
-// (min_insert_block_size_rows), so the parts are as large as before, and
-// it reads one chunk while the next is built.
+// of the sink's allocations while it drained a backlog, BENCHMARKS.md
+// section 14). ClickHouse squashes the blocks of one INSERT into one
+// before it writes a part (min_insert_block_size_rows), so the parts are
+// as large as before (TestSinkChunksLandAsOnePart).
 const chunkRows = 8192
 
 // sampleBlocks fills port_samples INSERTs (SampleColumns) column by column,

@@ -147,9 +147,9 @@ func (r *SampleRow) Delta(column string) (uint64, bool) {
 }
 
 // SampleRows converts a counter batch into port_samples rows, one per port.
-// The rows' arrays share a few allocations per batch (slab): at 50 000
-// ports, growing each row's arrays by append was most of the sink's
-// allocations after the driver's columns.
+// The rows' arrays share a few allocations per batch: growing each row's
+// arrays by append was the sink's largest allocation after the driver's
+// columns while it drained a backlog (BENCHMARKS.md section 14).
 func SampleRows(b *schemas.CounterBatch) []SampleRow {
 	rows := make([]SampleRow, len(b.Ports))
 	counters, gaugeN := 0, 0

@@ -418,8 +418,8 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 	// while a backlog drains. When then a pull comes back short (quiet),
 	// the backlog is done and its last rows go at once: waiting out the
 	// flush interval would not make their INSERT larger. At a steady rate
-	// flushes go by time (or, above BatchRows a second, pulls are never
-	// short), so this never makes INSERTs smaller or more frequent there.
+	// flushes go by time, or, where they go by size, nothing is quiet for
+	// quietGap: this never makes their INSERTs smaller or more frequent.
 	byRows := false
 	flushBackoff := retry.NewBackoff(retry.Policy{Initial: cfg.RetryMin, Max: cfg.RetryMax})
 	attempt := 0
