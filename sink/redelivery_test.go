@@ -302,33 +302,45 @@ func TestSinkNeedsNoDDL(t *testing.T) {
 // system.processes, so this test does not isolate that wait.)
 func TestSinkInsertTimeoutLandsOnce(t *testing.T) {
 	t.Parallel()
-	conn, dsn := migrated(t, chtest.DSN(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := conn.Exec(ctx, "ALTER TABLE port_samples ADD COLUMN slow_guard UInt8 MATERIALIZED sleep(1.5)"); err != nil {
-		t.Fatal(err)
-	}
-	js := startNATS(t)
-	cfg := fastConfig(dsn)
-	cfg.InsertTimeout = time.Second
-	cfg.AckWait = 3 * time.Second
-	s, _ := runSink(t, js, conn, cfg)
-	publishBatch(t, js, batchAt("gpu-slow", 1, 3, 1767225600000))
-	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
-	var raw, minute uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
-		if err := conn.QueryRow(ctx, "SELECT sum(samples) FROM port_minute_v").Scan(&minute); err != nil || minute == 0 {
-			return fmt.Errorf("port_minute_v: %d samples, %v", minute, err)
-		}
-		return nil
-	})
-	st := s.Stats()["port_samples"]
-	t.Logf("stats %+v", st)
-	if raw != 3 || minute != 3 || st.InsertErrors == 0 || st.DuplicateRows != 3 {
-		t.Errorf("port_samples %d rows, port_minute %d samples, stats %+v: want 3 and 3, the timed-out insert skipped on retry", raw, minute, st)
+	// 3 rows, and rows enough for three chunks (sampleBlocks.fill): the
+	// INSERT that times out has sent all its chunks.
+	for _, ports := range []int{3, 2*sink.ChunkRows + 100} {
+		t.Run(fmt.Sprintf("%d rows", ports), func(t *testing.T) {
+			t.Parallel()
+			conn, dsn := migrated(t, chtest.DSN(t))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := conn.Exec(ctx, "ALTER TABLE port_samples ADD COLUMN slow_guard UInt8 MATERIALIZED sleep(1.5)"); err != nil {
+				t.Fatal(err)
+			}
+			js := startNATS(t)
+			cfg := fastConfig(dsn)
+			cfg.InsertTimeout = time.Second
+			cfg.AckWait = 3 * time.Second
+			// One flush of every row: published before the sink starts,
+			// flushed when the buffer is full.
+			cfg.BatchRows, cfg.FlushInterval = ports, time.Minute
+			for m := 0; m*1000 < ports; m++ { // messages of at most 1 000 ports
+				publishBatch(t, js, batchAt(fmt.Sprintf("gpu-slow-%d", m), 1, min(1000, ports-m*1000), 1767225600000))
+			}
+			s, _ := runSink(t, js, conn, cfg)
+			waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
+			var raw, minute uint64
+			if err := conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&raw); err != nil {
+				t.Fatal(err)
+			}
+			chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+				if err := conn.QueryRow(ctx, "SELECT sum(samples) FROM port_minute_v").Scan(&minute); err != nil || minute != uint64(ports) {
+					return fmt.Errorf("port_minute_v: %d samples, %v", minute, err)
+				}
+				return nil
+			})
+			st := s.Stats()["port_samples"]
+			t.Logf("stats %+v", st)
+			if raw != uint64(ports) || minute != uint64(ports) || st.InsertErrors != 1 || st.DuplicateRows != uint64(ports) {
+				t.Errorf("port_samples %d rows, port_minute %d samples, stats %+v: want %d and %d, the timed-out insert skipped on retry", raw, minute, st, ports, ports)
+			}
+		})
 	}
 }
 

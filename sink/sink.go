@@ -820,6 +820,18 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 			p.count(func(st *TableStats) { st.DuplicateRows += dup })
 			log.Info("sink: skipped rows already in the table (redelivered)", "rows", dup, "of", len(suspects))
 		}
+		// A message whose rows are all there is done: acked with this
+		// flush even if the INSERT of the others fails, and not checked
+		// (nor counted) again when they are retried.
+		for i := 0; i < len(suspectRefs); {
+			e, all := suspectRefs[i].e, true
+			for ; i < len(suspectRefs) && suspectRefs[i].e == e; i++ {
+				all = all && there[i]
+			}
+			if all {
+				e.done = true
+			}
+		}
 	}
 	if p.order != nil {
 		// Not stable: rows with one key are one sample, alike.

@@ -39,11 +39,31 @@ func chCluster(t *testing.T) (env []string, name string, dsns []string) {
 		sharedCH.dir = dir
 	}
 	env = []string{"RDMAWATCH_CLUSTER_DIR=" + sharedCH.dir}
+	dir := sharedCH.dir
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpClickHouse(t, dir)
+		}
+	})
 	out := strings.Fields(script(t, env, "clickhouse-cluster.sh", "up"))
 	if len(out) != 3 {
 		t.Fatalf("clickhouse-cluster.sh up printed %q, want the name and two DSNs", out)
 	}
 	return env, out[0], out[1:]
+}
+
+// dumpClickHouse logs the ends of the replicas' and ZooKeeper's logs: a
+// failure's evidence (the state directory is removed when the tests end).
+func dumpClickHouse(t *testing.T, dir string) {
+	for _, f := range []string{"ch-1/log/clickhouse-server.err.log", "ch-1/log/stdout.log",
+		"ch-2/log/clickhouse-server.err.log", "ch-2/log/stdout.log", "zookeeper/stdout.log"} {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		t.Logf("%s, last lines:\n%s", f, strings.Join(lines[max(len(lines)-30, 0):], "\n"))
+	}
 }
 
 var sharedCH struct {
