@@ -28,10 +28,12 @@ import (
 // values for a block of n rows.
 type column func(n int) builder
 
-// builder gathers one column's values, then hands them to the driver.
+// builder gathers one column's values, then hands them to the driver
+// and is empty again (reset empties it without sending).
 type builder interface {
 	add(r *SampleRow)
 	send(c driver.BatchColumn) error
+	reset()
 }
 
 type plain[T any] struct {
@@ -42,10 +44,11 @@ type plain[T any] struct {
 func (b *plain[T]) add(r *SampleRow) { b.out = append(b.out, b.value(r)) }
 
 func (b *plain[T]) send(c driver.BatchColumn) error {
-	err := c.Append(b.out)
-	b.out = b.out[:0]
-	return err
+	defer b.reset()
+	return c.Append(b.out)
 }
+
+func (b *plain[T]) reset() { b.out = b.out[:0] }
 
 func col[T any](value func(*SampleRow) T) column {
 	return func(n int) builder { return &plain[T]{value: value, out: make([]T, 0, n)} }
@@ -59,16 +62,18 @@ type array[T any] struct {
 func (b *array[T]) add(r *SampleRow) { b.out = append(b.out, b.value(r)) }
 
 func (b *array[T]) send(c driver.BatchColumn) error {
-	defer func() {
-		clear(b.out) // the rows' arrays, not kept past the chunk
-		b.out = b.out[:0]
-	}()
+	defer b.reset()
 	for _, v := range b.out {
 		if err := c.AppendRow(v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (b *array[T]) reset() {
+	clear(b.out) // the rows' arrays, not kept past the chunk
+	b.out = b.out[:0]
 }
 
 // arr is col for an array column.
@@ -166,7 +171,7 @@ func (sb *sampleBlocks) fill(batch driver.Batch, rows []*SampleRow) (sent bool, 
 	defer func() {
 		if err != nil {
 			for _, b := range sb.bs { // empty for the next INSERT
-				_ = b.send(discard{})
+				b.reset()
 			}
 		}
 	}()
@@ -190,10 +195,3 @@ func (sb *sampleBlocks) fill(batch driver.Batch, rows []*SampleRow) (sent bool, 
 	}
 	return sent, nil
 }
-
-// discard is a column that takes anything: a builder sends to it to
-// empty itself.
-type discard struct{}
-
-func (discard) Append(any) error    { return nil }
-func (discard) AppendRow(any) error { return nil }
