@@ -268,6 +268,11 @@ func checkName(name string) error {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
 		return fmt.Errorf("%q is not a file name", name)
 	}
+	// Linux's NAME_MAX: a longer name parses but cannot be created (the
+	// fuzzer found one).
+	if len(name) > 255 {
+		return fmt.Errorf("%.40q...: a file name of %d bytes, more than 255", name, len(name))
+	}
 	return nil
 }
 
