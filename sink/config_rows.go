@@ -137,7 +137,7 @@ func (s *Sink) configPipeline() *pipeline[ConfigRow] {
 	hist := &configHistory{last: make(map[configPortKey]ConfigRow)}
 	return &pipeline[ConfigRow]{
 		s: s, table: "port_config", columns: ConfigColumns,
-		stream: schemas.StreamInventory, filter: schemas.InventoryAllFilter, consumer: s.cfg.ConsumerPrefix + configConsumerSuffix,
+		stream: schemas.StreamInventory, consumer: s.cfg.ConsumerPrefix + configConsumerSuffix,
 		decode: func(subject string, data []byte) ([]ConfigRow, error) {
 			// A message the inventory pipeline cannot use it dead-letters
 			// (with the reason); here it is only acked, so the dead-letter

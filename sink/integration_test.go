@@ -458,6 +458,74 @@ func TestSinkBacklogEndsWithoutWaiting(t *testing.T) {
 	waitCount(t, conn, "port_samples", "node = 'gpu-late'", 2) // flushed on shutdown
 }
 
+// The sink's consumers read their streams whole, with no filter subject,
+// and a consumer an older release created with one (every stream's
+// all-subjects filter) is updated in place: its progress kept, nothing read
+// twice.
+func TestSinkConsumersHaveNoFilter(t *testing.T) {
+	t.Parallel()
+	conn, dsn := migrated(t, chtest.DSN(t))
+	js := startNATS(t)
+	cfg := fastConfig(dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	old := map[string]jetstream.ConsumerConfig{
+		cfg.ConsumerPrefix + "-counters":  {FilterSubject: schemas.CountersAllFilter},
+		cfg.ConsumerPrefix + "-events":    {FilterSubject: schemas.EventsAllFilter},
+		cfg.ConsumerPrefix + "-inventory": {FilterSubject: schemas.InventoryAllFilter},
+		cfg.ConsumerPrefix + "-config":    {FilterSubject: schemas.InventoryAllFilter},
+	}
+	streams := map[string]string{
+		cfg.ConsumerPrefix + "-counters": schemas.StreamCounters, cfg.ConsumerPrefix + "-events": schemas.StreamEvents,
+		cfg.ConsumerPrefix + "-inventory": schemas.StreamInventory, cfg.ConsumerPrefix + "-config": schemas.StreamInventory,
+	}
+	for name, c := range old {
+		c.Durable, c.AckPolicy, c.DeliverPolicy = name, jetstream.AckExplicitPolicy, jetstream.DeliverAllPolicy
+		if _, err := js.CreateOrUpdateConsumer(ctx, streams[name], c); err != nil {
+			t.Fatalf("consumer %s as an older release made it: %v", name, err)
+		}
+	}
+	const t0 = int64(1767225600000)
+	publishBatch(t, js, batchAt("gpu-a", 1, 3, t0))
+	// The old counters consumer already took and acked one message.
+	oldCons, err := js.Consumer(ctx, schemas.StreamCounters, cfg.ConsumerPrefix+"-counters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := oldCons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishBatch(t, js, batchAt("gpu-b", 1, 2, t0))
+
+	_, stop := runSink(t, js, conn, cfg)
+	waitCount(t, conn, "port_samples", "", 2)
+	for name, stream := range streams {
+		c, err := js.Consumer(ctx, stream, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := c.CachedInfo()
+		if info.Config.FilterSubject != "" || len(info.Config.FilterSubjects) != 0 {
+			t.Errorf("consumer %s filters on %q %q, want no filter", name, info.Config.FilterSubject, info.Config.FilterSubjects)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := chtest.Count(ctx, conn, "port_samples", "node = 'gpu-a'"); err != nil || n != 0 {
+		t.Errorf("the message the old consumer acked was read again: %d rows of gpu-a, err %v", n, err)
+	}
+	if n, err := chtest.Count(ctx, conn, "port_samples", ""); err != nil || n != 2 {
+		t.Errorf("port_samples holds %d rows, want gpu-b's 2 (err %v)", n, err)
+	}
+}
+
 // ClickHouse going away loses nothing: the sink retries and keeps its
 // messages in progress until the server is back.
 func TestSinkSurvivesClickHouseRestart(t *testing.T) {

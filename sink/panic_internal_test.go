@@ -27,7 +27,7 @@ func TestDecodePanicDeadLettered(t *testing.T) {
 	}
 	var decoded []string
 	p := &pipeline[string]{
-		s: s, table: "nowhere", stream: schemas.StreamInventory, filter: schemas.InventoryAllFilter, consumer: "panic-inventory",
+		s: s, table: "nowhere", stream: schemas.StreamInventory, consumer: "panic-inventory",
 		decode: func(_ string, data []byte) ([]string, error) {
 			if string(data) == "boom" {
 				var dict []int

@@ -94,7 +94,7 @@ func TestSinkRedeliveryKeepsRollupsExact(t *testing.T) {
 	// acking any.
 	const consumer = "test-sink-counters"
 	cons, err := js.CreateOrUpdateConsumer(ctx, schemas.StreamCounters, jetstream.ConsumerConfig{
-		Durable: consumer, FilterSubject: schemas.CountersAllFilter, AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: consumer, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: time.Second, MaxDeliver: -1,
 	})
 	if err != nil {

@@ -175,7 +175,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 	blocks := newSampleBlocks()
 	return &pipeline[SampleRow]{
 		s: s, table: "port_samples", columns: SampleColumns,
-		stream: schemas.StreamCounters, filter: schemas.CountersAllFilter, consumer: s.cfg.ConsumerPrefix + "-counters",
+		stream: schemas.StreamCounters, consumer: s.cfg.ConsumerPrefix + "-counters",
 		decode: func(subject string, data []byte) ([]SampleRow, error) {
 			b, err := dec.Decode(data)
 			if err != nil {
@@ -198,7 +198,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 func (s *Sink) eventsPipeline() *pipeline[EventRow] {
 	return &pipeline[EventRow]{
 		s: s, table: "events", columns: EventColumns,
-		stream: schemas.StreamEvents, filter: schemas.EventsAllFilter, consumer: s.cfg.ConsumerPrefix + "-events",
+		stream: schemas.StreamEvents, consumer: s.cfg.ConsumerPrefix + "-events",
 		decode: func(_ string, data []byte) ([]EventRow, error) {
 			e, err := schemas.DecodeEvent(data)
 			if err != nil {
@@ -218,7 +218,7 @@ func (s *Sink) eventsPipeline() *pipeline[EventRow] {
 func (s *Sink) inventoryPipeline() *pipeline[InventoryRow] {
 	return &pipeline[InventoryRow]{
 		s: s, table: "inventory", columns: InventoryColumns,
-		stream: schemas.StreamInventory, filter: schemas.InventoryAllFilter, consumer: s.cfg.ConsumerPrefix + "-inventory",
+		stream: schemas.StreamInventory, consumer: s.cfg.ConsumerPrefix + "-inventory",
 		decode: func(subject string, data []byte) ([]InventoryRow, error) {
 			inv, err := schemas.DecodeInventory(data)
 			if err != nil {
@@ -258,11 +258,15 @@ var errSpoofed = errors.New("spoofed node")
 
 // pipeline moves one stream into one table.
 type pipeline[R any] struct {
-	s        *Sink
-	table    string
-	columns  []string
+	s       *Sink
+	table   string
+	columns []string
+	// stream is read whole: its consumer has no filter subject, so the
+	// server hands out messages in sequence order without matching each
+	// subject (a filter that matches every subject still costs that: the
+	// counters stream's stored subjects are its partitioned ones, which
+	// the server cannot tell from the stream's own subject).
 	stream   string
-	filter   string
 	consumer string
 	// decode turns a message into rows; its subject is what the publisher
 	// was allowed to publish on.
@@ -347,7 +351,6 @@ func (p *pipeline[R]) init(ctx context.Context) error {
 	cons, err := p.s.js.CreateOrUpdateConsumer(ctx, p.stream, jetstream.ConsumerConfig{
 		Durable:       p.consumer,
 		Description:   "rdmawatch sink into ClickHouse table " + p.table,
-		FilterSubject: p.filter,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,

@@ -3,8 +3,8 @@
 // the per-port state and the watermark in data time, calls the detectors and
 // publishes their events.
 //
-// Determinism: one ordered consumer with one filter per owned partition (a
-// single filter, schemas.CountersAllFilter, when the instance owns them all)
+// Determinism: one ordered consumer with one filter per owned partition (no
+// filter when the instance owns them all)
 // delivers the owned messages in stream order, and one goroutine handles
 // them one by one. The same stream therefore gives the same events in the
 // same order on every run, across partitions too, and the watermark cannot
@@ -393,9 +393,10 @@ func (p *Processor) countersConsumer(ctx context.Context) (*jetstream.OrderedCon
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Metadata:      map[string]string{"rdmawatch": fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)},
 	}
-	if len(p.owned) == p.cfg.Partitions {
-		occ.FilterSubjects = []string{schemas.CountersAllFilter}
-	} else {
+	// Owning every partition, the consumer has no filter: the server then
+	// hands out messages by sequence without matching each one's subject
+	// (a filter of every partition still costs that).
+	if len(p.owned) < p.cfg.Partitions {
 		for _, part := range p.owned {
 			occ.FilterSubjects = append(occ.FilterSubjects, schemas.CountersPartitionFilter(part))
 		}

@@ -309,12 +309,45 @@ func clickhouse(ctx context.Context, c config, db *database, stdin []byte, query
 	return out, nil
 }
 
-func (db *database) truncate(ctx context.Context) error {
+// truncate empties the tables, then waits until the server is idle: every
+// timed step starts on a server that is not still merging the parts of the
+// step before (the steady sink ran right after the restarted one, and
+// clickhouse-client's insert into the new layout right after the old one's,
+// whose background work counted against them).
+func (db *database) truncate(ctx context.Context, c config) error {
 	for _, t := range []string{"port_samples", "port_minute", "port_hour", "rollup_minute", "rollup_hour"} {
 		if err := db.conn.Exec(ctx, "TRUNCATE TABLE "+t); err != nil {
 			return err
 		}
 	}
+	return db.settle(ctx, c)
+}
+
+// settle waits, up to settleMax, until the server runs no merge and (with
+// --server-pid) used under settleCPU of CPU over the last settleWindow.
+func (db *database) settle(ctx context.Context, c config) error {
+	const (
+		settleMax    = time.Minute
+		settleWindow = 300 * time.Millisecond
+		settleCPU    = 20 * time.Millisecond // 2 clock ticks: under 7 % of a core
+	)
+	deadline := time.Now().Add(settleMax)
+	for time.Now().Before(deadline) {
+		var merges uint64
+		if err := db.conn.QueryRow(ctx, "SELECT count() FROM system.merges").Scan(&merges); err != nil {
+			return fmt.Errorf("settle: %w", err)
+		}
+		cpu0 := serverCPU(c.serverPID)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(settleWindow):
+		}
+		if merges == 0 && (cpu0 < 0 || cpuSince(c.serverPID, cpu0) < settleCPU) {
+			return nil
+		}
+	}
+	fmt.Fprintf(os.Stderr, "ingest: the server was still busy after %s; measuring anyway\n", settleMax)
 	return nil
 }
 
@@ -342,7 +375,7 @@ func nativeRows(ctx context.Context, c config, db *database, columns []string, r
 // clientInsert times clickhouse-client inserting the Native rows into the
 // emptied tables.
 func clientInsert(ctx context.Context, c config, db *database, columns []string, native []byte, rows int) (result, error) {
-	if err := db.truncate(ctx); err != nil {
+	if err := db.truncate(ctx, c); err != nil {
 		return result{}, err
 	}
 	cpu0 := serverCPU(c.serverPID)
@@ -415,7 +448,7 @@ func publish(ctx context.Context, batches []*schemas.CounterBatch) (jetstream.Je
 // 30 s (sink.Config.SuspectWindow), so its rows are checked against
 // port_samples before they go in; steady is a sink past that window.
 func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStream, round, rows int, steady bool) (result, error) {
-	if err := db.truncate(ctx); err != nil {
+	if err := db.truncate(ctx, c); err != nil {
 		return result{}, err
 	}
 	cfg := sink.Config{DSN: db.dsn, ConsumerPrefix: fmt.Sprintf("ingest-%d-%t", round, steady), RollupEvery: -1}
