@@ -37,7 +37,10 @@ func CountersPartitionFilter(partition int) string {
 	return fmt.Sprintf("%s.%d.*", countersPrefix, partition)
 }
 
-// CountersAllFilter selects every partition.
+// CountersAllFilter selects every partition. A consumer that reads them
+// all is cheaper for the server with no filter at all (the rdmawatch
+// sink's and processor's): the server cannot tell that this filter matches
+// every stored subject, and matches each message against it.
 const CountersAllFilter = countersPrefix + ".*.*"
 
 // Event subjects carry what an alerting system filters on, one token each:

@@ -18,7 +18,8 @@
 //     (its rows checked against the table first) and as a steady one.
 //
 // Each round truncates the tables (port_samples and the rollups) before
-// each insert. It prints rows/s per round, the median and the ratios
+// each insert and waits until the server is idle (no merge, next to no
+// CPU), so no step pays for the background work of the one before. It prints rows/s per round, the median and the ratios
 // new/old and sink/new (restarted and steady), and, with --server-pid (a ClickHouse of your own),
 // the server's CPU seconds per insert: on a shared, loaded machine CPU
 // time varies much less than wall time.
