@@ -19,10 +19,11 @@
 //
 // Each round truncates the tables (port_samples and the rollups) before
 // each insert and waits until the server is idle (no merge, next to no
-// CPU), so no step pays for the background work of the one before. It prints rows/s per round, the median and the ratios
-// new/old and sink/new (restarted and steady), and, with --server-pid (a ClickHouse of your own),
-// the server's CPU seconds per insert: on a shared, loaded machine CPU
-// time varies much less than wall time.
+// CPU), so no step pays for the background work of the one before. It
+// prints rows/s per round, the median and the ratios new/old and sink/new
+// (restarted and steady), and, with --server-pid (a ClickHouse of your
+// own), the server's CPU seconds per insert: on a shared, loaded machine
+// CPU time varies much less than wall time.
 //
 //	go run ./test/bench/cmd/ingest --clickhouse clickhouse://127.0.0.1:19000/default
 //
