@@ -341,7 +341,11 @@ func (p *Processor) Run(ctx context.Context) error {
 		return fmt.Errorf("counters consumer: %w", err)
 	}
 	defer it.Stop()
-	p.log.Info("processor started", "filters", occ.FilterSubjects, "start", occ.DeliverPolicy.String())
+	var filters any = occ.FilterSubjects
+	if len(occ.FilterSubjects) == 0 {
+		filters = "none: every partition"
+	}
+	p.log.Info("processor started", "filters", filters, "start", occ.DeliverPolicy.String())
 
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
