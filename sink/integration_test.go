@@ -469,20 +469,18 @@ func TestSinkConsumersHaveNoFilter(t *testing.T) {
 	cfg := fastConfig(dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	old := map[string]jetstream.ConsumerConfig{
-		cfg.ConsumerPrefix + "-counters":  {FilterSubject: schemas.CountersAllFilter},
-		cfg.ConsumerPrefix + "-events":    {FilterSubject: schemas.EventsAllFilter},
-		cfg.ConsumerPrefix + "-inventory": {FilterSubject: schemas.InventoryAllFilter},
-		cfg.ConsumerPrefix + "-config":    {FilterSubject: schemas.InventoryAllFilter},
+	consumers := []struct{ name, stream, oldFilter string }{
+		{cfg.ConsumerPrefix + "-counters", schemas.StreamCounters, schemas.CountersAllFilter},
+		{cfg.ConsumerPrefix + "-events", schemas.StreamEvents, schemas.EventsAllFilter},
+		{cfg.ConsumerPrefix + "-inventory", schemas.StreamInventory, schemas.InventoryAllFilter},
+		{cfg.ConsumerPrefix + "-config", schemas.StreamInventory, schemas.InventoryAllFilter},
 	}
-	streams := map[string]string{
-		cfg.ConsumerPrefix + "-counters": schemas.StreamCounters, cfg.ConsumerPrefix + "-events": schemas.StreamEvents,
-		cfg.ConsumerPrefix + "-inventory": schemas.StreamInventory, cfg.ConsumerPrefix + "-config": schemas.StreamInventory,
-	}
-	for name, c := range old {
-		c.Durable, c.AckPolicy, c.DeliverPolicy = name, jetstream.AckExplicitPolicy, jetstream.DeliverAllPolicy
-		if _, err := js.CreateOrUpdateConsumer(ctx, streams[name], c); err != nil {
-			t.Fatalf("consumer %s as an older release made it: %v", name, err)
+	for _, c := range consumers {
+		if _, err := js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{
+			Durable: c.name, FilterSubject: c.oldFilter,
+			AckPolicy: jetstream.AckExplicitPolicy, DeliverPolicy: jetstream.DeliverAllPolicy,
+		}); err != nil {
+			t.Fatalf("consumer %s as an older release made it: %v", c.name, err)
 		}
 	}
 	const t0 = int64(1767225600000)
@@ -505,14 +503,14 @@ func TestSinkConsumersHaveNoFilter(t *testing.T) {
 
 	_, stop := runSink(t, js, conn, cfg)
 	waitCount(t, conn, "port_samples", "", 2)
-	for name, stream := range streams {
-		c, err := js.Consumer(ctx, stream, name)
+	for _, c := range consumers {
+		cons, err := js.Consumer(ctx, c.stream, c.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		info := c.CachedInfo()
+		info := cons.CachedInfo()
 		if info.Config.FilterSubject != "" || len(info.Config.FilterSubjects) != 0 {
-			t.Errorf("consumer %s filters on %q %q, want no filter", name, info.Config.FilterSubject, info.Config.FilterSubjects)
+			t.Errorf("consumer %s filters on %q %q, want no filter", c.name, info.Config.FilterSubject, info.Config.FilterSubjects)
 		}
 	}
 	if err := stop(); err != nil {

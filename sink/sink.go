@@ -261,11 +261,8 @@ type pipeline[R any] struct {
 	s       *Sink
 	table   string
 	columns []string
-	// stream is read whole: its consumer has no filter subject, so the
-	// server hands out messages in sequence order without matching each
-	// subject (a filter that matches every subject still costs that: the
-	// counters stream's stored subjects are its partitioned ones, which
-	// the server cannot tell from the stream's own subject).
+	// stream is read whole, by a consumer without a filter subject (why:
+	// schemas.CountersAllFilter).
 	stream   string
 	consumer string
 	// decode turns a message into rows; its subject is what the publisher

@@ -397,9 +397,8 @@ func (p *Processor) countersConsumer(ctx context.Context) (*jetstream.OrderedCon
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		Metadata:      map[string]string{"rdmawatch": fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance)},
 	}
-	// Owning every partition, the consumer has no filter: the server then
-	// hands out messages by sequence without matching each one's subject
-	// (a filter of every partition still costs that).
+	// Owning every partition, the consumer has no filter (why:
+	// schemas.CountersAllFilter).
 	if len(p.owned) < p.cfg.Partitions {
 		for _, part := range p.owned {
 			occ.FilterSubjects = append(occ.FilterSubjects, schemas.CountersPartitionFilter(part))
