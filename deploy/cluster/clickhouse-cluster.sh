@@ -84,11 +84,17 @@ EOF
 	echo $! >"$dir/zookeeper.pid"
 }
 
+# wait_zookeeper waits until ZooKeeper serves sessions. "ruok" answers imok
+# as soon as the process runs, before it serves: a ClickHouse 18.16 started
+# then has its session handshake closed, and its DDL worker dereferences the
+# missing session and segfaults (seen in CI: TestClickHouseReplicaKilled's
+# replica 1 died 0.4 s after start). "stat" names the server's mode only
+# once it serves ("not currently serving requests" before).
 wait_zookeeper() {
 	local i reply
 	for i in $(seq 1 150); do
-		reply=$(exec 2>/dev/null; exec 3<>"/dev/tcp/127.0.0.1/$zk_port" && printf ruok >&3 && timeout 2 cat <&3) || true
-		[[ $reply == imok ]] && return 0
+		reply=$(exec 2>/dev/null; exec 3<>"/dev/tcp/127.0.0.1/$zk_port" && printf stat >&3 && timeout 2 cat <&3) || true
+		[[ $reply == *"Mode: "* ]] && return 0
 		alive zookeeper || { echo "ZooKeeper exited; see $dir/zookeeper" >&2; tail -20 "$dir/zookeeper/stdout.log" >&2; exit 1; }
 		sleep 0.2
 	done
@@ -171,10 +177,13 @@ start_replica() {
 	echo $! >"$dir/ch-$n.pid"
 }
 
+# wait_replica waits until replica n answers and reaches ZooKeeper (a
+# query of system.zookeeper): answering alone is not enough, a replica
+# without its ZooKeeper session cannot create Replicated tables.
 wait_replica() {
 	local n=$1 i
 	for i in $(seq 1 300); do
-		if clickhouse-client --host 127.0.0.1 --port "$(tcp_port "$n")" --query 'SELECT 1' </dev/null >/dev/null 2>&1; then
+		if clickhouse-client --host 127.0.0.1 --port "$(tcp_port "$n")" --query "SELECT count() FROM system.zookeeper WHERE path = '/'" </dev/null >/dev/null 2>&1; then
 			return 0
 		fi
 		alive "ch-$n" || { echo "replica $n exited; log tail:" >&2; tail -20 "$dir/ch-$n/log/clickhouse-server.err.log" "$dir/ch-$n/log/stdout.log" >&2 2>/dev/null; exit 1; }
