@@ -62,12 +62,12 @@ import (
 )
 
 type config struct {
-	dsn, client, scenario  string
-	rounds, serverPID      int
-	keep, sinkDefaults     bool
-	cpuProfile, memProfile string
-	sinkBatchRows          int
-	duration               time.Duration
+	dsn, client, scenario           string
+	rounds, serverPID               int
+	keep, sinkDefaults              bool
+	cpuProfile, memProfile          string
+	sinkBatchRows, compareBatchRows int
+	duration                        time.Duration
 }
 
 func main() {
@@ -83,6 +83,7 @@ func main() {
 	flag.IntVar(&c.sinkBatchRows, "sink-batch-rows", 0, "rows per flush (0: the sink's default)")
 	flag.DurationVar(&c.duration, "duration", 0, "data time the fleet runs (0: the scenario's; longer gives more rows, so the sink's last flush, which waits out its flush interval, weighs less)")
 	flag.BoolVar(&c.sinkDefaults, "sink-defaults", false, "run the sink with its default config instead of the bulk one (the defaults but MaxAckPending as large as the backlog; either way the sink holds at most two flushes of rows)")
+	flag.IntVar(&c.compareBatchRows, "compare-batch-rows", 0, "also time, each round, a steady sink with this many rows per flush, beside the other (0: not)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -96,6 +97,9 @@ func main() {
 type result struct {
 	wall      time.Duration
 	serverCPU time.Duration // -1: not measured
+	// ownCPU is this process's CPU (the sink and the embedded nats-server
+	// it reads from); 0 for clickhouse-client's inserts.
+	ownCPU time.Duration
 }
 
 func (r result) plus(o result) result {
@@ -173,7 +177,7 @@ func run(ctx context.Context, c config) error {
 	}
 	defer stopNATS()
 
-	var olds, news, rolls, sinks, steadies []result
+	var olds, news, rolls, sinks, steadies, compared []result
 	for round := 1; round <= c.rounds; round++ {
 		o, err := clientInsert(ctx, c, oldDB, legacyColumns, oldNative, len(samples))
 		if err != nil {
@@ -187,16 +191,25 @@ func run(ctx context.Context, c config) error {
 		if err != nil {
 			return fmt.Errorf("roll: %w", err)
 		}
-		s, err := sinkInsert(ctx, c, newDB, js, round, len(samples), false)
+		s, err := sinkInsert(ctx, c, newDB, js, round, len(samples), false, c.sinkBatchRows)
 		if err != nil {
 			return fmt.Errorf("sink: %w", err)
 		}
-		st, err := sinkInsert(ctx, c, newDB, js, round, len(samples), true)
+		st, err := sinkInsert(ctx, c, newDB, js, round, len(samples), true, c.sinkBatchRows)
 		if err != nil {
 			return fmt.Errorf("steady sink: %w", err)
 		}
 		olds, news, rolls, sinks, steadies = append(olds, o), append(news, n), append(rolls, rl), append(sinks, s), append(steadies, st)
-		fmt.Printf("round %d: old %s | new %s | roll %s | sink restarted %s | sink steady %s\n", round, o.format(len(samples)), n.format(len(samples)), rl.format(len(samples)), s.format(len(samples)), st.format(len(samples)))
+		line := fmt.Sprintf("round %d: old %s | new %s | roll %s | sink restarted %s | sink steady %s", round, o.format(len(samples)), n.format(len(samples)), rl.format(len(samples)), s.format(len(samples)), st.format(len(samples)))
+		if c.compareBatchRows > 0 {
+			cb, err := sinkInsert(ctx, c, newDB, js, round, len(samples), true, c.compareBatchRows)
+			if err != nil {
+				return fmt.Errorf("steady sink, %d rows per flush: %w", c.compareBatchRows, err)
+			}
+			compared = append(compared, cb)
+			line += fmt.Sprintf(" | sink steady, %d rows per flush %s", c.compareBatchRows, cb.format(len(samples)))
+		}
+		fmt.Println(line)
 	}
 	newRolled := make([]result, len(news))
 	for i := range news {
@@ -207,6 +220,9 @@ func run(ctx context.Context, c config) error {
 	}
 	fmt.Printf("\nmedian rows/s (wall): old %.0f, new %.0f, new+roll %.0f, sink restarted %.0f, sink steady %.0f\n", rate(olds), rate(news), rate(newRolled), rate(sinks), rate(steadies))
 	fmt.Printf("new/old %.2f, new+roll/old %.2f (target >= 5), sink/new %.2f restarted, %.2f steady (target >= 0.7)\n", rate(news)/rate(olds), rate(newRolled)/rate(olds), rate(sinks)/rate(news), rate(steadies)/rate(news))
+	if c.compareBatchRows > 0 {
+		fmt.Printf("sink steady, %d rows per flush: %.0f rows/s, sink/new %.2f; the other steady sink / this one %.2f\n", c.compareBatchRows, rate(compared), rate(compared)/rate(news), rate(steadies)/rate(compared))
+	}
 	if c.serverPID > 0 {
 		cpu := func(rs []result) time.Duration {
 			return median(rs, func(r result) time.Duration { return r.serverCPU })
@@ -222,6 +238,9 @@ func (r result) format(rows int) string {
 	s := fmt.Sprintf("%6.0f rows/s (%.2fs)", float64(rows)/r.wall.Seconds(), r.wall.Seconds())
 	if r.serverCPU >= 0 {
 		s += fmt.Sprintf(" server CPU %.2fs", r.serverCPU.Seconds())
+	}
+	if r.ownCPU > 0 {
+		s += fmt.Sprintf(" own CPU %.2fs", r.ownCPU.Seconds())
 	}
 	return s
 }
@@ -449,16 +468,13 @@ func publish(ctx context.Context, batches []*schemas.CounterBatch) (jetstream.Je
 // sink counts every message as possibly written already for its first
 // 30 s (sink.Config.SuspectWindow), so its rows are checked against
 // port_samples before they go in; steady is a sink past that window.
-func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStream, round, rows int, steady bool) (result, error) {
+func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStream, round, rows int, steady bool, batchRows int) (result, error) {
 	if err := db.truncate(ctx, c); err != nil {
 		return result{}, err
 	}
-	cfg := sink.Config{DSN: db.dsn, ConsumerPrefix: fmt.Sprintf("ingest-%d-%t", round, steady), RollupEvery: -1}
+	cfg := sink.Config{DSN: db.dsn, ConsumerPrefix: fmt.Sprintf("ingest-%d-%t-%d", round, steady, batchRows), RollupEvery: -1, BatchRows: batchRows}
 	if !c.sinkDefaults {
 		cfg.MaxAckPending = rows
-	}
-	if c.sinkBatchRows > 0 {
-		cfg.BatchRows = c.sinkBatchRows
 	}
 	if steady {
 		cfg.SuspectWindow = -1
@@ -491,11 +507,11 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	cpu0 := serverCPU(c.serverPID)
+	cpu0, own0 := serverCPU(c.serverPID), ownCPU()
 	t0 := time.Now()
 	go func() { done <- s.Run(rctx) }()
 	err = s.WaitDrained(ctx)
-	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0)}
+	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0), ownCPU: ownCPU() - own0}
 	cancel()
 	if runErr := <-done; err == nil {
 		err = runErr
@@ -504,6 +520,15 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 		return result{}, err
 	}
 	return r, db.check(ctx, rows)
+}
+
+// ownCPU is the CPU this process used so far, user and system.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // writeAllocs writes the allocation profile so far (cumulative: the sink's
