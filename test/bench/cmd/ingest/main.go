@@ -458,8 +458,7 @@ func publish(ctx context.Context, batches []*schemas.CounterBatch) (jetstream.Je
 
 // sinkInsert times a fresh sink (new consumers) writing the whole stream
 // into the emptied tables. The bulk config (default here) is the sink's
-// defaults (32768-row flushes, 65536-row blocks as large as
-// clickhouse-client's Native ones, 1 s flush interval) with an ack window
+// defaults (65536-row flushes, 1 s flush interval) with an ack window
 // as large as the backlog. Since the sink bounds what it holds by rows
 // (two flushes) and its default window is 65 536 messages, the two differ
 // little on this fleet's 2-port messages (the old 10 000-message window
