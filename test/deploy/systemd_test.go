@@ -36,7 +36,7 @@ var knownKeys = map[string][]string{
 		"PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups",
 		"ProtectClock", "ProtectHostname", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID", "LockPersonality",
 		"MemoryDenyWriteExecute", "SystemCallArchitectures", "SystemCallFilter", "SystemCallErrorNumber", "UMask",
-		"RestrictAddressFamilies"},
+		"RestrictAddressFamilies", "Nice"},
 	"Install": {"WantedBy"},
 }
 
@@ -135,6 +135,15 @@ func checkUnit(t *testing.T, dir, name string, u unitFile) {
 		"CapabilityBoundingSet": "",
 		"AmbientCapabilities":   "",
 		"Restart":               "always",
+	}
+	// Storage yields the CPU to detection (docs/deploying.md, "CPU
+	// priorities"); the others keep the default.
+	nice := "0"
+	if role == "sink" {
+		nice = "10"
+	}
+	if got, ok := u.one("Service", "Nice"); (ok || nice != "0") && got != nice {
+		t.Errorf("[Service] Nice=%q, want %s", u.get("Service", "Nice"), nice)
 	}
 	if role == "setup" {
 		// A oneshot unit may not use Restart=always: it retries on failure.

@@ -70,6 +70,7 @@ type flags struct {
 	logLevel    string
 	sinkArgs    []string
 	procArgs    []string
+	storageNice int
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -96,6 +97,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of this program and the roles: debug, info, warn, error")
 	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"; \"--rollup-every -1s\" measures storage without the rollups")
 	procArgs := fs.String("processor-args", "", "more flags for every rdmawatch processor, space separated")
+	fs.IntVar(&f.storageNice, "storage-nice", 10, "nice value of the sinks and of ClickHouse's threads while they run (set back after): storage waits, detection does not (docs/deploying.md); 0: as started")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -104,6 +106,8 @@ func parseFlags(args []string) (flags, error) {
 	}
 	f.sinkArgs, f.procArgs = strings.Fields(*sinkArgs), strings.Fields(*procArgs)
 	switch {
+	case f.storageNice < -20 || f.storageNice > 19:
+		return f, fmt.Errorf("--storage-nice %d: a nice value is -20 to 19", f.storageNice)
 	case f.ports < 1 || f.interval < time.Millisecond || f.duration <= 0:
 		return f, errors.New("--ports, --interval (at least 1ms) and --duration must be positive")
 	case f.processors < 1 || f.sinks < 1 || f.partitions < f.processors:

@@ -237,6 +237,9 @@ func (t *trial) report() error {
 	}
 	fmt.Fprintf(w, "machine: %d cores, load average (1 min) %.1f at the start, %.1f at the end, %.1f mean over the window\n",
 		runtime.NumCPU(), t.load0, t.load1, all.loadMean)
+	if f.storageNice != 0 {
+		fmt.Fprintf(w, "priorities: sinks and ClickHouse at nice %d, the rest as started\n", f.storageNice)
+	}
 	v := judge(verdictInput{first: a, last: b, all: all, perInterval: perInterval, interval: f.interval, drained: t.drained,
 		flapP99: p99, flaps: len(t.flapLat), maxP99: f.maxP99, withSink: f.clickhouse != "", sinks: f.sinks,
 		published: t.final.published, rows: t.final.rows, rowsErr: t.final.err})

@@ -254,6 +254,22 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 		}
 	}
 
+	if f.storageNice != 0 {
+		// Storage at a lower priority than detection, as deployed
+		// (docs/deploying.md): ClickHouse's merges and the sink's blocks
+		// come in bursts, and a sample waits in JetStream, where a late
+		// event is late.
+		for _, st := range tr.stages {
+			if st.role != "sink" && st.role != "clickhouse" {
+				continue
+			}
+			restore, err := renice(st.pid, f.storageNice)
+			if err != nil {
+				return err
+			}
+			defer restore()
+		}
+	}
 	if err := tr.watchEvents(ctx); err != nil {
 		return err
 	}
