@@ -97,7 +97,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of this program and the roles: debug, info, warn, error")
 	sinkArgs := fs.String("sink-args", "", "more flags for every rdmawatch sink, space separated, e.g. \"--flush-interval 5s --batch-rows 20000\"; \"--rollup-every -1s\" measures storage without the rollups")
 	procArgs := fs.String("processor-args", "", "more flags for every rdmawatch processor, space separated")
-	fs.IntVar(&f.storageNice, "storage-nice", 10, "nice value of the sinks and of ClickHouse's threads while they run (set back after): storage waits, detection does not (docs/deploying.md); 0: as started")
+	fs.IntVar(&f.storageNice, "storage-nice", 0, "nice value of the sinks and of ClickHouse's threads while they run, set back after (docs/deploying.md, \"CPU priorities\"); 0: as started")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
