@@ -15,7 +15,6 @@ var ErrInvalidConfig = errors.New("invalid sink config")
 // The defaults of the fields the command line sets too (one owner).
 const (
 	DefaultBatchRows     = 65536
-	DefaultBlockRows     = 131072
 	DefaultMaxAckPending = 65536
 	DefaultFlushInterval = time.Second
 	// Rollups (sink/rollup.go): how often the sink rolls, how far data
@@ -41,9 +40,9 @@ type Config struct {
 	// BlockRows bounds one INSERT: a flush, or one message with very many
 	// ports, is written in blocks of at most this many rows, so the
 	// driver's buffers and the server's insert stay bounded and a timeout
-	// costs one block, not the whole message (default 131072: twice
-	// BatchRows, so that a flush, which takes whole messages and so may
-	// pass BatchRows by a few rows, goes in one block).
+	// costs one block, not the whole message (default twice BatchRows,
+	// 131072 with its default: a flush takes whole messages, so it may
+	// pass BatchRows by a few rows, and still goes in one block).
 	BlockRows int
 	// FlushInterval is the longest a row waits in the buffer (default 1s).
 	FlushInterval time.Duration
@@ -116,7 +115,7 @@ func (c Config) withDefaults() Config {
 		c.BatchRows = DefaultBatchRows
 	}
 	if c.BlockRows == 0 {
-		c.BlockRows = DefaultBlockRows
+		c.BlockRows = 2 * c.BatchRows
 	}
 	if c.RefuseAttempts == 0 {
 		c.RefuseAttempts = 3

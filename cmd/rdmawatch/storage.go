@@ -161,7 +161,7 @@ func newSinkCmd(g *global) *cobra.Command {
 		},
 	}
 	cmd.Flags().IntVar(&batchRows, "batch-rows", sink.DefaultBatchRows, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
-	cmd.Flags().IntVar(&blockRows, "block-rows", sink.DefaultBlockRows, "rows per INSERT block at most: a flush larger than this goes in several")
+	cmd.Flags().IntVar(&blockRows, "block-rows", 0, "rows per INSERT block at most: a flush larger than this goes in several (0: twice --batch-rows, so a flush goes in one)")
 	cmd.Flags().IntVar(&maxPending, "max-ack-pending", sink.DefaultMaxAckPending, "messages each consumer holds unacknowledged at most; a flush takes at most half, the other half is pulled meanwhile (the rows held are bounded by two flushes of batch-rows, whatever the message size)")
 	cmd.Flags().DurationVar(&flush, "flush-interval", sink.DefaultFlushInterval, "longest time rows wait before an INSERT")
 	cmd.Flags().DurationVar(&rollup.RollupEvery, "rollup-every", sink.DefaultRollupEvery, "how often the sink rolls the minutes and hours it stored samples of into rollup_minute and rollup_hour (negative: this sink does not roll; `rdmawatch rollup` rolls by hand)")
