@@ -358,7 +358,7 @@ func (db *database) settle(ctx context.Context, c config) error {
 		if err := db.conn.QueryRow(ctx, "SELECT count() FROM system.merges").Scan(&merges); err != nil {
 			return fmt.Errorf("settle: %w", err)
 		}
-		cpu0 := serverCPU(c.serverPID)
+		cpu0 := processCPU(c.serverPID)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -399,7 +399,7 @@ func clientInsert(ctx context.Context, c config, db *database, columns []string,
 	if err := db.truncate(ctx, c); err != nil {
 		return result{}, err
 	}
-	cpu0 := serverCPU(c.serverPID)
+	cpu0 := processCPU(c.serverPID)
 	t0 := time.Now()
 	if _, err := clickhouse(ctx, c, db, native, "INSERT INTO port_samples ("+strings.Join(columns, ", ")+") FORMAT Native"); err != nil {
 		return result{}, err
@@ -506,11 +506,12 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	cpu0, own0 := serverCPU(c.serverPID), ownCPU()
+	self := os.Getpid()
+	cpu0, own0 := processCPU(c.serverPID), processCPU(self)
 	t0 := time.Now()
 	go func() { done <- s.Run(rctx) }()
 	err = s.WaitDrained(ctx)
-	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0), ownCPU: ownCPU() - own0}
+	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0), ownCPU: cpuSince(self, own0)}
 	cancel()
 	if runErr := <-done; err == nil {
 		err = runErr
@@ -519,15 +520,6 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 		return result{}, err
 	}
 	return r, db.check(ctx, rows)
-}
-
-// ownCPU is the CPU this process used so far, user and system.
-func ownCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // writeAllocs writes the allocation profile so far (cumulative: the sink's
@@ -545,9 +537,9 @@ func writeAllocs(path string) error {
 	return f.Close()
 }
 
-// serverCPU is the process's user and system time from /proc, -1 without
-// a pid.
-func serverCPU(pid int) time.Duration {
+// processCPU is a process's user and system time from /proc (in clock
+// ticks of 10 ms), -1 without a pid.
+func processCPU(pid int) time.Duration {
 	if pid <= 0 {
 		return -1
 	}
@@ -567,9 +559,9 @@ func serverCPU(pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
-// cpuSince is the server's CPU time since cpu0, -1 when not measured.
+// cpuSince is the CPU time of process pid since cpu0, -1 when not measured.
 func cpuSince(pid int, cpu0 time.Duration) time.Duration {
-	now := serverCPU(pid)
+	now := processCPU(pid)
 	if now < 0 || cpu0 < 0 {
 		return -1
 	}
@@ -619,7 +611,7 @@ func timeRange(samples []sink.SampleRow) (from, to time.Time) {
 // roll rolls the rows just inserted into the rollups, as the sink does,
 // and times it.
 func roll(ctx context.Context, c config, db *database, from, to time.Time) (result, error) {
-	cpu0 := serverCPU(c.serverPID)
+	cpu0 := processCPU(c.serverPID)
 	t0 := time.Now()
 	for _, r := range []chdb.Rollup{chdb.Minute, chdb.Hour} {
 		if err := chdb.Roll(ctx, db.conn, r, from, to); err != nil {
