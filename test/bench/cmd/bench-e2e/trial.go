@@ -255,10 +255,10 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 	}
 
 	if f.storageNice != 0 {
-		// Storage at a lower priority than detection, as deployed
-		// (docs/deploying.md): ClickHouse's merges and the sink's blocks
-		// come in bursts, and a sample waits in JetStream, where a late
-		// event is late.
+		// Storage at a lower priority than detection, as the sink's
+		// systemd unit runs (docs/deploying.md): ClickHouse's merges come
+		// in bursts, a sample can wait in JetStream for the sink, and a
+		// processor that waits makes its events late.
 		for _, st := range tr.stages {
 			if st.role != "sink" && st.role != "clickhouse" {
 				continue
