@@ -45,9 +45,7 @@ func TestTrialSmallFleet(t *testing.T) {
 		t.Skip("a 20 s trial")
 	}
 	f, err := parseFlags([]string{"--ports", "64", "--duration", "20s", "--flap-every", "2s", "--templates", "3",
-		"--clickhouse", dsn, "--rdmawatch", bin, "--port-base", "24500", "--dir", t.TempDir(), "--report-every", "5s",
-		// The shared server's other tests keep its priority (renice has its own test).
-		"--storage-nice", "0"})
+		"--clickhouse", dsn, "--rdmawatch", bin, "--port-base", "24500", "--dir", t.TempDir(), "--report-every", "5s"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"syscall"
+
+	"github.com/prometheus/procfs"
 )
 
 // childAttr makes a child die with the benchmark: an interrupted or
@@ -17,27 +17,26 @@ func childAttr() *syscall.SysProcAttr {
 // renice sets the nice value of every thread of process pid (setpriority
 // on a pid reaches one thread on Linux; threads made later inherit their
 // maker's) and returns a function that sets them back to what the process's
-// main thread had.
+// main thread had. The threads and their nice values come from /proc
+// through procfs, as the stages' CPU and memory do.
 func renice(pid, nice int) (restore func(), err error) {
-	old, err := syscall.Getpriority(syscall.PRIO_PROCESS, pid)
+	main, err := procfs.NewProc(pid)
+	if err != nil {
+		return nil, err
+	}
+	st, err := main.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("nice of pid %d: %w", pid, err)
 	}
-	// The raw syscall returns 20 - nice.
-	old = 20 - old
 	set := func(n int) error {
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		threads, err := procfs.AllThreads(pid)
 		if err != nil {
 			return err
 		}
 		var errs []error
-		for _, t := range tasks {
-			tid, err := strconv.Atoi(t.Name())
-			if err != nil {
-				continue
-			}
-			if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, n); err != nil && !errors.Is(err, syscall.ESRCH) {
-				errs = append(errs, fmt.Errorf("thread %d: %w", tid, err))
+		for _, t := range threads {
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, t.PID, n); err != nil && !errors.Is(err, syscall.ESRCH) {
+				errs = append(errs, fmt.Errorf("thread %d: %w", t.PID, err))
 			}
 		}
 		return errors.Join(errs...)
@@ -45,5 +44,5 @@ func renice(pid, nice int) (restore func(), err error) {
 	if err := set(nice); err != nil {
 		return nil, fmt.Errorf("renice pid %d to %d: %w", pid, nice, err)
 	}
-	return func() { _ = set(old) }, nil
+	return func() { _ = set(st.Nice) }, nil
 }

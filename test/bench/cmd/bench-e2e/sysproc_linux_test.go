@@ -3,33 +3,26 @@ package main
 import (
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // niceOf reads the nice value of every thread of pid from /proc.
 func niceOf(t *testing.T, pid int) []int {
 	t.Helper()
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	threads, err := procfs.AllThreads(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []int
-	for _, task := range tasks {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+	for _, th := range threads {
+		st, err := th.Stat()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Fields after the command's closing parenthesis: state is the
-		// first, nice the 17th.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		n, err := strconv.Atoi(fields[16])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, n)
+		out = append(out, st.Nice)
 	}
 	return out
 }
