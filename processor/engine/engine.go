@@ -664,9 +664,17 @@ func (e *emitter) Emit(ev *schemas.Event) {
 // dropped there by its Nats-Msg-Id.
 func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 	p.st.countEvent(ev)
-	if p.published.seen(ev) {
+	ok, rev := p.published.decide(ev)
+	if !ok {
 		p.st.known.Add(1)
 		return nil
+	}
+	if rev != ev.Revision {
+		// A copy: the detector that emitted ev may still hold it.
+		renumbered := *ev
+		renumbered.Revision = rev
+		p.log.Info("resolution renumbered after the events stream's last revision", "id", ev.ID, "decided", ev.Revision, "published", rev)
+		ev = &renumbered
 	}
 	data, err := schemas.EncodeEvent(ev)
 	if err != nil {

@@ -32,6 +32,17 @@ import (
 // emits an incident's revisions in order, 0..n, so the stream ends with
 // every revision once, however long the outage was.
 //
+// A re-decided incident need not take the same revisions: whether an
+// update was material can depend on what else the run knew at that data
+// time (a cause linked from the configuration, which a live run learns when
+// the inventory arrives and a warm-up knows from its start). So the
+// revision numbers are matched, but the states decide: an incident whose
+// last revision on the stream is resolved gets nothing more, and a
+// resolution the warm-up decides at a revision the stream already holds
+// (the previous run published more updates) is published as the revision
+// after the stream's last. Otherwise the resolution would be taken for one
+// already published and the incident left open on the stream for ever.
+//
 // Why that history window: an event the warm-up decides again has the
 // same id, so the same onset, which the warm-up has seen in data; its
 // revisions were published after that data was stored, so after the
@@ -59,6 +70,8 @@ type publishedLog struct {
 
 type publishedRev struct {
 	revision int
+	// resolved: the stream's highest revision of the incident resolves it.
+	resolved bool
 	touched  bool
 }
 
@@ -79,7 +92,7 @@ func loadPublished(ctx context.Context, js jetstream.JetStream, from time.Time) 
 			return
 		}
 		if cur, seen := l.last[ev.ID]; !seen || ev.Revision > cur.revision {
-			l.last[ev.ID] = publishedRev{revision: ev.Revision}
+			l.last[ev.ID] = publishedRev{revision: ev.Revision, resolved: ev.State == schemas.StateResolved}
 		}
 		k := openKey{ev.Type, ev.Scope, ev.Subject}
 		switch {
@@ -98,21 +111,35 @@ func loadPublished(ctx context.Context, js jetstream.JetStream, from time.Time) 
 	return l, unreadable, nil
 }
 
-// seen reports whether ev's revision is already on the events stream, and
-// notes that the warm-up decided its incident again.
-func (l *publishedLog) seen(ev *schemas.Event) bool {
+// decide says whether ev is to be published and with which revision, and
+// notes that the warm-up decided its incident again: false for a revision
+// the stream holds already and for anything after the incident's
+// resolution on the stream; a resolution at a revision the stream holds,
+// when the stream's last revision does not resolve, goes out as the next
+// revision (see the type's comment).
+func (l *publishedLog) decide(ev *schemas.Event) (publish bool, revision int) {
 	if l == nil || len(l.last) == 0 {
-		return false
+		return true, ev.Revision
 	}
 	cur, ok := l.last[ev.ID]
 	if !ok {
-		return false
+		return true, ev.Revision
 	}
-	if !cur.touched {
-		cur.touched = true
-		l.last[ev.ID] = cur
+	cur.touched = true
+	defer func() { l.last[ev.ID] = cur }()
+	switch {
+	case cur.resolved:
+		return false, ev.Revision
+	case ev.Revision > cur.revision:
+	case ev.State == schemas.StateResolved:
+		revision = cur.revision + 1
+		cur.revision, cur.resolved = revision, true
+		return true, revision
+	default:
+		return false, ev.Revision
 	}
-	return ev.Revision <= cur.revision
+	cur.revision, cur.resolved = ev.Revision, ev.State == schemas.StateResolved
+	return true, ev.Revision
 }
 
 // resume implements processor.Resumer for the emitter: the incident left

@@ -247,3 +247,89 @@ func TestRestartResolvesIncidentNotFoundAgain(t *testing.T) {
 		t.Errorf("resolved event %+v", resolved)
 	}
 }
+
+// TestRestartRevisionsFollowTheStream: a warm-up need not decide an
+// incident with the revisions the previous run published (an update was
+// material then because of what that run knew at the time, e.g. a cause
+// linked from an inventory a warm-up knows from its start). The stream
+// must still end with revisions 0..n once each and the incident's true
+// last state: a resolution decided at a revision the stream already holds
+// goes out after the stream's last revision, and nothing goes out after a
+// resolution the stream holds.
+func TestRestartRevisionsFollowTheStream(t *testing.T) {
+	subject := schemas.Subject{Node: "host-a", Device: "mlx5_0", Port: 1}
+	id := schemas.EventID("level", subject, schemas.Millis(t0+2*5000+1))
+	// The counters: open at batch 2, one update, resolved at batch 4 or
+	// later: this run decides revisions 0 (open), 1 (update), 2 (resolved).
+	levels := []uint64{0, 0, 1, 1, 0, 0, 0, 0}
+	for _, tc := range []struct {
+		name string
+		// onStream is what the previous run published, by revision.
+		onStream []string
+		// want is the stream's states by revision after the restart.
+		want []string
+	}{
+		{"previous run published more updates",
+			[]string{schemas.StateOpen, schemas.StateUpdate, schemas.StateUpdate, schemas.StateUpdate},
+			[]string{schemas.StateOpen, schemas.StateUpdate, schemas.StateUpdate, schemas.StateUpdate, schemas.StateResolved}},
+		{"previous run published as many",
+			[]string{schemas.StateOpen, schemas.StateUpdate, schemas.StateUpdate},
+			[]string{schemas.StateOpen, schemas.StateUpdate, schemas.StateUpdate, schemas.StateResolved}},
+		{"previous run published fewer",
+			[]string{schemas.StateOpen},
+			[]string{schemas.StateOpen, schemas.StateUpdate, schemas.StateResolved}},
+		{"previous run resolved it sooner",
+			[]string{schemas.StateOpen, schemas.StateResolved},
+			[]string{schemas.StateOpen, schemas.StateResolved}},
+		{"previous run resolved it at the same revision",
+			[]string{schemas.StateOpen, schemas.StateUpdate, schemas.StateResolved},
+			[]string{schemas.StateOpen, schemas.StateUpdate, schemas.StateResolved}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, _ := startJS(t)
+			for rev, state := range tc.onStream {
+				start, detected := schemas.Millis(t0+2*5000+1), schemas.Millis(t0+int64(2+rev)*5000+1)
+				ev := &schemas.Event{
+					ID: id, Type: "level", State: state, Revision: rev,
+					Severity: schemas.SeverityWarning, Scope: schemas.ScopePort, Subject: subject, Layer: "physical",
+					Start: start, DetectedAt: detected, Summary: "host-a: level 1 (previous run)",
+				}
+				if state == schemas.StateResolved {
+					ev.End = &detected
+				}
+				data, err := schemas.EncodeEvent(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				msg := nats.NewMsg(schemas.EventSubject(ev))
+				msg.Data = data
+				msg.Header.Set(nats.MsgIdHdr, ev.MsgID())
+				if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, v := range levels {
+				publish(t, js, levelBatch(i, v), "")
+			}
+			r := start(t, js, Config{StartTime: time.Now().Add(-time.Hour), Detectors: []processor.Detector{newLevel()}})
+			r.waitProcessed(t, uint64(len(levels)))
+			r.stop()
+			if st := r.procs[0].Stats(); st.Incidents["level"][schemas.StateResolved] != 1 {
+				t.Fatalf("the run did not decide the resolution: %+v", st)
+			}
+			var got []string
+			for _, ev := range readEvents(t, js) {
+				if ev.ID != id || ev.Revision != len(got) {
+					t.Fatalf("events stream: %s revision %d after %d revisions of %s", ev.ID, ev.Revision, len(got), id)
+				}
+				if err := ev.Validate(); err != nil {
+					t.Errorf("revision %d: %v", ev.Revision, err)
+				}
+				got = append(got, ev.State)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("events stream states by revision %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
