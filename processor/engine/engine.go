@@ -482,14 +482,19 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 		p.caughtUp = true
 		p.deadKnown = nil
 		var (
-			forgotten, leftOpen int
-			resolve             []*schemas.Event
+			forgotten int
+			others    []string
+			resolve   []*schemas.Event
 		)
 		if p.cfg.Start == StartWarmUp {
-			forgotten, leftOpen, resolve = p.published.caughtUp(p.reads, p.fabric.Watermark())
+			forgotten, others, resolve = p.published.caughtUp(p.reads, p.fabric.Watermark())
 		}
+		// others: left open on the stream, not decided again, and not this
+		// processor's to resolve (a port another instance reads, or fabric
+		// scope): named, so an incident that stays open can be traced.
 		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
-			"left_open_not_found_again", leftOpen, "resolved_not_found_again", len(resolve))
+			"left_open_not_found_again", len(others)+len(resolve), "resolved_not_found_again", len(resolve),
+			"left_to_others", others[:min(len(others), 10)])
 		for _, ev := range resolve {
 			if err := p.publish(ctx, ev); err != nil {
 				return err

@@ -167,9 +167,9 @@ func (l *publishedLog) resume(typ, scope string, subject schemas.Subject, id str
 // processor reads (owns says which) cannot be decided by anyone else: they
 // come back as resolved events, so no incident stays open for ever because
 // a processor restarted. The others belong to other instances.
-func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Millis) (forgotten, leftOpen int, resolve []*schemas.Event) {
+func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Millis) (forgotten int, others []string, resolve []*schemas.Event) {
 	if l == nil {
-		return 0, 0, nil
+		return 0, nil, nil
 	}
 	for id, cur := range l.last {
 		if !cur.touched {
@@ -177,10 +177,10 @@ func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Mill
 			forgotten++
 		}
 	}
-	leftOpen = len(l.open)
 	for _, r := range l.open {
 		prev := l.lastOpen[r.ID]
 		if prev == nil || prev.Scope == schemas.ScopeFabric || !owns(prev.Subject) {
+			others = append(others, r.ID)
 			continue
 		}
 		end := max(at, prev.DetectedAt)
@@ -192,7 +192,8 @@ func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Mill
 		resolve = append(resolve, &ev)
 	}
 	sort.Slice(resolve, func(i, j int) bool { return resolve[i].ID < resolve[j].ID })
+	sort.Strings(others)
 	clear(l.open)
 	clear(l.lastOpen)
-	return forgotten, leftOpen, resolve
+	return forgotten, others, resolve
 }

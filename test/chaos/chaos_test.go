@@ -346,6 +346,15 @@ func TestChaos(t *testing.T) {
 	checkRevisions(ctx, t, js, conn, outageFrom, outageTo)
 	checkNoDeadLetters(ctx, t, js)
 	t.Logf("%d port samples on the stream; whole run %s", published, time.Since(begin).Round(time.Second))
+	// How the restarted processors matched the revisions the killed ones
+	// had published: what to look at first if checkRevisions fails.
+	for _, r := range []*role{proc0, proc1} {
+		for _, line := range strings.Split(r.log.String(), "\n") {
+			if strings.Contains(line, "caught up with the counters stream") || strings.Contains(line, "resolution renumbered") {
+				t.Logf("%s: %s", r.name, line)
+			}
+		}
+	}
 	if t.Failed() {
 		for _, r := range roles {
 			t.Logf("--- %s: %d runs, log tail:\n%s", r.name, r.starts, r.log.tail(12))
