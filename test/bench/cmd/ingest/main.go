@@ -44,7 +44,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +51,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/procfs"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
@@ -98,8 +98,12 @@ type result struct {
 	wall      time.Duration
 	serverCPU time.Duration // -1: not measured
 	// ownCPU is this process's CPU (the sink and the embedded nats-server
-	// it reads from); 0 for clickhouse-client's inserts.
-	ownCPU time.Duration
+	// it reads from); 0 for clickhouse-client's inserts. ownSys is the
+	// kernel's part of it and ownFaults the minor page faults it took: on
+	// a VM whose page faults are slow (a freshly booted one here took
+	// about 6 us each), they are a large part of ownCPU.
+	ownCPU, ownSys time.Duration
+	ownFaults      uint64
 }
 
 func (r result) plus(o result) result {
@@ -240,7 +244,7 @@ func (r result) format(rows int) string {
 		s += fmt.Sprintf(" server CPU %.2fs", r.serverCPU.Seconds())
 	}
 	if r.ownCPU > 0 {
-		s += fmt.Sprintf(" own CPU %.2fs", r.ownCPU.Seconds())
+		s += fmt.Sprintf(" own CPU %.2fs (system %.2fs, %d page faults)", r.ownCPU.Seconds(), r.ownSys.Seconds(), r.ownFaults)
 	}
 	return s
 }
@@ -507,11 +511,12 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 	defer cancel()
 	done := make(chan error, 1)
 	self := os.Getpid()
-	cpu0, own0 := processCPU(c.serverPID), processCPU(self)
+	cpu0, own0 := processCPU(c.serverPID), usageOf(self)
 	t0 := time.Now()
 	go func() { done <- s.Run(rctx) }()
 	err = s.WaitDrained(ctx)
-	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0), ownCPU: cpuSince(self, own0)}
+	own := usageOf(self).minus(own0)
+	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0), ownCPU: own.user + own.sys, ownSys: own.sys, ownFaults: own.faults}
 	cancel()
 	if runErr := <-done; err == nil {
 		err = runErr
@@ -537,26 +542,47 @@ func writeAllocs(path string) error {
 	return f.Close()
 }
 
-// processCPU is a process's user and system time from /proc (in clock
-// ticks of 10 ms), -1 without a pid.
+// usage is a process's CPU time, user and system, and its minor page
+// faults, from /proc.
+type usage struct {
+	user, sys time.Duration
+	faults    uint64
+}
+
+func usageOf(pid int) usage {
+	if pid <= 0 {
+		return usage{}
+	}
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return usage{}
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return usage{}
+	}
+	tick := time.Second / userHZ
+	return usage{user: time.Duration(st.UTime) * tick, sys: time.Duration(st.STime) * tick, faults: uint64(st.MinFlt)}
+}
+
+// userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
+const userHZ = 100
+
+func (u usage) minus(o usage) usage {
+	return usage{user: u.user - o.user, sys: u.sys - o.sys, faults: u.faults - o.faults}
+}
+
+// processCPU is a process's user and system time, -1 without a pid or
+// when /proc cannot say.
 func processCPU(pid int) time.Duration {
 	if pid <= 0 {
 		return -1
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
+	if _, err := procfs.NewProc(pid); err != nil {
 		return -1
 	}
-	// Fields after the command name (which may hold spaces): utime and
-	// stime are the 14th and 15th of the line, in clock ticks (100/s on
-	// Linux).
-	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	if len(f) < 13 {
-		return -1
-	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	u := usageOf(pid)
+	return u.user + u.sys
 }
 
 // cpuSince is the CPU time of process pid since cpu0, -1 when not measured.
