@@ -26,6 +26,11 @@ func (r *recorded) Append(v any) error {
 }
 
 func (r *recorded) AppendRow(v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		// The driver's array column writes a nil slice as the empty array,
+		// as Values' non-nil empty one.
+		v = reflect.MakeSlice(rv.Type(), 0, 0).Interface()
+	}
 	*r = append(*r, v)
 	return nil
 }

@@ -284,6 +284,19 @@ func TestSinkWritesRows(t *testing.T) {
 		}
 	}
 
+	// The InfiniBand port's arrays are empty but for its one flagged
+	// counter: the block hands the driver nil slices for empty arrays
+	// (block.go), which must land as empty arrays, row by row.
+	var lengths []uint64
+	if err := conn.QueryRow(ctx, `SELECT [length(saturated), length(extra_id), length(extra_delta), length(flagged_id), length(flagged_value),
+		length(unknown_name), length(unknown_delta), length(gauge_name), length(gauge_value)]
+		FROM port_samples FINAL WHERE node = 'gpu-017' AND device = 'mlx5_1'`).Scan(&lengths); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint64{0, 0, 0, 1, 1, 0, 0, 0, 0}; !reflect.DeepEqual(lengths, want) {
+		t.Errorf("mlx5_1's array lengths (saturated, extra, flagged, unknown, gauges) %v, want %v", lengths, want)
+	}
+
 	var (
 		state, evidence string
 		endMs           *int64
