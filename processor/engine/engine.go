@@ -549,6 +549,7 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, stored
 	var refused implausible
 	limit := p.aheadLimit(storedMs)
 	newest := schemas.Millis(0)
+	nodePorts := p.fabric.byNode[b.Node]
 	for i := range b.Ports {
 		ps := &b.Ports[i]
 		t := schemas.Millis(ps.TimeMs)
@@ -562,9 +563,10 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, stored
 			continue
 		}
 		id := schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}
-		port, known := p.fabric.ports[id]
-		if !known {
+		port := find(nodePorts, ps.Device, ps.Port)
+		if port == nil {
 			port = p.fabric.get(id)
+			nodePorts = p.fabric.byNode[b.Node]
 			p.st.ports.Store(uint64(len(p.fabric.ports)))
 		}
 		if port.Samples > 0 && t <= port.LastTime {
