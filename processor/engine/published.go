@@ -126,20 +126,25 @@ func (l *publishedLog) decide(ev *schemas.Event) (publish bool, revision int) {
 		return true, ev.Revision
 	}
 	cur.touched = true
-	defer func() { l.last[ev.ID] = cur }()
+	publish = true
 	switch {
 	case cur.resolved:
-		return false, ev.Revision
+		publish = false
 	case ev.Revision > cur.revision:
+		cur.revision = ev.Revision
 	case ev.State == schemas.StateResolved:
-		revision = cur.revision + 1
-		cur.revision, cur.resolved = revision, true
-		return true, revision
+		cur.revision = cur.revision + 1
 	default:
-		return false, ev.Revision
+		publish = false
 	}
-	cur.revision, cur.resolved = ev.Revision, ev.State == schemas.StateResolved
-	return true, ev.Revision
+	if publish {
+		cur.resolved = ev.State == schemas.StateResolved
+		revision = cur.revision
+	} else {
+		revision = ev.Revision
+	}
+	l.last[ev.ID] = cur
+	return publish, revision
 }
 
 // resume implements processor.Resumer for the emitter: the incident left
