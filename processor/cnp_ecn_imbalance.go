@@ -296,14 +296,11 @@ type cnpPort struct {
 }
 
 func newCNPPort() *cnpPort {
-	st := &cnpPort{
-		covered:  NewBuckets(cnpBuckets, cnpBucketWidth),
-		readings: NewBuckets(cnpBuckets, cnpBucketWidth),
-		ignoring: NewBuckets(cnpBuckets, cnpBucketWidth),
-		tx:       NewBuckets(cnpBuckets, cnpBucketWidth),
-	}
+	// Every window of the port is updated on every sample: one group.
+	g := NewBucketsGroup(cnpCounters+4, cnpBuckets, cnpBucketWidth)
+	st := &cnpPort{covered: &g[cnpCounters], readings: &g[cnpCounters+1], ignoring: &g[cnpCounters+2], tx: &g[cnpCounters+3]}
 	for i := range st.sums {
-		st.sums[i] = NewBuckets(cnpBuckets, cnpBucketWidth)
+		st.sums[i] = &g[i]
 	}
 	return st
 }

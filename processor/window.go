@@ -32,6 +32,27 @@ func NewBuckets(n int, width time.Duration) *Buckets {
 	return &Buckets{widthMs: w, sums: make([]float32, n)}
 }
 
+// NewBucketsGroup makes k windows of n buckets of the given width in one
+// allocation, their sums in one array: for a detector that updates several
+// windows of a port on every sample, the windows then lie together in
+// memory instead of in 2k scattered objects, each a cache miss when tens
+// of thousands of ports pass between two samples of one port.
+func NewBucketsGroup(k, n int, width time.Duration) []Buckets {
+	if n < 1 {
+		n = 1
+	}
+	w := width.Milliseconds()
+	if w < 1 {
+		w = 1
+	}
+	g := make([]Buckets, k)
+	sums := make([]float32, k*n)
+	for i := range g {
+		g[i] = Buckets{widthMs: w, sums: sums[i*n : (i+1)*n : (i+1)*n]}
+	}
+	return g
+}
+
 // Span is the data time the window covers.
 func (b *Buckets) Span() time.Duration {
 	return time.Duration(int64(len(b.sums))*b.widthMs) * time.Millisecond
