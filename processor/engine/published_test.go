@@ -42,6 +42,22 @@ func levelBatch(i int, v uint64) *schemas.CounterBatch {
 	return b
 }
 
+// putEvent stores ev on the events stream as a processor publishes it (its
+// subject and Nats-Msg-Id): what a previous run left there.
+func putEvent(t *testing.T, js jetstream.JetStream, ev *schemas.Event) {
+	t.Helper()
+	data, err := schemas.EncodeEvent(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := nats.NewMsg(schemas.EventSubject(ev))
+	msg.Data = data
+	msg.Header.Set(nats.MsgIdHdr, ev.MsgID())
+	if _, err := js.PublishMsg(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // eventMsgIDs counts the events stream's messages by Nats-Msg-Id.
 func eventMsgIDs(t *testing.T, js jetstream.JetStream) map[string]int {
 	t.Helper()
@@ -209,16 +225,7 @@ func TestRestartResolvesIncidentNotFoundAgain(t *testing.T) {
 			Severity: schemas.SeverityWarning, Scope: schemas.ScopePort, Subject: subject, Layer: "physical",
 			Start: schemas.Millis(t0), DetectedAt: schemas.Millis(t0 + 5000), Summary: node + ": level 1",
 		}
-		data, err := schemas.EncodeEvent(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msg := nats.NewMsg(schemas.EventSubject(ev))
-		msg.Data = data
-		msg.Header.Set(nats.MsgIdHdr, ev.MsgID())
-		if _, err := js.PublishMsg(context.Background(), msg); err != nil {
-			t.Fatal(err)
-		}
+		putEvent(t, js, ev)
 		return ev.ID
 	}
 	mine, theirs := putOpen("host-a"), putOpen("host-z")
@@ -297,16 +304,7 @@ func TestRestartRevisionsFollowTheStream(t *testing.T) {
 				if state == schemas.StateResolved {
 					ev.End = &detected
 				}
-				data, err := schemas.EncodeEvent(ev)
-				if err != nil {
-					t.Fatal(err)
-				}
-				msg := nats.NewMsg(schemas.EventSubject(ev))
-				msg.Data = data
-				msg.Header.Set(nats.MsgIdHdr, ev.MsgID())
-				if _, err := js.PublishMsg(context.Background(), msg); err != nil {
-					t.Fatal(err)
-				}
+				putEvent(t, js, ev)
 			}
 			for i, v := range levels {
 				publish(t, js, levelBatch(i, v), "")
