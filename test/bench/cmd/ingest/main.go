@@ -511,11 +511,13 @@ func sinkInsert(ctx context.Context, c config, db *database, js jetstream.JetStr
 	defer cancel()
 	done := make(chan error, 1)
 	self := os.Getpid()
-	cpu0, own0 := processCPU(c.serverPID), usageOf(self)
+	cpu0 := processCPU(c.serverPID)
+	own0, _ := usageOf(self)
 	t0 := time.Now()
 	go func() { done <- s.Run(rctx) }()
 	err = s.WaitDrained(ctx)
-	own := usageOf(self).minus(own0)
+	own1, _ := usageOf(self)
+	own := own1.minus(own0)
 	r := result{wall: time.Since(t0), serverCPU: cpuSince(c.serverPID, cpu0), ownCPU: own.user + own.sys, ownSys: own.sys, ownFaults: own.faults}
 	cancel()
 	if runErr := <-done; err == nil {
@@ -549,20 +551,22 @@ type usage struct {
 	faults    uint64
 }
 
-func usageOf(pid int) usage {
+// usageOf reads pid's usage; ok is false without a pid or when /proc
+// cannot say.
+func usageOf(pid int) (u usage, ok bool) {
 	if pid <= 0 {
-		return usage{}
+		return usage{}, false
 	}
 	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return usage{}
+		return usage{}, false
 	}
 	st, err := p.Stat()
 	if err != nil {
-		return usage{}
+		return usage{}, false
 	}
 	tick := time.Second / userHZ
-	return usage{user: time.Duration(st.UTime) * tick, sys: time.Duration(st.STime) * tick, faults: uint64(st.MinFlt)}
+	return usage{user: time.Duration(st.UTime) * tick, sys: time.Duration(st.STime) * tick, faults: uint64(st.MinFlt)}, true
 }
 
 // userHZ is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
@@ -575,13 +579,10 @@ func (u usage) minus(o usage) usage {
 // processCPU is a process's user and system time, -1 without a pid or
 // when /proc cannot say.
 func processCPU(pid int) time.Duration {
-	if pid <= 0 {
+	u, ok := usageOf(pid)
+	if !ok {
 		return -1
 	}
-	if _, err := procfs.NewProc(pid); err != nil {
-		return -1
-	}
-	u := usageOf(pid)
 	return u.user + u.sys
 }
 
