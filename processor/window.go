@@ -22,14 +22,7 @@ type Buckets struct {
 
 // NewBuckets makes a window of n buckets of the given width.
 func NewBuckets(n int, width time.Duration) *Buckets {
-	if n < 1 {
-		n = 1
-	}
-	w := width.Milliseconds()
-	if w < 1 {
-		w = 1
-	}
-	return &Buckets{widthMs: w, sums: make([]float32, n)}
+	return &NewBucketsGroup(1, n, width)[0]
 }
 
 // NewBucketsGroup makes k windows of n buckets of the given width in one
