@@ -723,14 +723,9 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // reads reports whether this processor reads the subject's port (port
 // scope) or any port of its node (node scope): whether it owns the incident.
 func (p *Processor) reads(s schemas.Subject) bool {
+	ports := p.fabric.byNode[s.Node]
 	if s.Device != "" {
-		_, ok := p.fabric.ports[schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port}]
-		return ok
+		return find(ports, s.Device, s.Port) != nil
 	}
-	for id := range p.fabric.ports {
-		if id.Node == s.Node {
-			return true
-		}
-	}
-	return false
+	return len(ports) > 0
 }

@@ -17,7 +17,7 @@ type fabric struct {
 	// byNode lists each node's ports, the same states as ports. A counter
 	// batch is one node's, so process looks its node up once and each port
 	// in a short slice: a lookup per port in ports (tens of thousands of
-	// entries, string keys) missed the cache on most samples and took 8.5 %
+	// entries, string keys) missed the cache on most samples and took 7-8.5 %
 	// of the processor's CPU at 30 000 ports (BENCHMARKS.md section 17).
 	byNode map[string][]nodePort
 	// order keeps the ids sorted so that Ports iterates the same way on

@@ -3,7 +3,6 @@ package engine
 import (
 	"testing"
 
-	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -61,5 +60,4 @@ func TestFabricByNodeFollowsPorts(t *testing.T) {
 		t.Errorf("a port seen again after its eviction kept its old state %+v", st)
 	}
 	check("after seeing an evicted port again")
-	var _ processor.FabricView = f
 }
