@@ -100,8 +100,9 @@ type result struct {
 	// ownCPU is this process's CPU (the sink and the embedded nats-server
 	// it reads from); 0 for clickhouse-client's inserts. ownSys is the
 	// kernel's part of it and ownFaults the minor page faults it took: on
-	// a VM whose page faults are slow (a freshly booted one here took
-	// about 6 us each), they are a large part of ownCPU.
+	// a VM whose page faults are slow (6-9 us each on a freshly booted
+	// one, BENCHMARKS.md section 17) they tell whether a slow drain was
+	// the kernel's.
 	ownCPU, ownSys time.Duration
 	ownFaults      uint64
 }
