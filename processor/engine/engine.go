@@ -491,7 +491,8 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 		}
 		// others: left open on the stream, not decided again, and not this
 		// processor's to resolve (a port another instance reads, or fabric
-		// scope): named, so an incident that stays open can be traced.
+		// scope while it reads only some partitions): named, so an
+		// incident that stays open can be traced.
 		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
 			"left_open_not_found_again", len(others)+len(resolve), "resolved_not_found_again", len(resolve),
 			"left_to_others", others[:min(len(others), 10)])
@@ -721,8 +722,15 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // reads reports whether this processor reads the subject's port (port
-// scope) or any port of its node (node scope): whether it owns the incident.
+// scope), any port of its node (node scope) or every partition (fabric
+// scope): whether it owns the incident.
 func (p *Processor) reads(s schemas.Subject) bool {
+	if s.Node == "" {
+		// Fabric scope: only a processor that reads every partition
+		// decides fabric incidents (FabricView.Complete), so only it
+		// resolves one.
+		return p.fabric.Complete()
+	}
 	ports := p.fabric.byNode[s.Node]
 	if s.Device != "" {
 		return find(ports, s.Device, s.Port) != nil

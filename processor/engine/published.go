@@ -184,7 +184,7 @@ func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Mill
 	}
 	for _, r := range l.open {
 		prev := l.lastOpen[r.ID]
-		if prev == nil || prev.Scope == schemas.ScopeFabric || !owns(prev.Subject) {
+		if prev == nil || !owns(prev.Subject) {
 			others = append(others, r.ID)
 			continue
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -330,4 +331,72 @@ func TestRestartRevisionsFollowTheStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRestartFabricIncidentNotFoundAgain: a fabric-scope incident left open
+// by the previous run and not decided again is resolved by a processor
+// that reads every partition (the only kind that decides fabric incidents,
+// FabricView.Complete), and left alone by one that reads some of them.
+func TestRestartFabricIncidentNotFoundAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		every    bool // read every partition, or only host-a's
+		resolved bool
+	}{
+		{"every partition", true, true},
+		{"one partition", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, _ := startJS(t)
+			ev := &schemas.Event{
+				ID: schemas.EventID("level", schemas.Subject{}, schemas.Millis(t0)), Type: "level", State: schemas.StateOpen,
+				Severity: schemas.SeverityWarning, Scope: schemas.ScopeFabric, Layer: "link_network",
+				Start: schemas.Millis(t0), DetectedAt: schemas.Millis(t0 + 5000), Summary: "the fabric's level is 1",
+			}
+			putEvent(t, js, ev)
+			for i := 0; i < 4; i++ {
+				publish(t, js, levelBatch(i, 0), "")
+			}
+			cfg := Config{StartTime: time.Now().Add(-time.Hour), Detectors: []processor.Detector{newLevel()}}
+			if !tc.every {
+				cfg.OwnedPartitions = []int{countersPartition(t, js, 1)}
+			}
+			r := start(t, js, cfg)
+			// The processor publishes its resolutions when it has caught
+			// up, before it counts the message that caught it up.
+			r.waitProcessed(t, 4)
+			r.stop()
+			var got []*schemas.Event
+			for _, e := range readEvents(t, js) {
+				if e.ID == ev.ID && e.Revision > 0 {
+					got = append(got, e)
+				}
+			}
+			switch {
+			case !tc.resolved && len(got) > 0:
+				t.Errorf("a processor reading half the partitions resolved the fabric incident: %+v", got[0])
+			case tc.resolved && (len(got) != 1 || got[0].State != schemas.StateResolved || got[0].Scope != schemas.ScopeFabric || got[0].Validate() != nil):
+				t.Errorf("fabric incident's revisions after the restart: %+v", got)
+			}
+		})
+	}
+}
+
+// countersPartition is the partition of the counters stream's message seq
+// (its stored subject is rdmawatch.counters.<partition>.<node>).
+func countersPartition(t *testing.T, js jetstream.JetStream, seq uint64) int {
+	t.Helper()
+	st, err := js.Stream(context.Background(), schemas.StreamCounters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(context.Background(), seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(m.Subject, "rdmawatch.counters."), "%d.", &p); err != nil {
+		t.Fatalf("subject %q: %v", m.Subject, err)
+	}
+	return p
 }
