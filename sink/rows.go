@@ -1,12 +1,10 @@
 package sink
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -207,14 +205,6 @@ func SampleRows(b *schemas.CounterBatch) []SampleRow {
 		r.Derived = schemas.PortFigures(p)
 	}
 	return rows
-}
-
-// compareSampleKeys orders rows by port_samples' sorting key, ORDER BY
-// (node, device, port, time_ms), as ClickHouse compares them (strings
-// bytewise).
-func compareSampleKeys(a, b *SampleRow) int {
-	return cmp.Or(strings.Compare(a.Node, b.Node), strings.Compare(a.Device, b.Device),
-		cmp.Compare(a.Port, b.Port), cmp.Compare(a.TimeMs, b.TimeMs))
 }
 
 // addCounter files one counter by its name: a sample built in memory, or a

@@ -172,7 +172,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 	// SampleRows copies what it keeps: the fetcher, the pipeline's only
 	// decoding goroutine, decodes into reused memory.
 	var dec schemas.BatchDecoder
-	blocks := newSampleBlocks()
+	blocks, order := newSampleBlocks(), &sampleOrder{}
 	return &pipeline[SampleRow]{
 		s: s, table: "port_samples", columns: SampleColumns,
 		stream: schemas.StreamCounters, consumer: s.cfg.ConsumerPrefix + "-counters",
@@ -189,7 +189,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 		values:  (*SampleRow).Values,
 		block:   blocks.fill,
 		present: s.samplesPresent,
-		order:   compareSampleKeys,
+		order:   order.sort,
 		stored:  s.noteStored,
 	}
 }
@@ -282,7 +282,7 @@ type pipeline[R any] struct {
 	// order, when set, sorts the rows of an INSERT by the table's sorting
 	// key: ClickHouse writes a block already in order as it is, and
 	// otherwise permutes every column of it.
-	order func(a, b *R) int
+	order func(rows []*R)
 
 	// stored, when set, is told the rows of each message acked (the
 	// table has them): the counters pipeline notes their minutes for the
@@ -833,23 +833,22 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 			}
 		}
 	}
+	rows := make([]*R, len(refs))
+	for i, r := range refs {
+		rows[i] = r.r
+	}
 	if p.order != nil {
-		// Not stable: rows with one key are one sample, alike.
-		slices.SortFunc(refs, func(a, b ref) int { return p.order(a.r, b.r) })
+		p.order(rows)
 	}
 	block := p.s.cfg.BlockRows
-	for start := 0; start < len(refs); start += block {
-		end := min(start+block, len(refs))
-		rows := make([]*R, 0, end-start)
-		for _, r := range refs[start:end] {
-			rows = append(rows, r.r)
-		}
-		err := p.insert(ctx, rows)
+	for start := 0; start < len(rows); start += block {
+		end := min(start+block, len(rows))
+		err := p.insert(ctx, rows[start:end:end])
 		var bad *badRowError
 		if errors.As(err, &bad) {
 			// The driver refused a value before anything was sent: that
 			// message can never be written.
-			e := refs[start+bad.row].e
+			e := refs[slices.IndexFunc(refs, func(r ref) bool { return r.r == rows[start+bad.row] })].e
 			p.count(func(st *TableStats) { st.Refused++; st.RefusedRows += uint64(len(e.rows)) })
 			p.deadLetter(ctx, e.msg, err.Error(), log)
 			e.dead = true
