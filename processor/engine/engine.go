@@ -170,6 +170,9 @@ type Processor struct {
 	published *publishedLog
 	deadKnown map[uint64]struct{}
 	caughtUp  bool
+	// events is the events stream, for the message a duplicate publish
+	// names (afterDuplicate); looked up on the first duplicate.
+	events jetstream.Stream
 }
 
 // New checks the config and builds the detectors; Run does the work.
@@ -689,17 +692,30 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 		p.log.Error("cannot encode event; dropped", "id", ev.ID, "err", err)
 		return nil
 	}
-	subject := schemas.EventSubject(ev)
 	b := retry.NewBackoff(retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second})
-	for {
-		ack, err := p.js.Publish(ctx, subject, data, jetstream.WithMsgID(ev.MsgID()))
-		if err == nil {
-			if ack.Duplicate {
-				p.st.dupEvents.Add(1)
-			} else {
-				p.st.events.Add(1)
-			}
+	for renumbered := 0; ; {
+		ack, err := p.js.Publish(ctx, schemas.EventSubject(ev), data, jetstream.WithMsgID(ev.MsgID()))
+		if err == nil && !ack.Duplicate {
+			p.st.events.Add(1)
 			return nil
+		}
+		if err == nil {
+			p.st.dupEvents.Add(1)
+			var next *schemas.Event
+			if next, err = p.afterDuplicate(ctx, ev, ack.Sequence); err == nil {
+				if next == nil {
+					return nil
+				}
+				if renumbered++; renumbered > maxRenumber {
+					p.log.Error("resolution not published: the events stream holds other states at every revision tried", "id", ev.ID, "last_tried", next.Revision)
+					return nil
+				}
+				if data, err = schemas.EncodeEvent(next); err != nil {
+					return fmt.Errorf("event %s: %w", next.MsgID(), err)
+				}
+				ev = next
+				continue
+			}
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -710,6 +726,64 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// maxRenumber bounds how many revisions up a resolution goes looking for a
+// free one (afterDuplicate); another processor publishing that many
+// revisions of one incident meanwhile is a processor that should not read
+// the partition at all.
+const maxRenumber = 64
+
+// afterDuplicate decides what follows a publish the events stream took for
+// a duplicate of the message at seq: nil when nothing, or the event to
+// publish instead.
+//
+// The stream holds a message under the same Nats-Msg-Id <id>#<revision>:
+// this processor's own (an ack lost, the publish retried), or another
+// processor's that decided the same incident at the same time (a group
+// handing a partition over, a rolling restart: the new owner reads the
+// events history before the old one stops). Their states at one revision
+// need not agree, and the stream keeps the first. That matters when they
+// disagree about the end: a resolution taken for a duplicate of an update
+// would leave the incident open on the stream for ever, so it goes out as
+// the next revision; and after a resolution on the stream this processor
+// publishes nothing more of the incident.
+func (p *Processor) afterDuplicate(ctx context.Context, ev *schemas.Event, seq uint64) (*schemas.Event, error) {
+	rctx, cancel := requestContext(ctx)
+	defer cancel()
+	if p.events == nil {
+		st, err := p.js.Stream(rctx, schemas.StreamEvents)
+		if err != nil {
+			return nil, fmt.Errorf("events stream: %w", err)
+		}
+		p.events = st
+	}
+	m, err := p.events.GetMsg(rctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil // gone (the stream's age limit): nothing to compare
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events stream message %d (a duplicate of %s): %w", seq, ev.MsgID(), err)
+	}
+	stored, err := schemas.DecodeEvent(m.Data)
+	if err != nil || stored.ID != ev.ID || stored.Revision != ev.Revision {
+		p.log.Warn("the events stream's message for a duplicate event is another one", "id", ev.MsgID(), "stream_seq", seq, "err", err)
+		return nil, nil
+	}
+	switch {
+	case stored.State == schemas.StateResolved:
+		p.published.resolvedOnStream(ev.ID, stored.Revision)
+		if ev.State != schemas.StateResolved {
+			p.log.Info("incident resolved on the events stream by another processor; not published further", "id", ev.ID, "revision", stored.Revision)
+		}
+		return nil, nil
+	case ev.State != schemas.StateResolved:
+		return nil, nil
+	}
+	next := *ev
+	next.Revision++
+	p.log.Info("resolution renumbered: the events stream holds another state at its revision", "id", ev.ID, "stored_state", stored.State, "revision", ev.Revision, "published", next.Revision)
+	return &next, nil
 }
 
 // RequestTimeout bounds each JetStream control request (stream info,

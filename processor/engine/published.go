@@ -147,6 +147,17 @@ func (l *publishedLog) decide(ev *schemas.Event) (publish bool, revision int) {
 	return publish, revision
 }
 
+// resolvedOnStream notes that the events stream holds a resolution of id
+// at revision (another processor published it): decide publishes nothing
+// more of the incident.
+func (l *publishedLog) resolvedOnStream(id string, revision int) {
+	if l == nil {
+		return
+	}
+	cur := l.last[id]
+	l.last[id] = publishedRev{revision: max(cur.revision, revision), resolved: true, touched: true}
+}
+
 // resume implements processor.Resumer for the emitter: the incident left
 // open on scope and subject, if it is not id and started no later than
 // the one being opened (a replay over a stream that holds later incidents

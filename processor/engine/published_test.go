@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -399,4 +401,73 @@ func countersPartition(t *testing.T, js jetstream.JetStream, seq uint64) int {
 		t.Fatalf("subject %q: %v", m.Subject, err)
 	}
 	return p
+}
+
+// TestPublishAfterAnotherProcessor: two processors decide one incident at
+// once (a partition handed over, a rolling restart) and the events stream
+// keeps whichever revision came first under its Nats-Msg-Id. A resolution
+// taken for a duplicate of an update goes out as the next free revision;
+// nothing is published after a resolution the other one stored.
+func TestPublishAfterAnotherProcessor(t *testing.T) {
+	subject := schemas.Subject{Node: "host-a", Device: "mlx5_0", Port: 1}
+	id := schemas.EventID("level", subject, schemas.Millis(t0))
+	event := func(rev int, state string) *schemas.Event {
+		detected := schemas.Millis(t0 + int64(rev)*5000)
+		ev := &schemas.Event{
+			ID: id, Type: "level", State: state, Revision: rev, Severity: schemas.SeverityWarning,
+			Scope: schemas.ScopePort, Subject: subject, Layer: "physical", Start: schemas.Millis(t0), DetectedAt: detected,
+			Summary: "level " + state,
+		}
+		if state == schemas.StateResolved {
+			ev.End = &detected
+		}
+		return ev
+	}
+	const open, update, resolved = schemas.StateOpen, schemas.StateUpdate, schemas.StateResolved
+	for _, tc := range []struct {
+		name string
+		// other is what the other processor stored, by revision; ours what
+		// this one decides (revisions 0..), published in order.
+		other, ours []string
+		// want is the stream's states by revision afterwards.
+		want []string
+	}{
+		{"nothing stored", nil, []string{open, resolved}, []string{open, resolved}},
+		{"our resolution on their update", []string{open, update}, []string{open, resolved}, []string{open, update, resolved}},
+		{"our resolution on two of their updates", []string{open, update, update}, []string{open, resolved}, []string{open, update, update, resolved}},
+		{"both resolved at one revision", []string{open, resolved}, []string{open, resolved}, []string{open, resolved}},
+		{"our update on their resolution, then ours", []string{open, resolved}, []string{open, update, resolved}, []string{open, resolved}},
+		{"our update on theirs", []string{open, update}, []string{open, update, update, resolved}, []string{open, update, update, resolved}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js, _ := startJS(t)
+			p, err := New(js, Config{Detectors: []processor.Detector{newLevel()}}, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// This processor read the events history before the other
+			// one published.
+			if p.published, _, err = loadPublished(context.Background(), js, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			for rev, state := range tc.other {
+				putEvent(t, js, event(rev, state))
+			}
+			for rev, state := range tc.ours {
+				if err := p.publish(context.Background(), event(rev, state)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for _, ev := range readEvents(t, js) {
+				if ev.Revision != len(got) {
+					t.Fatalf("revision %d after %d: %v", ev.Revision, len(got), got)
+				}
+				got = append(got, ev.State)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("events stream %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
