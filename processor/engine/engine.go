@@ -710,10 +710,11 @@ func (p *Processor) publish(ctx context.Context, ev *schemas.Event) error {
 					p.log.Error("resolution not published: the events stream holds other states at every revision tried", "id", ev.ID, "last_tried", next.Revision)
 					return nil
 				}
-				if data, err = schemas.EncodeEvent(next); err != nil {
-					return fmt.Errorf("event %s: %w", next.MsgID(), err)
-				}
 				ev = next
+				if data, err = schemas.EncodeEvent(ev); err != nil {
+					p.log.Error("cannot encode event; dropped", "id", ev.ID, "err", err)
+					return nil
+				}
 				continue
 			}
 		}
