@@ -490,12 +490,13 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 			resolve   []*schemas.Event
 		)
 		if p.cfg.Start == StartWarmUp {
-			forgotten, others, resolve = p.published.caughtUp(p.reads, p.fabric.Watermark())
+			forgotten, others, resolve = p.published.caughtUp(p.resolves, p.fabric.Watermark())
 		}
 		// others: left open on the stream, not decided again, and not this
 		// processor's to resolve (a port another instance reads, or fabric
-		// scope while it reads only some partitions): named, so an
-		// incident that stays open can be traced.
+		// scope, which the reader of partition 0 ends when nobody reads
+		// every partition): named, so an incident that stays open can be
+		// traced.
 		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
 			"left_open_not_found_again", len(others)+len(resolve), "resolved_not_found_again", len(resolve),
 			"left_to_others", others[:min(len(others), 10)])
@@ -796,16 +797,34 @@ func requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, RequestTimeout)
 }
 
-// reads reports whether this processor reads the subject's port (port
-// scope), any port of its node (node scope) or every partition (fabric
-// scope): whether it owns the incident.
-func (p *Processor) reads(s schemas.Subject) bool {
+// resolves reports whether this processor ends an incident left open on
+// the events stream that its warm-up did not decide again, and why when
+// the reason is not that the counters no longer show it. It owns the
+// incidents of the ports it reads (port scope) and of the nodes of which
+// it reads a port (node scope).
+//
+// Fabric scope: only a processor that reads every partition runs the
+// fabric-wide checks (FabricView.Complete), so it owns them. When the
+// partitions are split among processors (a group that grew, or a restart
+// with --instances), nobody evaluates them any more, and an incident one
+// of them left open would stay open for ever: the processor that reads
+// partition 0 ends it, and says why.
+func (p *Processor) resolves(s schemas.Subject) (own bool, why string) {
 	if s.Node == "" {
-		// Fabric scope: only a processor that reads every partition
-		// decides fabric incidents (FabricView.Complete), so only it
-		// resolves one.
-		return p.fabric.Complete()
+		switch {
+		case p.fabric.Complete():
+			return true, ""
+		case p.partIndex[0] >= 0:
+			return true, fmt.Sprintf("no processor evaluates the fabric-wide check any more: it runs only on one that reads every partition, and the %d partitions are now split among processors", p.cfg.Partitions)
+		}
+		return false, ""
 	}
+	return p.reads(s), ""
+}
+
+// reads reports whether this processor reads the subject's port (port
+// scope) or any port of its node (node scope).
+func (p *Processor) reads(s schemas.Subject) bool {
 	ports := p.fabric.byNode[s.Node]
 	if s.Device != "" {
 		return find(ports, s.Device, s.Port) != nil

@@ -179,11 +179,12 @@ func (l *publishedLog) resume(typ, scope string, subject schemas.Subject, id str
 }
 
 // caughtUp forgets the ids the warm-up did not decide again, and the open
-// incidents it did not find again. Of those, the ones about ports this
-// processor reads (owns says which) cannot be decided by anyone else: they
-// come back as resolved events, so no incident stays open for ever because
-// a processor restarted. The others belong to other instances.
-func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Millis) (forgotten int, others []string, resolve []*schemas.Event) {
+// incidents it did not find again. Of those, the ones this processor owns
+// (owns says which, and why when not because the counters no longer show
+// them: Processor.resolves) cannot be decided by anyone else: they come
+// back as resolved events, so no incident stays open for ever because a
+// processor restarted. The others belong to other instances.
+func (l *publishedLog) caughtUp(owns func(schemas.Subject) (own bool, why string), at schemas.Millis) (forgotten int, others []string, resolve []*schemas.Event) {
 	if l == nil {
 		return 0, nil, nil
 	}
@@ -195,7 +196,12 @@ func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Mill
 	}
 	for _, r := range l.open {
 		prev := l.lastOpen[r.ID]
-		if prev == nil || !owns(prev.Subject) {
+		if prev == nil {
+			others = append(others, r.ID)
+			continue
+		}
+		own, why := owns(prev.Subject)
+		if !own {
 			others = append(others, r.ID)
 			continue
 		}
@@ -205,6 +211,10 @@ func (l *publishedLog) caughtUp(owns func(schemas.Subject) bool, at schemas.Mill
 		ev.DetectedAt, ev.End = end, &end
 		ev.Summary = "resolved: after a processor restart the counters no longer show it (it was: " + prev.Summary + ")"
 		ev.Evidence = map[string]any{"resolved_by": "restart", "last_revision_before_restart": prev.Revision}
+		if why != "" {
+			ev.Summary = "resolved: " + why + " (it was: " + prev.Summary + ")"
+			ev.Evidence["resolved_by"] = "unevaluated"
+		}
 		resolve = append(resolve, &ev)
 	}
 	sort.Slice(resolve, func(i, j int) bool { return resolve[i].ID < resolve[j].ID })

@@ -337,16 +337,21 @@ func TestRestartRevisionsFollowTheStream(t *testing.T) {
 
 // TestRestartFabricIncidentNotFoundAgain: a fabric-scope incident left open
 // by the previous run and not decided again is resolved by a processor
-// that reads every partition (the only kind that decides fabric incidents,
-// FabricView.Complete), and left alone by one that reads some of them.
+// that reads every partition (the only kind that runs the fabric-wide
+// checks, FabricView.Complete). Once the partitions are split among
+// processors nobody evaluates it any more: the reader of partition 0 ends
+// it and says why, the others leave it alone.
 func TestRestartFabricIncidentNotFoundAgain(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		every    bool // read every partition, or only host-a's
-		resolved bool
+		name string
+		// reads: every partition, or host-a's and maybe partition 0.
+		every, zero bool
+		// resolvedBy is the resolution's evidence, "" when none is wanted.
+		resolvedBy string
 	}{
-		{"every partition", true, true},
-		{"one partition", false, false},
+		{"every partition", true, false, "restart"},
+		{"partition 0, not every one", false, true, "unevaluated"},
+		{"neither", false, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js, _ := startJS(t)
@@ -361,7 +366,16 @@ func TestRestartFabricIncidentNotFoundAgain(t *testing.T) {
 			}
 			cfg := Config{StartTime: time.Now().Add(-time.Hour), Detectors: []processor.Detector{newLevel()}}
 			if !tc.every {
-				cfg.OwnedPartitions = []int{countersPartition(t, js, 1)}
+				// host-a's partition, so the processor has counters to
+				// catch up with.
+				part := countersPartition(t, js, 1)
+				if part == 0 {
+					t.Fatal("host-a hashes to partition 0: the cases need another node")
+				}
+				cfg.OwnedPartitions = []int{part}
+				if tc.zero {
+					cfg.OwnedPartitions = append(cfg.OwnedPartitions, 0)
+				}
 			}
 			r := start(t, js, cfg)
 			// The processor publishes its resolutions when it has caught
@@ -375,10 +389,13 @@ func TestRestartFabricIncidentNotFoundAgain(t *testing.T) {
 				}
 			}
 			switch {
-			case !tc.resolved && len(got) > 0:
-				t.Errorf("a processor reading half the partitions resolved the fabric incident: %+v", got[0])
-			case tc.resolved && (len(got) != 1 || got[0].State != schemas.StateResolved || got[0].Scope != schemas.ScopeFabric || got[0].Validate() != nil):
+			case tc.resolvedBy == "" && len(got) > 0:
+				t.Errorf("a processor reading neither every partition nor partition 0 resolved the fabric incident: %+v", got[0])
+			case tc.resolvedBy == "":
+			case len(got) != 1 || got[0].State != schemas.StateResolved || got[0].Scope != schemas.ScopeFabric || got[0].Validate() != nil:
 				t.Errorf("fabric incident's revisions after the restart: %+v", got)
+			case got[0].Evidence["resolved_by"] != tc.resolvedBy:
+				t.Errorf("resolved by %v (%s), want %s", got[0].Evidence["resolved_by"], got[0].Summary, tc.resolvedBy)
 			}
 		})
 	}
