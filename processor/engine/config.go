@@ -77,6 +77,11 @@ type Config struct {
 	// Detectors, if set, is used instead of the registry (tests, custom
 	// settings); each processor needs its own instances.
 	Detectors []processor.Detector
+	// NewDetectors, if set, builds the detectors instead of the registry,
+	// once per processor: custom detectors in a processor group, which
+	// builds fresh ones at every rebalance. ConfigureDetectors is applied
+	// to what it builds.
+	NewDetectors func() ([]processor.Detector, error)
 	// Name goes into the consumer's metadata, for people reading server
 	// state.
 	Name string
@@ -127,6 +132,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	case c.Start != StartWarmUp && c.Start != StartAll:
 		return fmt.Errorf("%w: start mode %d", ErrInvalidConfig, c.Start)
+	case c.NewDetectors != nil && (c.Detectors != nil || len(c.DetectorNames) > 0):
+		return fmt.Errorf("%w: detectors from NewDetectors and from Detectors or DetectorNames", ErrInvalidConfig)
 	}
 	for _, p := range c.OwnedPartitions {
 		if p < 0 || p >= c.Partitions {

@@ -189,8 +189,12 @@ func New(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Processor, erro
 	}
 	dets := cfg.Detectors
 	if dets == nil {
+		build := cfg.NewDetectors
+		if build == nil {
+			build = func() ([]processor.Detector, error) { return processor.NewDetectors(cfg.DetectorNames...) }
+		}
 		var err error
-		if dets, err = processor.NewDetectors(cfg.DetectorNames...); err != nil {
+		if dets, err = build(); err != nil {
 			return nil, err
 		}
 		if cfg.ConfigureDetectors != nil {
@@ -349,6 +353,17 @@ func (p *Processor) Run(ctx context.Context) error {
 		filters = "none: every partition"
 	}
 	p.log.Info("processor started", "filters", filters, "start", occ.DeliverPolicy.String())
+	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
+		// Nothing to read in its partitions: caught up already, rather
+		// than at the first message, which may be long in coming (a
+		// partition no node hashes to).
+		if err := p.catchUp(ctx, 0); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
@@ -477,36 +492,43 @@ func (p *Processor) handle(ctx context.Context, msg jetstream.Msg) error {
 		}
 	}
 	if !p.caughtUp && pending == 0 {
-		// Every message stored when the history was read has been read:
-		// none of them can be refused again. After a warm-up, incidents it
-		// did not decide again cannot come back either; a StartAll run may
-		// be reading a stream still being filled (replay), so it keeps
-		// them.
-		p.caughtUp = true
-		p.deadKnown = nil
-		var (
-			forgotten int
-			others    []string
-			resolve   []*schemas.Event
-		)
-		if p.cfg.Start == StartWarmUp {
-			forgotten, others, resolve = p.published.caughtUp(p.resolves, p.fabric.Watermark())
-		}
-		// others: left open on the stream, not decided again, and not this
-		// processor's to resolve (a port another instance reads, or fabric
-		// scope, which the reader of partition 0 ends when nobody reads
-		// every partition): named, so an incident that stays open can be
-		// traced.
-		p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
-			"left_open_not_found_again", len(others)+len(resolve), "resolved_not_found_again", len(resolve),
-			"left_to_others", others[:min(len(others), 10)])
-		for _, ev := range resolve {
-			if err := p.publish(ctx, ev); err != nil {
-				return err
-			}
+		if err := p.catchUp(ctx, seq); err != nil {
+			return err
 		}
 	}
 	p.st.processed.Add(1)
+	return nil
+}
+
+// catchUp runs once, when every message stored when the history was read
+// has been read (seq is the last of them, 0 when the processor's partitions
+// held none): none of them can be refused again. After a warm-up,
+// incidents it did not decide again cannot come back either, and the ones
+// this processor owns are resolved; a StartAll run may be reading a stream
+// still being filled (replay), so it keeps them.
+func (p *Processor) catchUp(ctx context.Context, seq uint64) error {
+	p.caughtUp = true
+	p.deadKnown = nil
+	var (
+		forgotten int
+		others    []string
+		resolve   []*schemas.Event
+	)
+	if p.cfg.Start == StartWarmUp {
+		forgotten, others, resolve = p.published.caughtUp(p.resolves, p.fabric.Watermark())
+	}
+	// others: left open on the stream, not decided again, and not this
+	// processor's to resolve (a port another instance reads, or fabric
+	// scope, which the reader of partition 0 ends when nobody reads every
+	// partition): named, so an incident that stays open can be traced.
+	p.log.Info("caught up with the counters stream", "stream_seq", seq, "incidents_forgotten", forgotten,
+		"left_open_not_found_again", len(others)+len(resolve), "resolved_not_found_again", len(resolve),
+		"left_to_others", others[:min(len(others), 10)])
+	for _, ev := range resolve {
+		if err := p.publish(ctx, ev); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -87,7 +87,7 @@ func NewElastic(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Elastic,
 		return nil, fmt.Errorf("%w: a processor group assigns partitions itself: no instances nor owned partitions", ErrInvalidConfig)
 	case cfg.Detectors != nil:
 		// Every rebalance builds fresh detectors: state is rebuilt.
-		return nil, fmt.Errorf("%w: a processor group builds its detectors from the registry (DetectorNames)", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: a processor group builds fresh detectors at every rebalance: DetectorNames or NewDetectors, not Detectors", ErrInvalidConfig)
 	case cfg.Start != StartWarmUp:
 		return nil, fmt.Errorf("%w: a processor group starts with a warm-up", ErrInvalidConfig)
 	case cfg.MemberTTL < 0:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -351,4 +352,128 @@ func TestElasticReleasesWhenCutOff(t *testing.T) {
 		return nil
 	})
 	t.Logf("released %v after the server went away (TTL %v)", time.Since(cut).Round(time.Millisecond), ttl)
+}
+
+// fabricLevel is a fabric detector for the tests: a fabric incident holds
+// while the latest link_downed delta of port 1 (levelBatch's) is above 0.
+// Like the fabric-wide CNP check it runs only while its processor reads
+// every partition.
+type fabricLevel struct {
+	tr    *processor.Tracker
+	level uint64
+}
+
+func newFabricLevel() *fabricLevel {
+	return &fabricLevel{tr: processor.NewTracker("fabric_level", processor.Policy{})}
+}
+
+func (d *fabricLevel) Name() string { return "fabric_level" }
+func (d *fabricLevel) OnSample(_ context.Context, _ *processor.PortState, s *processor.Sample, _ processor.Emitter) {
+	if s.ID.Port == 1 {
+		d.level = s.Counters[0].Delta
+	}
+}
+func (d *fabricLevel) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
+	if !fabric.Complete() {
+		return
+	}
+	if d.level == 0 {
+		d.tr.Clear(wm, schemas.Subject{}, "the level is 0", nil, em)
+		return
+	}
+	d.tr.Hold(wm, processor.Finding{
+		Scope: schemas.ScopeFabric, Onset: wm, Severity: schemas.SeverityWarning, Layer: "link_network",
+		Summary: "the fabric's level is above 0",
+	}, em)
+}
+
+// TestElasticGrowthEndsFabricIncident: a fabric incident opened by the
+// only member of a group is ended once a second member joins, since no
+// member reads every partition to evaluate it any more; the member reading
+// partition 0 ends it, once.
+func TestElasticGrowthEndsFabricIncident(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~10 s")
+	}
+	srv := natstest.Start(t, &schemas.StreamOptions{Memory: true})
+	js := srv.JS
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	join := func(name string) *member {
+		nc, err := nats.Connect(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mjs, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := NewElastic(mjs, Config{
+			Group: "fab", Member: name, MemberTTL: 3 * time.Second,
+			NewDetectors: func() ([]processor.Detector, error) { return []processor.Detector{newFabricLevel()}, nil },
+			StartTime:    time.Now().Add(-time.Hour),
+		}, logger.With("m", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		m := &member{e: e, nc: nc, cancel: cancel, done: make(chan error, 1)}
+		go func() { m.done <- e.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			<-m.done
+			nc.Close()
+		})
+		return m
+	}
+	fabricEvents := func() []*schemas.Event {
+		var out []*schemas.Event
+		for _, ev := range readEvents(t, js) {
+			if ev.Scope == schemas.ScopeFabric {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	first := join("p0")
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if n := len(first.e.Partitions()); n != schemas.DefaultPartitions {
+			return fmt.Errorf("the only member owns %d partitions", n)
+		}
+		return nil
+	})
+	for i := 0; i < 10; i++ {
+		publish(t, js, levelBatch(i, 1), "")
+	}
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if evs := fabricEvents(); len(evs) == 0 || evs[0].State != schemas.StateOpen {
+			return fmt.Errorf("fabric events %v: want it open", evs)
+		}
+		return nil
+	})
+	second := join("p1")
+	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		for _, m := range []*member{first, second} {
+			if n := len(m.e.Partitions()); n != schemas.DefaultPartitions/2 {
+				return fmt.Errorf("member %s owns %d partitions", m.e.Member(), n)
+			}
+		}
+		evs := fabricEvents()
+		if last := evs[len(evs)-1]; last.State != schemas.StateResolved {
+			return fmt.Errorf("fabric incident's last state %s", last.State)
+		}
+		return nil
+	})
+	// More data: neither member evaluates the fabric now, and the
+	// incident is not ended twice.
+	for i := 10; i < 20; i++ {
+		publish(t, js, levelBatch(i, 1), "")
+	}
+	time.Sleep(time.Second) // let the members process it; nothing must follow
+	evs := fabricEvents()
+	if len(evs) != 2 || evs[1].Revision != 1 || evs[1].ID != evs[0].ID || evs[1].Evidence["resolved_by"] != "unevaluated" {
+		for _, ev := range evs {
+			t.Logf("%s #%d %s %v: %s", ev.ID, ev.Revision, ev.State, ev.Evidence, ev.Summary)
+		}
+		t.Fatalf("want the fabric incident opened once and ended once by the reader of partition 0")
+	}
 }
