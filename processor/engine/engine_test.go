@@ -354,6 +354,7 @@ func TestWarmUpStart(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
+	newDets := func() ([]processor.Detector, error) { return []processor.Detector{newLevel()}, nil }
 	cases := []struct {
 		cfg  Config
 		want []int
@@ -366,6 +367,9 @@ func TestConfig(t *testing.T) {
 		{Config{Partitions: 2, Instance: 2, Instances: 3}, nil, false},
 		{Config{OwnedPartitions: []int{16}}, nil, false},
 		{Config{AllowedLateness: -time.Second}, nil, false},
+		{Config{NewDetectors: newDets}, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, true},
+		{Config{NewDetectors: newDets, DetectorNames: []string{schemas.TypeLinkFlap}}, nil, false},
+		{Config{NewDetectors: newDets, Detectors: []processor.Detector{newLevel()}}, nil, false},
 	}
 	for i, c := range cases {
 		err := c.cfg.Validate()
