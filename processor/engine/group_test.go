@@ -87,6 +87,33 @@ type member struct {
 	done   chan error
 }
 
+// startMember runs a group member with its own connection to url until
+// the test ends.
+func startMember(t *testing.T, url string, cfg Config, log *slog.Logger) *member {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mjs, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewElastic(mjs, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{e: e, nc: nc, cancel: cancel, done: make(chan error, 1)}
+	go func() { m.done <- e.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-m.done
+		nc.Close()
+	})
+	return m
+}
+
 // TestElasticTakeover: three processors share the partitions; one dies
 // without leaving (its connection is cut, its key expires); the other two
 // take its partitions over within 30 s, and the incidents it opened continue
@@ -101,31 +128,11 @@ func TestElasticTakeover(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	var members []*member
 	for i := 0; i < 3; i++ {
-		nc, err := nats.Connect(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mjs, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewElastic(mjs, Config{
+		members = append(members, startMember(t, srv.URL, Config{
 			Group: "test", Member: fmt.Sprintf("p%d", i), MemberTTL: ttl,
 			DetectorNames: []string{schemas.TypeLinkFlap},
 			StartTime:     time.Now().Add(-time.Hour),
-		}, logger.With("m", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		m := &member{e: e, nc: nc, cancel: cancel, done: make(chan error, 1)}
-		go func() { m.done <- e.Run(ctx) }()
-		members = append(members, m)
-		t.Cleanup(func() {
-			cancel()
-			<-m.done
-			nc.Close()
-		})
+		}, logger.With("m", i)))
 	}
 	owners := func(ms []*member) (map[int]int, error) {
 		own := map[int]int{}
@@ -399,31 +406,11 @@ func TestElasticGrowthEndsFabricIncident(t *testing.T) {
 	js := srv.JS
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	join := func(name string) *member {
-		nc, err := nats.Connect(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mjs, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewElastic(mjs, Config{
+		return startMember(t, srv.URL, Config{
 			Group: "fab", Member: name, MemberTTL: 3 * time.Second,
 			NewDetectors: func() ([]processor.Detector, error) { return []processor.Detector{newFabricLevel()}, nil },
 			StartTime:    time.Now().Add(-time.Hour),
 		}, logger.With("m", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		m := &member{e: e, nc: nc, cancel: cancel, done: make(chan error, 1)}
-		go func() { m.done <- e.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			<-m.done
-			nc.Close()
-		})
-		return m
 	}
 	fabricEvents := func() []*schemas.Event {
 		var out []*schemas.Event
