@@ -841,15 +841,9 @@ func (p *Processor) resolves(s schemas.Subject) (own bool, why string) {
 		}
 		return false, ""
 	}
-	return p.reads(s), ""
-}
-
-// reads reports whether this processor reads the subject's port (port
-// scope) or any port of its node (node scope).
-func (p *Processor) reads(s schemas.Subject) bool {
 	ports := p.fabric.byNode[s.Node]
 	if s.Device != "" {
-		return find(ports, s.Device, s.Port) != nil
+		return find(ports, s.Device, s.Port) != nil, ""
 	}
-	return len(ports) > 0
+	return len(ports) > 0, ""
 }

@@ -455,7 +455,14 @@ func TestElasticGrowthEndsFabricIncident(t *testing.T) {
 	for i := 10; i < 20; i++ {
 		publish(t, js, levelBatch(i, 1), "")
 	}
-	time.Sleep(time.Second) // let the members process it; nothing must follow
+	// Host-a's member re-read the first 10 batches when it took its
+	// partitions over, then reads these 10.
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if n := first.e.Stats().Processed + second.e.Stats().Processed; n < 20 {
+			return fmt.Errorf("the members processed %d messages since the rebalance, want 20", n)
+		}
+		return nil
+	})
 	evs := fabricEvents()
 	if len(evs) != 2 || evs[1].Revision != 1 || evs[1].ID != evs[0].ID || evs[1].Evidence["resolved_by"] != "unevaluated" {
 		for _, ev := range evs {
