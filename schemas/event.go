@@ -70,13 +70,22 @@ func (m *Millis) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseTime parses an RFC 3339 time (any sub-second precision).
+// ParseTime parses an RFC 3339 time (any sub-second precision) into UTC.
+//
+// Every time rdmawatch reads it writes back in UTC, so a time whose offset
+// moves it out of years 0000-9999 ("0000-01-01T00:00:00+00:10" is year -1
+// in UTC) is refused here: accepted, it would be written as text no RFC 3339
+// reader, this one included, takes back.
 func ParseTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("time %q is not RFC 3339", s)
 	}
-	return t.UTC(), nil
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return time.Time{}, fmt.Errorf("time %q is not RFC 3339 in UTC: year %d is outside 0000-9999", s, y)
+	}
+	return t, nil
 }
 
 // Subject names what an event is about: node, device and port for port

@@ -213,6 +213,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00.123456789+05:30","node":"a","device":"d","port":1,"ethtool":{}}`))
 	f.Add([]byte(`{"kind":"collector_restart","ts":"1970-01-01T00:00:00Z","node":"\u0000"}`))
 	f.Add([]byte(`{}`))
+	// Found by the fuzzer in CI: year 0 at +00:10 is year -1 in UTC.
+	f.Add([]byte(`{"kind":"sample","ts":"0000-01-01T0:00:00+00:10","node":"0","deviCe":"0","port":1,"ethtool":{}}`))
 	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":9000,"pfc_enabled":[3,3],"ecn_np_enabled":[],"ecn_rp_enabled":null,"trust":"pcp","x":{}}}`))
 	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{}}`))
 	f.Add([]byte(`{"kind":"sample","ts":"2026-03-14T00:00:00Z","node":"a","device":"d","port":1,"counters":{},"config":{"mtu":65537,"pfc_enabled":[-1]}}`))
