@@ -225,6 +225,17 @@ func (o StreamOptions) withDefaults() StreamOptions {
 	return o
 }
 
+// CountersDuplicates is the counters stream's duplicate window: how long
+// JetStream remembers a batch's Nats-Msg-Id, to drop the copy a collector
+// re-sends when the ack of a stored batch was lost. Ten minutes covers a
+// broker restart or failover with room to spare. JetStream keeps one id per
+// host per interval for the whole window, so its memory grows with fleet x
+// window; at 50 000 ports at 1 s, 2 minutes instead of 10 saved nats-server
+// 0.02-0.05 cores and no latency that mattered (BENCHMARKS.md section 19),
+// too little to give up the longer cover. `rdmawatch streams apply
+// --duplicates` sets another window.
+const CountersDuplicates = 10 * time.Minute
+
 // CountersStream is the counters stream's configuration.
 func CountersStream(o StreamOptions) jetstream.StreamConfig {
 	o = o.withDefaults()
@@ -240,7 +251,7 @@ func CountersStream(o StreamOptions) jetstream.StreamConfig {
 		MaxAge:     o.MaxAge,
 		Storage:    storage(o),
 		Replicas:   o.Replicas,
-		Duplicates: 10 * time.Minute,
+		Duplicates: CountersDuplicates,
 		Discard:    jetstream.DiscardOld,
 	}
 }

@@ -29,6 +29,7 @@ type streamsApplyFlags struct {
 	memory     bool
 	maxAge     []string
 	maxBytes   []string
+	duplicates []string
 }
 
 func (s *streamsApplyFlags) register(cmd *cobra.Command) {
@@ -38,13 +39,14 @@ func (s *streamsApplyFlags) register(cmd *cobra.Command) {
 	f.BoolVar(&s.memory, "memory", false, "store new streams in memory (tests; storage cannot change later)")
 	f.StringArrayVar(&s.maxAge, "max-age", nil, "STREAM=DURATION: set a stream's max age, e.g. RDMAWATCH_EVENTS=2160h (repeatable)")
 	f.StringArrayVar(&s.maxBytes, "max-bytes", nil, "STREAM=BYTES: set a stream's size limit, -1 for none (repeatable)")
+	f.StringArrayVar(&s.duplicates, "duplicates", nil, "STREAM=DURATION: set a stream's duplicate window, how long a Nats-Msg-Id is remembered, e.g. RDMAWATCH_COUNTERS=10m (repeatable; at most the max age)")
 }
 
 // options checks the per-stream limits and turns the flags into
 // natsutil.ApplyOptions.
 func (s *streamsApplyFlags) options() (natsutil.ApplyOptions, error) {
 	o := natsutil.ApplyOptions{Partitions: s.partitions, Replicas: s.replicas, Memory: s.memory,
-		MaxAge: map[string]time.Duration{}, MaxBytes: map[string]int64{}}
+		MaxAge: map[string]time.Duration{}, MaxBytes: map[string]int64{}, Duplicates: map[string]time.Duration{}}
 	for _, kv := range s.maxAge {
 		name, v, err := streamSetting("--max-age", kv)
 		if err != nil {
@@ -66,6 +68,17 @@ func (s *streamsApplyFlags) options() (natsutil.ApplyOptions, error) {
 			return o, fmt.Errorf("--max-bytes %s: want a byte count, -1 for no limit", kv)
 		}
 		o.MaxBytes[name] = b
+	}
+	for _, kv := range s.duplicates {
+		name, v, err := streamSetting("--duplicates", kv)
+		if err != nil {
+			return o, err
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("--duplicates %s: want a positive duration such as 10m", kv)
+		}
+		o.Duplicates[name] = d
 	}
 	return o, nil
 }

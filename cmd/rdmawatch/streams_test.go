@@ -15,6 +15,7 @@ func TestStreamsApplyOptions(t *testing.T) {
 		want     string // error text; empty: valid
 		maxAge   map[string]time.Duration
 		maxBytes map[string]int64
+		dup      map[string]time.Duration
 	}{
 		{name: "none", maxAge: map[string]time.Duration{}, maxBytes: map[string]int64{}},
 		{name: "limits", flags: streamsApplyFlags{
@@ -28,6 +29,10 @@ func TestStreamsApplyOptions(t *testing.T) {
 		{name: "negative duration", flags: streamsApplyFlags{maxAge: []string{schemas.StreamEvents + "=-1h"}}, want: "want a duration"},
 		{name: "bad bytes", flags: streamsApplyFlags{maxBytes: []string{schemas.StreamEvents + "=1GiB"}}, want: "want a byte count"},
 		{name: "bytes below -1", flags: streamsApplyFlags{maxBytes: []string{schemas.StreamEvents + "=-2"}}, want: "want a byte count"},
+		{name: "duplicate window", flags: streamsApplyFlags{duplicates: []string{schemas.StreamCounters + "=10m"}},
+			maxAge: map[string]time.Duration{}, maxBytes: map[string]int64{}, dup: map[string]time.Duration{schemas.StreamCounters: 10 * time.Minute}},
+		{name: "zero duplicate window", flags: streamsApplyFlags{duplicates: []string{schemas.StreamCounters + "=0s"}}, want: "want a positive duration"},
+		{name: "duplicate window of no stream", flags: streamsApplyFlags{duplicates: []string{"COUNTERS=1m"}}, want: `unknown stream "COUNTERS"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, err := tc.flags.options()
@@ -39,6 +44,14 @@ func TestStreamsApplyOptions(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("options: %v", err)
+			}
+			if len(o.Duplicates) != len(tc.dup) {
+				t.Fatalf("options: duplicate windows %v, want %v", o.Duplicates, tc.dup)
+			}
+			for k, v := range tc.dup {
+				if o.Duplicates[k] != v {
+					t.Errorf("duplicate window of %s: %v, want %v", k, o.Duplicates[k], v)
+				}
 			}
 			if len(o.MaxAge) != len(tc.maxAge) || len(o.MaxBytes) != len(tc.maxBytes) {
 				t.Fatalf("options: max age %v, max bytes %v; want %v, %v", o.MaxAge, o.MaxBytes, tc.maxAge, tc.maxBytes)

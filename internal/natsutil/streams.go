@@ -145,7 +145,10 @@ type ApplyOptions struct {
 	// changed when given here.
 	MaxAge   map[string]time.Duration
 	MaxBytes map[string]int64
-	Replicas int
+	// Duplicates sets a stream's duplicate window (how long JetStream
+	// remembers each Nats-Msg-Id).
+	Duplicates map[string]time.Duration
+	Replicas   int
 	// Memory stores new streams in memory (storage cannot change later).
 	Memory bool
 }
@@ -182,6 +185,9 @@ func ApplyStreams(ctx context.Context, js jetstream.JetStream, o ApplyOptions) (
 			}
 			if b, ok := o.MaxBytes[want.Name]; ok {
 				cfg.MaxBytes = b
+			}
+			if d, ok := o.Duplicates[want.Name]; ok {
+				cfg.Duplicates = d
 			}
 			if _, err := js.CreateStream(ctx, cfg); err != nil {
 				return changes, fmt.Errorf("create stream %s: %w", want.Name, err)
@@ -230,6 +236,10 @@ func ApplyStreams(ctx context.Context, js jetstream.JetStream, o ApplyOptions) (
 		if b, ok := o.MaxBytes[want.Name]; ok {
 			set("max_bytes", strconv.FormatInt(have.MaxBytes, 10), strconv.FormatInt(b, 10))
 			cfg.MaxBytes = b
+		}
+		if d, ok := o.Duplicates[want.Name]; ok {
+			set("duplicate_window", have.Duplicates.String(), d.String())
+			cfg.Duplicates = d
 		}
 		if o.Replicas > 0 {
 			set("num_replicas", strconv.Itoa(have.Replicas), strconv.Itoa(o.Replicas))

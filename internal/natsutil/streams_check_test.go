@@ -132,4 +132,21 @@ func TestApplyStreams(t *testing.T) {
 	if n, _ := natsutil.Partitions(ctx, srv.JS); n != 7 {
 		t.Errorf("partitions %d after apply without --partitions, want 7 kept", n)
 	}
+	// The duplicate window: the shipped one on a new stream, an operator's
+	// kept, one given set.
+	st, _ = srv.JS.Stream(ctx, schemas.StreamCounters)
+	if d := st.CachedInfo().Config.Duplicates; d != schemas.CountersStream(schemas.StreamOptions{}).Duplicates {
+		t.Errorf("counters duplicate window %v, want the shipped %v", d, schemas.CountersStream(schemas.StreamOptions{}).Duplicates)
+	}
+	got = apply(natsutil.ApplyOptions{Duplicates: map[string]time.Duration{schemas.StreamCounters: 2 * time.Minute}})
+	if len(got) != 1 || got[0] != "RDMAWATCH_COUNTERS: duplicate_window 10m0s -> 2m0s" {
+		t.Errorf("apply --duplicates: %q", got)
+	}
+	if got := apply(natsutil.ApplyOptions{}); len(got) != 0 {
+		t.Errorf("apply after --duplicates changed %q", got)
+	}
+	st, _ = srv.JS.Stream(ctx, schemas.StreamCounters)
+	if d := st.CachedInfo().Config.Duplicates; d != 2*time.Minute {
+		t.Errorf("counters duplicate window %v after apply, want 2m kept", d)
+	}
 }

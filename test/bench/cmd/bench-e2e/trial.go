@@ -117,8 +117,12 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 			samples += b.ports
 		}
 	}
-	fmt.Fprintf(stdout, "bench-e2e: %d ports (%d hosts x %d) at %s for %s; %d processor(s), %d sink(s), %d partitions\n",
-		f.ports, len(nodes), bench.PortsPerHost, f.interval, f.duration, f.processors, f.sinks, f.partitions)
+	dup := schemas.CountersStream(schemas.StreamOptions{}).Duplicates
+	if f.duplicates > 0 {
+		dup = f.duplicates
+	}
+	fmt.Fprintf(stdout, "bench-e2e: %d ports (%d hosts x %d) at %s for %s; %d processor(s), %d sink(s), %d partitions, %s duplicate window\n",
+		f.ports, len(nodes), bench.PortsPerHost, f.interval, f.duration, f.processors, f.sinks, f.partitions, dup)
 	fmt.Fprintf(stdout, "  load generator: %d reading rounds pre-built in %s (%d port samples, %.1f MiB encoded, %.1f B/sample), replayed re-timed\n",
 		len(tt), time.Since(t0).Round(time.Millisecond), samples, float64(tmplBytes)/(1<<20), float64(tmplBytes)/float64(max(1, samples)))
 
@@ -178,7 +182,11 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 	if tr.js, err = jetstream.New(nc); err != nil {
 		return err
 	}
-	if _, err := natsutil.ApplyStreams(ctx, tr.js, natsutil.ApplyOptions{Partitions: f.partitions}); err != nil {
+	apply := natsutil.ApplyOptions{Partitions: f.partitions}
+	if f.duplicates > 0 {
+		apply.Duplicates = map[string]time.Duration{schemas.StreamCounters: f.duplicates}
+	}
+	if _, err := natsutil.ApplyStreams(ctx, tr.js, apply); err != nil {
 		return fmt.Errorf("streams: %w", err)
 	}
 
