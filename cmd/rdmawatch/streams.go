@@ -45,42 +45,45 @@ func (s *streamsApplyFlags) register(cmd *cobra.Command) {
 // options checks the per-stream limits and turns the flags into
 // natsutil.ApplyOptions.
 func (s *streamsApplyFlags) options() (natsutil.ApplyOptions, error) {
-	o := natsutil.ApplyOptions{Partitions: s.partitions, Replicas: s.replicas, Memory: s.memory,
-		MaxAge: map[string]time.Duration{}, MaxBytes: map[string]int64{}, Duplicates: map[string]time.Duration{}}
-	for _, kv := range s.maxAge {
-		name, v, err := streamSetting("--max-age", kv)
-		if err != nil {
-			return o, err
-		}
+	o := natsutil.ApplyOptions{Partitions: s.partitions, Replicas: s.replicas, Memory: s.memory}
+	var err error
+	if o.MaxAge, err = streamSettings("--max-age", s.maxAge, "want a duration such as 720h", func(v string) (time.Duration, bool) {
 		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			return o, fmt.Errorf("--max-age %s: want a duration such as 720h", kv)
-		}
-		o.MaxAge[name] = d
+		return d, err == nil && d >= 0
+	}); err != nil {
+		return o, err
 	}
-	for _, kv := range s.maxBytes {
-		name, v, err := streamSetting("--max-bytes", kv)
-		if err != nil {
-			return o, err
-		}
+	if o.MaxBytes, err = streamSettings("--max-bytes", s.maxBytes, "want a byte count, -1 for no limit", func(v string) (int64, bool) {
 		b, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || b < -1 {
-			return o, fmt.Errorf("--max-bytes %s: want a byte count, -1 for no limit", kv)
-		}
-		o.MaxBytes[name] = b
+		return b, err == nil && b >= -1
+	}); err != nil {
+		return o, err
 	}
-	for _, kv := range s.duplicates {
-		name, v, err := streamSetting("--duplicates", kv)
-		if err != nil {
-			return o, err
-		}
+	if o.Duplicates, err = streamSettings("--duplicates", s.duplicates, "want a positive duration such as 10m", func(v string) (time.Duration, bool) {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return o, fmt.Errorf("--duplicates %s: want a positive duration such as 10m", kv)
-		}
-		o.Duplicates[name] = d
+		return d, err == nil && d > 0
+	}); err != nil {
+		return o, err
 	}
 	return o, nil
+}
+
+// streamSettings parses a repeatable STREAM=VALUE flag into a map by stream
+// name; want says what a valid value looks like when parse refuses one.
+func streamSettings[T any](flag string, kvs []string, want string, parse func(string) (T, bool)) (map[string]T, error) {
+	m := make(map[string]T, len(kvs))
+	for _, kv := range kvs {
+		name, v, err := streamSetting(flag, kv)
+		if err != nil {
+			return nil, err
+		}
+		x, ok := parse(v)
+		if !ok {
+			return nil, fmt.Errorf("%s %s: %s", flag, kv, want)
+		}
+		m[name] = x
+	}
+	return m, nil
 }
 
 func newStreamsApplyCmd(g *global) *cobra.Command {

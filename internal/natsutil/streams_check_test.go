@@ -132,11 +132,11 @@ func TestApplyStreams(t *testing.T) {
 	if n, _ := natsutil.Partitions(ctx, srv.JS); n != 7 {
 		t.Errorf("partitions %d after apply without --partitions, want 7 kept", n)
 	}
-	// The duplicate window: the shipped one on a new stream, an operator's
-	// kept, one given set.
+	// The duplicate window: the shipped one on a new stream, one given set,
+	// then kept by an apply without it.
 	st, _ = srv.JS.Stream(ctx, schemas.StreamCounters)
-	if d := st.CachedInfo().Config.Duplicates; d != schemas.CountersStream(schemas.StreamOptions{}).Duplicates {
-		t.Errorf("counters duplicate window %v, want the shipped %v", d, schemas.CountersStream(schemas.StreamOptions{}).Duplicates)
+	if d := st.CachedInfo().Config.Duplicates; d != schemas.CountersDuplicates {
+		t.Errorf("counters duplicate window %v, want the shipped %v", d, schemas.CountersDuplicates)
 	}
 	got = apply(natsutil.ApplyOptions{Duplicates: map[string]time.Duration{schemas.StreamCounters: 2 * time.Minute}})
 	if len(got) != 1 || got[0] != "RDMAWATCH_COUNTERS: duplicate_window 10m0s -> 2m0s" {

@@ -83,7 +83,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.IntVar(&f.processors, "processors", 1, "rdmawatch processor instances (--instance i --instances N)")
 	fs.IntVar(&f.sinks, "sinks", 1, "rdmawatch sink processes (sharing the durable consumers)")
 	fs.IntVar(&f.partitions, "partitions", 16, "partitions of the counters stream")
-	fs.DurationVar(&f.duplicates, "duplicates", 0, "the counters stream's duplicate window (0: the shipped default, schemas.CountersStream)")
+	fs.DurationVar(&f.duplicates, "duplicates", 0, "the counters stream's duplicate window (0: the shipped default, schemas.CountersDuplicates)")
 	fs.IntVar(&f.templates, "templates", 10, "reading rounds of the fleet kept in memory and replayed in turn")
 	fs.DurationVar(&f.flapEvery, "flap-every", 2*time.Second, "inject a link flap on a new port this often (the latency probes); 0: none")
 	fs.DurationVar(&f.maxP99, "max-p99", 2*time.Second, "the p99 sample-to-event latency a trial must stay under to hold")

@@ -117,7 +117,7 @@ func run(ctx context.Context, f flags, log *slog.Logger, stdout io.Writer) (err 
 			samples += b.ports
 		}
 	}
-	dup := schemas.CountersStream(schemas.StreamOptions{}).Duplicates
+	dup := schemas.CountersDuplicates
 	if f.duplicates > 0 {
 		dup = f.duplicates
 	}
