@@ -327,7 +327,7 @@ func looksLikePortReset(ps *portState, raws []rawCounter) bool {
 		}
 		nonzeroBefore++
 		if rc.value < cs.value {
-			if rc.kind == schemas.Counter64 && rc.value > 0 {
+			if (rc.kind == schemas.Counter64 || rc.kind == schemas.Ext64Sat32) && rc.value > 0 {
 				return true
 			}
 			fell++
@@ -344,7 +344,7 @@ const maxQCounterRate = 1e8
 
 func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, lim deltaLimits) schemas.CounterDelta {
 	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
-	if rc.kind.Saturating() && rc.value >= rc.kind.Max() {
+	if rc.kind.Pinned(rc.value) {
 		cd.Flags |= schemas.FlagSaturated
 	}
 	cs := ps.counters[rc.key]
@@ -356,7 +356,7 @@ func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, lim 
 	prev := cs.value
 	var delta uint64
 	switch {
-	case prev == 0 && (rc.kind == schemas.Wrap32 && rc.value > maxQCounterRate*max(lim.intervalSec, 1) ||
+	case prev == 0 && (rc.key.src == schemas.SourceHWCounters && rc.value > maxQCounterRate*max(lim.intervalSec, 1) ||
 		rc.key.src == schemas.SourceHWCounters && lim.packetsKnown && rc.value > packetEventSlack*lim.packets+maxQCounterRate/1000):
 		// A q-counter read as 0 and then far beyond any rate a port can
 		// produce, or beyond the packets that crossed the port meanwhile:

@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -59,11 +60,18 @@ func batchWithPacked(packed []byte) []byte {
 
 func TestDecodeCountersRejects(t *testing.T) {
 	dictBytes := (len(counterDict) + 7) / 8
-	past := make([]byte, dictBytes)
-	past[dictBytes-1] = 0x80 // index 159: past the dictionary's 158 entries
-	pastBitmap := binary.AppendUvarint(nil, uint64(dictBytes))
+	// The first index past the dictionary, in its last byte when the
+	// dictionary does not fill it, else in one byte more (a bitmap too long).
+	pastBytes := (len(counterDict) + 8) / 8
+	past := make([]byte, pastBytes)
+	past[pastBytes-1] = 1 << (len(counterDict) % 8)
+	pastBitmap := binary.AppendUvarint(nil, uint64(pastBytes))
 	pastBitmap = append(pastBitmap, past...)
 	pastBitmap = append(pastBitmap, 0, 0)
+	pastWant := fmt.Sprintf("counter bitmap: bit %d is past the %d counters", len(counterDict), len(counterDict))
+	if pastBytes > dictBytes {
+		pastWant = fmt.Sprintf("counter bitmap of %d bytes", pastBytes)
+	}
 
 	oneCounter := []byte{1, 0x01} // bitmap: symbol_error present
 	tests := []struct {
@@ -71,8 +79,8 @@ func TestDecodeCountersRejects(t *testing.T) {
 		packed []byte
 		want   string
 	}{
-		{"bit past the dictionary", pastBitmap, "counter bitmap: bit 159 is past the 158 counters"},
-		{"bitmap longer than the dictionary", append(binary.AppendUvarint(nil, uint64(dictBytes+1)), make([]byte, dictBytes+1)...), "counter bitmap of 21 bytes"},
+		{"bit past the dictionary", pastBitmap, pastWant},
+		{"bitmap longer than the dictionary", append(binary.AppendUvarint(nil, uint64(dictBytes+1)), make([]byte, dictBytes+1)...), fmt.Sprintf("counter bitmap of %d bytes", dictBytes+1)},
 		{"empty", nil, "counter bitmap length"},
 		{"truncated bitmap", []byte{3, 0xff}, "counter bitmap: truncated"},
 		{"no non-zero bitmap", oneCounter, "non-zero bitmap"},

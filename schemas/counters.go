@@ -19,12 +19,22 @@ const (
 	Sat4
 	// Gauge is a reading that is not a counter (hw_counters/lifespan).
 	Gauge
+	// Sat32 is a 32-bit PortCounters counter that stops at 2^32-1
+	// (port_xmit_wait).
+	Sat32
+	// Ext64Sat32 is a data or packet counter the kernel reads from
+	// PortCountersExtended (64-bit) where the HCA has them and from
+	// PortCounters (32-bit, saturating) where it does not: mlx4 on old
+	// kernels pins port_rcv_data at 4294967295. A reading of exactly 2^32-1
+	// is taken for the pinned 32-bit counter: a 64-bit one passes that
+	// value in one reading out of billions and does not stay there.
+	Ext64Sat32
 )
 
 // Max is the largest value a counter of this kind can show.
 func (k Kind) Max() uint64 {
 	switch k {
-	case Wrap32:
+	case Wrap32, Sat32:
 		return 1<<32 - 1
 	case Sat16:
 		return 1<<16 - 1
@@ -37,15 +47,35 @@ func (k Kind) Max() uint64 {
 }
 
 // Saturating reports whether the counter sticks at Max.
-func (k Kind) Saturating() bool { return k == Sat16 || k == Sat8 || k == Sat4 }
+func (k Kind) Saturating() bool { return k == Sat16 || k == Sat8 || k == Sat4 || k == Sat32 }
+
+// Pinned reports whether value is a counter of this kind stuck at its
+// maximum: a saturating counter at Max, or an Ext64Sat32 counter at 2^32-1.
+func (k Kind) Pinned(value uint64) bool {
+	switch {
+	case k.Saturating():
+		return value >= k.Max()
+	case k == Ext64Sat32:
+		return value == 1<<32-1
+	}
+	return false
+}
 
 func (k Kind) String() string {
-	return [...]string{"counter64", "wrap32", "sat16", "sat8", "sat4", "gauge"}[k]
+	return [...]string{"counter64", "wrap32", "sat16", "sat8", "sat4", "gauge", "sat32", "ext64sat32"}[k]
 }
 
 // Widths of the IB PortCounters attribute, as the kernel exposes them in
-// ports/<p>/counters (IBA 1.3 vol 1, 16.1.3.5).
+// ports/<p>/counters (IBA 1.3 vol 1, 16.1.3.5; drivers/infiniband/core/
+// sysfs.c, PORT_PMA_ATTR with its width in bits, and PORT_PMA_ATTR_EXT for
+// the 64-bit PortCountersExtended ones). A name not listed is 64-bit
+// (unicast_*, multicast_*: extended only).
 var portCounterKinds = map[string]Kind{
+	"port_xmit_wait":                  Sat32,
+	"port_xmit_data":                  Ext64Sat32,
+	"port_rcv_data":                   Ext64Sat32,
+	"port_xmit_packets":               Ext64Sat32,
+	"port_rcv_packets":                Ext64Sat32,
 	"symbol_error":                    Sat16,
 	"port_rcv_errors":                 Sat16,
 	"port_rcv_remote_physical_errors": Sat16,
@@ -77,9 +107,24 @@ func KindOf(src Source, name string) Kind {
 		if hwGauges[name] {
 			return Gauge
 		}
+		if hw64(name) {
+			return Counter64
+		}
 		return Wrap32
 	}
 	return Counter64
+}
+
+// hw64 reports the hw_counters the driver reads 64 bits wide. mlx5
+// (drivers/infiniband/hw/mlx5/counters.c): the congestion counters np_* and
+// rp_* come from QUERY_CONG_STATISTICS through MLX5_GET64 (real ports read
+// above 2^34), the optional cc_* counters from 64-bit flow counters; its
+// q-counters (out_of_buffer, out_of_sequence, the *_err and *_error
+// counters, roce_*) and rx_icrc_encapsulated are be32 and wrap. mlx4
+// (drivers/infiniband/hw/mlx4/main.c) reads every diag counter as be32.
+// Ethtool statistics are u64 in every driver (Counter64).
+func hw64(name string) bool {
+	return strings.HasPrefix(name, "np_") || strings.HasPrefix(name, "rp_") || strings.HasPrefix(name, "cc_")
 }
 
 // WordsToBytes reports whether a counter counts 4-byte words

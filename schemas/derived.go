@@ -1,6 +1,9 @@
 package schemas
 
-import "math"
+import (
+	"math"
+	"strings"
+)
 
 // Derived figures: one definition each, used by the sink for its
 // port_samples columns and by the detectors where they measure the same
@@ -84,6 +87,82 @@ func LineBits(rateGbps float64, intervalMs int64, rcvBytes float64) float64 {
 	return rcvBytes * 8
 }
 
+// LinkActive reads a port's sysfs state text: an unknown state ("") is
+// taken as up, since a trace may leave it out.
+func LinkActive(state string) bool {
+	if state == "" {
+		return true
+	}
+	return strings.Contains(strings.ToUpper(state), "ACTIVE")
+}
+
+// LaneCount reads the lanes of a link out of its sysfs rate text: 4 from
+// "100 Gb/sec (4X EDR)", 1 from "25 Gb/sec (1X EDR)"; 0 when the text does
+// not say.
+func LaneCount(rate string) int {
+	i := strings.IndexByte(rate, '(')
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, c := range rate[i+1:] {
+		if c < '0' || c > '9' {
+			if c != 'X' && c != 'x' || n == 0 {
+				return 0
+			}
+			return n
+		}
+		n = n*10 + int(c-'0')
+		if n > 64 {
+			return 0
+		}
+	}
+	return 0
+}
+
+// PHYBits says what an Ethernet port's bit error ratios were measured
+// against.
+type PHYBits uint8
+
+const (
+	// PHYBitsNone: neither rx_bits_phy nor a link rate: no BER.
+	PHYBitsNone PHYBits = iota
+	// PHYBitsCounted: rx_bits_phy, the bits the PHY received.
+	PHYBitsCounted
+	// PHYBitsLineRate: the link rate times the interval. Upstream mlx5
+	// before 2026 and MLNX_OFED 5.x do not list rx_bits_phy; a PHY receives
+	// symbols at its lane rate whether they carry frames or idles, so the
+	// rate is the count (as InfiniBand's symbol BER is measured, and as
+	// mlxlink computes its raw physical BER).
+	PHYBitsLineRate
+)
+
+func (b PHYBits) String() string {
+	return [...]string{"none", "rx_bits_phy", "link_rate_x_interval"}[b]
+}
+
+// EthernetPHYBits is the bits an Ethernet port's PHY received in the
+// sample's interval: rx_bits_phy where the driver lists it, else the link
+// rate times the interval on a port that is up. A listed rx_bits_phy that
+// says nothing about the interval (a baseline, a reset, a held read) gives
+// no bits, never the rate in its place. ok is false without either.
+func EthernetPHYBits(p *PortSample) (bits float64, src PHYBits) {
+	if p.IntervalMs <= 0 {
+		return 0, PHYBitsNone
+	}
+	if c, found := p.CounterByID(figRxBitsPhy); found {
+		if !Usable(c) || c.Delta == 0 {
+			return 0, PHYBitsNone
+		}
+		return float64(c.Delta), PHYBitsCounted
+	}
+	rate, err := ParseRateGbps(p.Rate)
+	if err != nil || rate <= 0 || !LinkActive(p.State) {
+		return 0, PHYBitsNone
+	}
+	return rate * 1e9 * float64(p.IntervalMs) / 1000, PHYBitsLineRate
+}
+
 // Figures are the derived figures of one port-sample: the sink's
 // port_samples columns of the same names.
 type Figures struct {
@@ -91,10 +170,10 @@ type Figures struct {
 	RcvGbps         float64 // port_rcv_data over the interval
 	XmitGbps        float64 // port_xmit_data over the interval
 	Utilisation     float64 // LinkUtilisation
-	TxPauseFraction float64 // PauseFraction of the busiest priority
+	TxPauseFraction float64 // PauseFraction of the busiest priority, or of the global pause
 	RxPauseFraction float64
-	PreFECBER       float64 // Ethernet: rx_corrected_bits_phy / rx_bits_phy
-	PostFECBER      float64 // Ethernet: rx_pcs_symbol_err_phy / rx_bits_phy
+	PreFECBER       float64 // Ethernet: rx_corrected_bits_phy / EthernetPHYBits
+	PostFECBER      float64 // Ethernet: rx_pcs_symbol_err_phy / EthernetPHYBits
 	SymbolBER       float64 // InfiniBand: symbol_error / LineBits
 }
 
@@ -107,6 +186,10 @@ var (
 	figPCSSymbolErr = MustCounterID(SourceEthtool, "rx_pcs_symbol_err_phy")
 	figTxPauseDur   [8]CounterID
 	figRxPauseDur   [8]CounterID
+	// IEEE 802.3x global pause: a pause of every priority (mlx5 and mlx4_en
+	// names; a port counts one or the other, never both).
+	figTxGlobalPauseDur = [...]CounterID{MustCounterID(SourceEthtool, "tx_global_pause_duration"), MustCounterID(SourceEthtool, "tx_pause_duration")}
+	figRxGlobalPauseDur = [...]CounterID{MustCounterID(SourceEthtool, "rx_global_pause_duration"), MustCounterID(SourceEthtool, "rx_pause_duration")}
 )
 
 func init() {
@@ -158,16 +241,24 @@ func PortFigures(p *PortSample) Figures {
 		pausesOK = pausesOK && tOK && rOK
 		tx, rx = max(tx, t), max(rx, r)
 	}
+	for i := range figTxGlobalPauseDur {
+		t, _, tOK := get(figTxGlobalPauseDur[i])
+		r, _, rOK := get(figRxGlobalPauseDur[i])
+		pausesOK = pausesOK && tOK && rOK
+		tx, rx = max(tx, t), max(rx, r)
+	}
 	if pausesOK {
 		f.TxPauseFraction = PauseFraction(float64(tx), p.IntervalMs)
 		f.RxPauseFraction = PauseFraction(float64(rx), p.IntervalMs)
 	}
-	if bits, ok, bitsOK := get(figRxBitsPhy); ok && bitsOK {
-		if corrected, _, ok := get(figCorrectedPhy); ok {
-			f.PreFECBER = ErrorRatio(float64(corrected), float64(bits))
-		}
-		if pcs, _, ok := get(figPCSSymbolErr); ok {
-			f.PostFECBER = ErrorRatio(float64(pcs), float64(bits))
+	if p.LinkLayer != "InfiniBand" {
+		if bits, src := EthernetPHYBits(p); src != PHYBitsNone {
+			if corrected, _, ok := get(figCorrectedPhy); ok {
+				f.PreFECBER = ErrorRatio(float64(corrected), bits)
+			}
+			if pcs, _, ok := get(figPCSSymbolErr); ok {
+				f.PostFECBER = ErrorRatio(float64(pcs), bits)
+			}
 		}
 	}
 	if p.LinkLayer == "InfiniBand" {

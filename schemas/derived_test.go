@@ -109,11 +109,62 @@ func TestPortFigures(t *testing.T) {
 			Figures{RateGbps: 200}},
 		{"not a rate text", port("Ethernet", "fast", 1000, c(ib, "port_rcv_data", 125_000_000, 0)),
 			Figures{RcvGbps: 1}},
+		// What upstream mlx5 before 2026 and MLNX_OFED 5.x list: no
+		// rx_bits_phy, so the BER is over the link rate times the interval.
+		{"roce without rx_bits_phy: BER over the line rate",
+			port("Ethernet", "100 Gb/sec (4X EDR)", 2000, c(eth, "rx_corrected_bits_phy", 2000, 0), c(eth, "rx_pcs_symbol_err_phy", 20, 0)),
+			Figures{RateGbps: 100, PreFECBER: 1e-8, PostFECBER: 1e-10}},
+		{"roce without rx_bits_phy and without a rate: no BER",
+			port("Ethernet", "", 2000, c(eth, "rx_corrected_bits_phy", 2000, 0)), Figures{}},
+		// IEEE 802.3x: the global pause is a pause of every priority.
+		{"global pause counts as every priority",
+			port("Ethernet", "100 Gb/sec (4X EDR)", 1000, c(eth, "tx_global_pause_duration", 400_000, 0), c(eth, "rx_global_pause_duration", 100_000, 0), c(eth, "tx_global_pause", 40, 0)),
+			Figures{RateGbps: 100, TxPauseFraction: 0.4, RxPauseFraction: 0.1}},
+		{"mlx4_en global pause names",
+			port("Ethernet", "40 Gb/sec (4X QDR)", 1000, c(eth, "tx_pause_duration", 500_000, 0), c(eth, "rx_pause_duration", 0, 0)),
+			Figures{RateGbps: 40, TxPauseFraction: 0.5}},
+		{"a held global pause counter: pause fractions unknown",
+			port("Ethernet", "100 Gb/sec (4X EDR)", 1000, c(eth, "tx_global_pause_duration", 0, FlagHeld), c(eth, "rx_global_pause_duration", 100_000, 0)),
+			Figures{RateGbps: 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := PortFigures(tc.port); got != tc.want {
 				t.Errorf("figures %+v\nwant    %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestEthernetPHYBits(t *testing.T) {
+	c := func(name string, delta uint64, flags Flag) CounterDelta {
+		return CounterDelta{Source: SourceEthtool, Name: name, Delta: delta, Flags: flags}
+	}
+	for _, tc := range []struct {
+		name     string
+		p        PortSample
+		wantBits float64
+		wantSrc  PHYBits
+	}{
+		{"rx_bits_phy listed", PortSample{Rate: "100 Gb/sec (4X EDR)", IntervalMs: 1000, Counters: []CounterDelta{c("rx_bits_phy", 5e10, 0)}}, 5e10, PHYBitsCounted},
+		{"rx_bits_phy a baseline: nothing, not the rate", PortSample{Rate: "100 Gb/sec (4X EDR)", IntervalMs: 1000, Counters: []CounterDelta{c("rx_bits_phy", 0, FlagFirst)}}, 0, PHYBitsNone},
+		{"not listed: the line rate", PortSample{Rate: "25 Gb/sec (1X EDR)", State: "ACTIVE", IntervalMs: 10_000}, 25e10, PHYBitsLineRate},
+		{"not listed, link down: none", PortSample{Rate: "25 Gb/sec (1X EDR)", State: "DOWN", IntervalMs: 10_000}, 0, PHYBitsNone},
+		{"no interval", PortSample{Rate: "25 Gb/sec (1X EDR)"}, 0, PHYBitsNone},
+	} {
+		bits, src := EthernetPHYBits(&tc.p)
+		if bits != tc.wantBits || src != tc.wantSrc {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, bits, src, tc.wantBits, tc.wantSrc)
+		}
+	}
+}
+
+func TestLaneCount(t *testing.T) {
+	for rate, want := range map[string]int{
+		"100 Gb/sec (4X EDR)": 4, "25 Gb/sec (1X EDR)": 1, "200 Gb/sec (2X HDR)": 2, "400 Gb/sec (4X NDR)": 4,
+		"800 Gb/sec (8X XDR)": 8, "40 Gb/sec (4X QDR)": 4, "10 Gb/sec": 0, "": 0, "(X)": 0, "1 Gb/sec (999X)": 0,
+	} {
+		if got := LaneCount(rate); got != want {
+			t.Errorf("LaneCount(%q) = %d, want %d", rate, got, want)
+		}
 	}
 }

@@ -103,6 +103,34 @@ var counterDict = [...]struct {
 	{SourceEthtool, "rx_prio4_bytes"}, {SourceEthtool, "rx_prio5_bytes"}, {SourceEthtool, "rx_prio6_bytes"}, {SourceEthtool, "rx_prio7_bytes"},
 	{SourceEthtool, "tx_prio0_bytes"}, {SourceEthtool, "tx_prio1_bytes"}, {SourceEthtool, "tx_prio2_bytes"}, {SourceEthtool, "tx_prio3_bytes"},
 	{SourceEthtool, "tx_prio4_bytes"}, {SourceEthtool, "tx_prio5_bytes"}, {SourceEthtool, "tx_prio6_bytes"}, {SourceEthtool, "tx_prio7_bytes"},
+	// ethtool -S (mlx5): IEEE 802.3x global pause, what a port on link-level
+	// flow control counts instead of the per-priority counters
+	// (mlx5e_stats.c, pport_global_pause counters: the pause of every priority).
+	{SourceEthtool, "rx_global_pause"}, {SourceEthtool, "tx_global_pause"},
+	{SourceEthtool, "rx_global_pause_duration"}, {SourceEthtool, "tx_global_pause_duration"},
+	{SourceEthtool, "rx_global_pause_transition"},
+	// ethtool -S (mlx4_en): global pause and the netdev's error counters
+	{SourceEthtool, "rx_pause"}, {SourceEthtool, "tx_pause"},
+	{SourceEthtool, "rx_pause_duration"}, {SourceEthtool, "tx_pause_duration"},
+	{SourceEthtool, "rx_pause_transition"}, {SourceEthtool, "tx_pause_transition"},
+	{SourceEthtool, "rx_errors"}, {SourceEthtool, "rx_crc_errors"}, {SourceEthtool, "rx_dropped"},
+	// hw_counters of mlx4 devices (drivers/infiniband/hw/mlx4/main.c,
+	// diag_basic, diag_ext and diag_device_only): responder (rq_) and
+	// requester (sq_) error and sequence counters.
+	{SourceHWCounters, "rq_num_lle"}, {SourceHWCounters, "sq_num_lle"},
+	{SourceHWCounters, "rq_num_lqpoe"}, {SourceHWCounters, "sq_num_lqpoe"},
+	{SourceHWCounters, "rq_num_lpe"}, {SourceHWCounters, "sq_num_lpe"},
+	{SourceHWCounters, "rq_num_wrfe"}, {SourceHWCounters, "sq_num_wrfe"},
+	{SourceHWCounters, "sq_num_mwbe"}, {SourceHWCounters, "sq_num_bre"},
+	{SourceHWCounters, "sq_num_rire"}, {SourceHWCounters, "rq_num_rire"},
+	{SourceHWCounters, "sq_num_rae"}, {SourceHWCounters, "rq_num_rae"},
+	{SourceHWCounters, "sq_num_roe"}, {SourceHWCounters, "sq_num_tree"}, {SourceHWCounters, "sq_num_rree"},
+	{SourceHWCounters, "rq_num_rnr"}, {SourceHWCounters, "sq_num_rnr"},
+	{SourceHWCounters, "rq_num_oos"}, {SourceHWCounters, "sq_num_oos"},
+	{SourceHWCounters, "rq_num_dup"}, {SourceHWCounters, "sq_num_to"},
+	{SourceHWCounters, "num_cqovf"}, {SourceHWCounters, "rq_num_udsdprd"},
+	// hw_counters of mlx5 kernels since 6.0 (optional counters, once enabled)
+	{SourceHWCounters, "cc_rx_ce_pkts"}, {SourceHWCounters, "cc_rx_cnp_pkts"}, {SourceHWCounters, "cc_tx_cnp_pkts"},
 }
 
 type dictKey struct {

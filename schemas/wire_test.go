@@ -264,30 +264,6 @@ func TestEventValidate(t *testing.T) {
 	}
 }
 
-func TestKindOf(t *testing.T) {
-	tests := []struct {
-		src  Source
-		name string
-		want Kind
-	}{
-		{SourceCounters, "symbol_error", Sat16},
-		{SourceCounters, "link_downed", Sat8},
-		{SourceCounters, "excessive_buffer_overrun_errors", Sat4},
-		{SourceCounters, "port_xmit_data", Counter64},
-		{SourceHWCounters, "out_of_buffer", Wrap32},
-		{SourceHWCounters, "lifespan", Gauge},
-		{SourceEthtool, "rx_prio3_pause", Counter64},
-	}
-	for _, tc := range tests {
-		if got := KindOf(tc.src, tc.name); got != tc.want {
-			t.Errorf("KindOf(%s, %s) = %s, want %s", tc.src, tc.name, got, tc.want)
-		}
-	}
-	if Sat16.Max() != 65535 || Sat8.Max() != 255 || Sat4.Max() != 15 || Wrap32.Max() != 1<<32-1 {
-		t.Errorf("maxima wrong")
-	}
-}
-
 // go test -run '^$' -fuzz '^FuzzDecodeBatch$' -fuzztime 60s ./schemas
 func FuzzDecodeBatch(f *testing.F) {
 	for _, b := range []*CounterBatch{sampleBatch(), fullBatch()} {

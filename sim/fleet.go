@@ -160,10 +160,22 @@ func NewFleet(cfg Config) (*Fleet, error) {
 			p.model.advance(&hist, true)
 			p.state.Add(schemas.SourceCounters, "link_downed", linkDowns)
 			p.state.Add(schemas.SourceEthtool, "link_down_events_phy", linkDowns)
+			// port_xmit_wait is 32 bits wide and saturates (PortCounters):
+			// months of congestion would pin it, and fabric managers clear
+			// it (OpenSM's PerfMgr clears the PortCounters it sweeps), so
+			// a port starts the trace somewhere below the top.
+			if cs := p.state.set; cs.xmitWait >= 0 && p.state.values[cs.xmitWait] >= 1<<31 {
+				p.state.values[cs.xmitWait] = p.rng.Uint64N(1 << 31)
+			}
 			if f.noise.nearWrap[pi] {
+				// The 32-bit q-counters wrap (the congestion counters np_*
+				// and rp_* are 64-bit and never do): put the ones a healthy
+				// port moves at the edge.
 				cs := p.state.set
-				for _, i := range []int{cs.ecnMarked, cs.cnpSent, cs.cnpHandled} {
-					p.state.values[i] = schemas.Wrap32.Max() - uint64(p.rng.IntN(5000))
+				for _, i := range []int{cs.outOfBuffer, cs.outOfSequence, cs.duplicateRequest, cs.packetSeqErr} {
+					if i >= 0 {
+						p.state.values[i] = schemas.Wrap32.Max() - uint64(p.rng.IntN(2))
+					}
 				}
 			}
 			p.last = start

@@ -62,7 +62,8 @@ func TestPortStateSemantics(t *testing.T) {
 		{"excessive_buffer_overrun_errors saturates at 15", ib, schemas.SourceCounters, "excessive_buffer_overrun_errors", 14, 1, 15},
 		{"port_xmit_discards saturates", eth, schemas.SourceCounters, "port_xmit_discards", 65535, 1, 65535},
 		{"out_of_buffer wraps", eth, schemas.SourceHWCounters, "out_of_buffer", 1<<32 - 10, 20, 10},
-		{"np_cnp_sent wraps", eth, schemas.SourceHWCounters, "np_cnp_sent", 1<<32 - 1, 1, 0},
+		{"out_of_sequence wraps", eth, schemas.SourceHWCounters, "out_of_sequence", 1<<32 - 1, 1, 0},
+		{"np_cnp_sent is 64-bit", eth, schemas.SourceHWCounters, "np_cnp_sent", 1<<32 - 1, 1, 1 << 32},
 		{"port_xmit_data is 64-bit", ib, schemas.SourceCounters, "port_xmit_data", 1<<40 - 1, 1, 1 << 40},
 		{"rx_bits_phy is 64-bit", eth, schemas.SourceEthtool, "rx_bits_phy", 1<<60 - 1, 1, 1 << 60},
 		{"lifespan is a setting", eth, schemas.SourceHWCounters, "lifespan", 10, 5, 10},
@@ -443,8 +444,10 @@ func TestHealthyNoisy(t *testing.T) {
 				if reset {
 					resets++
 				}
-				if !reset && fell(hw, "np_cnp_sent") {
-					wraps++
+				for _, k := range []string{"out_of_buffer", "out_of_sequence", "duplicate_request", "packet_seq_err"} {
+					if !reset && fell(hw, k) {
+						wraps++
+					}
 				}
 			}
 			if i > 0 && l.Counters["link_downed"] > ls[i-1].Counters["link_downed"] {

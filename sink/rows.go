@@ -67,7 +67,7 @@ type counterKey struct {
 
 // namedSlot maps a dictionary counter to its slot in SampleRow.Named, -1
 // for counters without a named column; pauseKind maps the per-priority
-// pause counters to their sum column (0 rx frames, 1 tx frames, 2 rx
+// and global pause counters to their sum column (0 rx frames, 1 tx frames, 2 rx
 // duration, 3 tx duration; -1 for the others).
 var namedSlot, pauseKind = func() (slots, kinds [schemas.CounterIDs]int8) {
 	for i := range slots {
@@ -79,6 +79,17 @@ var namedSlot, pauseKind = func() (slots, kinds [schemas.CounterIDs]int8) {
 	for p := 0; p < prioCount; p++ {
 		for k, f := range []string{"rx_prio%d_pause", "tx_prio%d_pause", "rx_prio%d_pause_duration", "tx_prio%d_pause_duration"} {
 			kinds[schemas.MustCounterID(schemas.SourceEthtool, fmt.Sprintf(f, p))] = int8(k)
+		}
+	}
+	// IEEE 802.3x global pause (mlx5 names, then mlx4_en's): a pause of
+	// every priority, summed with them (a port counts one or the other), so
+	// a fabric on link-level flow control has pause figures too.
+	for _, names := range [][4]string{
+		{"rx_global_pause", "tx_global_pause", "rx_global_pause_duration", "tx_global_pause_duration"},
+		{"rx_pause", "tx_pause", "rx_pause_duration", "tx_pause_duration"},
+	} {
+		for k, n := range names {
+			kinds[schemas.MustCounterID(schemas.SourceEthtool, n)] = int8(k)
 		}
 	}
 	return slots, kinds

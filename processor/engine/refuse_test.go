@@ -65,24 +65,31 @@ func deadLetters(t *testing.T, js jetstream.JetStream) (byReason map[string]int,
 
 // outOfRangeBitmap is the 8.1 poison: a counter bitmap with a bit past the
 // end of the counter dictionary. It panicked the decoder; a fixed decoder
-// returns an error. Either way the processor must dead-letter it.
+// returns an error. Either way the processor must dead-letter it. The
+// bitmap is made one byte longer than the dictionary, with its first bit
+// set, so the bit is past the dictionary whatever its size.
 func outOfRangeBitmap(t *testing.T) []byte {
 	t.Helper()
 	b := batch("host-a", 5, 0)
 	b.Ports = b.Ports[:1]
-	// The dictionary's last counter: bit 5 of the bitmap's 20th byte.
-	b.Ports[0].Counters = []schemas.CounterDelta{{Name: "tx_prio7_bytes", Source: schemas.SourceEthtool, Value: 1, Delta: 1}}
+	last := schemas.CounterID(schemas.CounterIDs - 1)
+	b.Ports[0].Counters = []schemas.CounterDelta{{Name: last.Name(), Source: last.Source(), Value: 1, Delta: 1}}
 	data, err := schemas.EncodeBatch(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bitmap := append(make([]byte, 19), 0x20)
-	i := bytes.Index(data, bitmap)
-	if i < 0 {
-		t.Fatalf("no 20-byte counter bitmap in %x: the codec changed, update this test", data)
+	// The packed counters: bin8 header, uvarint bitmap length, bitmap.
+	nb := (schemas.CounterIDs + 7) / 8
+	bitmap := append(make([]byte, nb-1), 1<<((schemas.CounterIDs-1)%8))
+	i := bytes.Index(data, append([]byte{byte(nb)}, bitmap...))
+	if i < 2 || data[i-2] != 0xc4 || nb >= 0x7f {
+		t.Fatalf("no %d-byte counter bitmap after a bin8 header in %x: the codec changed, update this test", nb, data)
 	}
-	data[i+19] = 0x80 // bit 159: past the 158 known counters
-	return data
+	out := append([]byte(nil), data[:i-1]...)
+	out = append(out, data[i-1]+1, byte(nb+1))
+	out = append(out, bitmap...)
+	out = append(out, 0x01) // bit nb*8: past the dictionary
+	return append(out, data[i+1+nb:]...)
 }
 
 func publishRaw(t *testing.T, js jetstream.JetStream, subject string, data []byte) {
