@@ -21,7 +21,7 @@ FROM
     WHERE cause_id = ''
       AND start_ms < @to * 1000
       AND (isNull(end_ms) OR assumeNotNull(end_ms) >= @from * 1000)
-)
+) AS roots
 ALL INNER JOIN
 (
     SELECT
@@ -42,7 +42,7 @@ ALL INNER JOIN
         WHERE cause_id != ''
     )
     GROUP BY cause_id
-) USING (id)
+) AS explained USING (id)
 WHERE (@node = '' OR subject_node = @node OR has(effect_nodes, @node))
   AND (@type = '' OR has(splitByChar(',', @type), type))
   AND (@severity = '' OR has(splitByChar(',', @severity), severity))

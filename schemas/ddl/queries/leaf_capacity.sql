@@ -19,12 +19,12 @@ FROM
     FROM rollup_hour FINAL
     WHERE hour >= toStartOfHour(toDateTime(@from)) AND hour < toDateTime(@to)
       AND (@node = '' OR node = @node)
-)
+) AS hours
 ANY LEFT JOIN
 (
     SELECT node, device, port, switch AS leaf
     FROM topology_ports FINAL
     WHERE tier = 'leaf'
-) USING (node, device, port)
+) AS leaves USING (node, device, port)
 GROUP BY hour, leaf_group
 ORDER BY hour, leaf_group
