@@ -114,6 +114,30 @@ func appendConfig(b []byte, c *schemas.PortConfig) []byte {
 		b = append(b, `"trust":`...)
 		b = appendString(b, c.Trust)
 	}
+	if c.DSCPPrio != nil {
+		sep()
+		b = append(b, `"dscp_prio":[`...)
+		for i, p := range *c.DSCPPrio {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(p), 10)
+		}
+		b = append(b, ']')
+	}
+	for _, f := range []struct {
+		key string
+		v   *int
+	}{{"cnp_dscp", c.CNPDSCP}, {"cnp_802p_prio", c.CNP8021pPrio}, {"traffic_class", c.TrafficClass}} {
+		if f.v == nil {
+			continue
+		}
+		sep()
+		b = append(b, '"')
+		b = append(b, f.key...)
+		b = append(b, `":`...)
+		b = strconv.AppendInt(b, int64(*f.v), 10)
+	}
 	return append(b, '}')
 }
 
