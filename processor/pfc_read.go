@@ -7,16 +7,20 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
+// pfcGlobalPrio is the priority a reading names when its busiest pause is
+// an IEEE 802.3x global pause: a pause of every priority.
+const pfcGlobalPrio = -1
+
 // pfcReading is what one sample says about pauses and traffic.
 type pfcReading struct {
-	valid        bool // the tx pause duration of some priority has a real delta
-	prio         int  // busiest tx priority
+	valid        bool // the tx pause duration of some priority, or the global one, has a real delta
+	prio         int  // busiest tx priority; pfcGlobalPrio for the global pause
 	txFraction   float64
 	txFramesPerS float64
 	rxFraction   float64
 	rxFramesPerS float64
 	rcvGbps      float64
-	rcvKnown     bool
+	rcvKnown     bool    // port_rcv_data measures the interval (not a baseline, reset, held or pinned reading)
 	utilisation  float64 // receive Gb/s over the line rate; -1 unknown
 	ecnPerS      float64
 	cnpSentPerS  float64
@@ -25,39 +29,68 @@ type pfcReading struct {
 	stormErr     uint64
 }
 
+// pfcPauseSlots are the pause figures of a sample: the eight priorities,
+// then the global pause (slot pfcGlobalSlot).
+const (
+	pfcGlobalSlot = 8
+	pfcPauseSlots = 9
+)
+
 // pfcReadPauses reads the sample's pause, traffic and congestion figures. A
 // counter that is a baseline, was reset or held says nothing about this
 // interval; a reading without one usable tx pause duration is not valid.
+//
+// A port on IEEE 802.3x flow control counts tx/rx_global_pause[_duration]
+// (mlx5) or tx/rx_pause[_duration] (mlx4_en) instead of the per-priority
+// counters: that pause stops every priority, so it is read as one more
+// priority (pfcGlobalPrio), and a reading with only global counters is
+// valid. A pinned 32-bit port_rcv_data (schemas.FlagSaturated) is an
+// unknown receive rate, not a stalled receive path.
 func pfcReadPauses(s *Sample) pfcReading {
 	var r pfcReading
 	if s.IntervalMs <= 0 {
 		return r
 	}
 	sec := float64(s.IntervalMs) / 1000
-	var txDur, txFrames, rxDur, rxFrames [8]float64
-	var txOK [8]bool
+	var txDur, txFrames, rxDur, rxFrames [pfcPauseSlots]float64
+	var txOK [pfcPauseSlots]bool
 	const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
-	// The pause counters: one of them that says nothing about this
-	// interval makes the whole reading invalid.
+	// read files one pause counter of a slot (k: 0 tx duration, 1 tx
+	// frames, 2 rx duration, 3 rx frames); false when it says nothing
+	// about this interval, which makes the whole reading invalid.
+	read := func(slot, k int, id schemas.CounterID) bool {
+		c, ok := s.CounterByID(id)
+		if !ok {
+			return true
+		}
+		if c.Flags&unusable != 0 {
+			return false
+		}
+		v := float64(c.Delta)
+		switch k {
+		case 0:
+			txDur[slot], txOK[slot] = txDur[slot]+v, true
+		case 1:
+			txFrames[slot] += v
+		case 2:
+			rxDur[slot] += v
+		default:
+			rxFrames[slot] += v
+		}
+		return true
+	}
 	for p := range 8 {
 		for k, id := range [4]schemas.CounterID{idTxPauseDuration[p], idTxPause[p], idRxPauseDuration[p], idRxPause[p]} {
-			c, ok := s.CounterByID(id)
-			if !ok {
-				continue
-			}
-			if c.Flags&unusable != 0 {
+			if !read(p, k, id) {
 				return pfcReading{}
 			}
-			v := float64(c.Delta)
-			switch k {
-			case 0:
-				txDur[p], txOK[p] = v, true
-			case 1:
-				txFrames[p] = v
-			case 2:
-				rxDur[p] = v
-			default:
-				rxFrames[p] = v
+		}
+	}
+	// The global pause, under either driver's names (a port lists one).
+	for n := range idTxGlobalPauseDuration {
+		for k, id := range [4]schemas.CounterID{idTxGlobalPauseDuration[n], idTxGlobalPause[n], idRxGlobalPauseDuration[n], idRxGlobalPause[n]} {
+			if !read(pfcGlobalSlot, k, id) {
+				return pfcReading{}
 			}
 		}
 	}
@@ -67,7 +100,7 @@ func pfcReadPauses(s *Sample) pfcReading {
 	if c, ok := s.CounterByID(idStormError); ok && c.Flags&unusable == 0 {
 		r.stormErr = c.Delta
 	}
-	if c, ok := s.CounterByID(idPortRcvData); ok && c.Flags&unusable == 0 {
+	if c, ok := s.CounterByID(idPortRcvData); ok && c.Flags&(unusable|schemas.FlagSaturated) == 0 {
 		r.rcvGbps = schemas.Gbps(c.Delta, s.IntervalMs)
 		r.rcvKnown = true
 	}
@@ -80,15 +113,19 @@ func pfcReadPauses(s *Sample) pfcReading {
 	if c, ok := s.CounterByID(idCNP[cnpHandled]); ok && c.Flags&unusable == 0 {
 		r.cnpHandPerS = float64(c.Delta) / sec
 	}
-	for p := range 8 {
-		if !txOK[p] {
+	for slot := range pfcPauseSlots {
+		if !txOK[slot] {
 			continue
 		}
-		if f := schemas.PauseFraction(txDur[p], s.IntervalMs); !r.valid || f > r.txFraction {
-			r.valid, r.prio, r.txFraction, r.txFramesPerS = true, p, f, txFrames[p]/sec
+		prio := slot
+		if slot == pfcGlobalSlot {
+			prio = pfcGlobalPrio
 		}
-		if f := schemas.PauseFraction(rxDur[p], s.IntervalMs); f > r.rxFraction {
-			r.rxFraction, r.rxFramesPerS = f, rxFrames[p]/sec
+		if f := schemas.PauseFraction(txDur[slot], s.IntervalMs); !r.valid || f > r.txFraction {
+			r.valid, r.prio, r.txFraction, r.txFramesPerS = true, prio, f, txFrames[slot]/sec
+		}
+		if f := schemas.PauseFraction(rxDur[slot], s.IntervalMs); f > r.rxFraction {
+			r.rxFraction, r.rxFramesPerS = f, rxFrames[slot]/sec
 		}
 	}
 	r.utilisation = -1
@@ -96,6 +133,24 @@ func pfcReadPauses(s *Sample) pfcReading {
 		r.utilisation, _ = schemas.RcvUtilisation(r.rcvGbps, gbps)
 	}
 	return r
+}
+
+// pfcTxPauseFraction is the share of the sample's interval the port paused
+// its link: the busiest priority or the global pause; ok is false when no
+// tx pause duration measures the interval. receive_starvation's veto reads
+// it, so that a port that pauses with 802.3x global pause is seen pausing.
+func pfcTxPauseFraction(s *Sample) (fraction float64, ok bool) {
+	r := pfcReadPauses(s)
+	return r.txFraction, r.valid
+}
+
+// pfcFlowControl names the kind of pause a reading's priority is, for the
+// evidence.
+func pfcFlowControl(prio int) string {
+	if prio == pfcGlobalPrio {
+		return "global_pause"
+	}
+	return "pfc"
 }
 
 // pfcPauseCounter parses {tx,rx}_prio<N>_pause[_duration].

@@ -24,7 +24,12 @@ func init() {
 //
 // Figures per sample and direction (the deltas of ethtool
 // {tx,rx}_prio<N>_pause and _pause_duration, µs; the busiest priority):
-// pause fraction = paused µs / interval, pause frames per second.
+// pause fraction = paused µs / interval, pause frames per second. A fabric
+// on IEEE 802.3x flow control counts {tx,rx}_global_pause[_duration] (mlx5)
+// or {tx,rx}_pause[_duration] (mlx4_en) instead: a global pause stops every
+// priority, and is read as one more priority (evidence priority -1,
+// flow_control "global_pause"); origins, victims and the spread are the
+// same.
 //
 // Origin with its own samples (decided in OnSample, at that sample's time):
 //   - at once when one interval is paused at least OpenFraction, the port
@@ -435,6 +440,9 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		summary = fmt.Sprintf("%s has stopped reporting and %s is pausing the ports under it: the silent host is the likely storm origin", where, leaf)
 	} else {
 		summary = fmt.Sprintf("%s is pausing %s %.0f%% of the time while receiving almost nothing", where, leaf, 100*r.txFraction)
+		if r.prio == pfcGlobalPrio {
+			summary += " (IEEE 802.3x global pause: every priority stops)"
+		}
 	}
 	if n := len(st.affected); n > 0 {
 		nodes := map[string]bool{}
@@ -454,6 +462,9 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		checks = append(checks, schemas.Check{Command: "ping -c 3 " + shellQuote(origin.Node), Note: origin.Node + " stopped reporting: is the host hung (console, BMC)? a stalled receive path (CQ polling, hung process) keeps the NIC pausing"})
 	} else {
 		checks = append(checks, onHost(origin.Node, "top -b -n 1 -o %CPU | head -20", "is the host's receive path stalled (CQ polling, hung process)?"))
+	}
+	if !st.silent && r.prio == pfcGlobalPrio {
+		checks = append(checks, onHost(origin.Node, "ethtool -a "+netdev, "link-level (802.3x) flow control is on: the port pauses every priority"))
 	}
 	checks = append(checks,
 		onHost(origin.Node, "mlnx_qos -i "+netdev, "PFC watchdog / pfc-prevention-tout"),
@@ -489,6 +500,7 @@ func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 		"rx_pause_fraction":             pfcRound2(r.rxFraction),
 		"rcv_gbps":                      pfcRound2(r.rcvGbps),
 		"priority":                      r.prio,
+		"flow_control":                  pfcFlowControl(r.prio),
 		"tx_pause_storm_warning_events": st.warn,
 		"tx_pause_storm_error_events":   st.errs,
 		"affected_ports":                len(st.affected),
@@ -507,6 +519,7 @@ func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 		delete(evidence, "tx_pause_frames_per_s")
 		delete(evidence, "rx_pause_fraction")
 		delete(evidence, "rcv_gbps")
+		delete(evidence, "flow_control")
 	}
 	return evidence
 }

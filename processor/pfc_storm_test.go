@@ -38,7 +38,36 @@ type pfcRig struct {
 	lateness schemas.Millis
 	events   []*schemas.Event
 	totals   map[schemas.PortID]map[string]uint64
+	// pauseNames: the pause counters the ports list; pfcPerPriority unless
+	// a test puts the fabric on 802.3x global pause.
+	pauseNames pfcNaming
+	// dets, when set, are the detectors fed instead of det alone (det
+	// among them, linked for causes).
+	dets []Detector
 }
+
+// withDetectors makes the rig drive the storm detector together with
+// others, their events passing through one Causes as in a processor.
+func (r *pfcRig) withDetectors(others ...Detector) {
+	r.dets = Link(append([]Detector{r.det}, others...))
+	for _, d := range r.dets[1:] {
+		if in, ok := d.(Initializer); ok {
+			if err := in.Init(r); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// pfcNaming is how a driver names a port's pause counters: tx duration, tx
+// frames, rx duration, rx frames.
+type pfcNaming [4]string
+
+var (
+	pfcPerPriority  = pfcNaming{"tx_prio3_pause_duration", "tx_prio3_pause", "rx_prio3_pause_duration", "rx_prio3_pause"}
+	pfcGlobalMLX5   = pfcNaming{"tx_global_pause_duration", "tx_global_pause", "rx_global_pause_duration", "rx_global_pause"}
+	pfcGlobalMLX4EN = pfcNaming{"tx_pause_duration", "tx_pause", "rx_pause_duration", "rx_pause"}
+)
 
 func newPFCRig(t *testing.T, interval time.Duration) *pfcRig {
 	topo, err := schemas.ParseTopology(strings.NewReader(pfcTopo))
@@ -46,7 +75,8 @@ func newPFCRig(t *testing.T, interval time.Duration) *pfcRig {
 		t.Fatal(err)
 	}
 	r := &pfcRig{t: t, det: NewPFCStorm(), topo: topo, ports: map[schemas.PortID]*PortState{},
-		lateness: schemas.Millis(interval.Milliseconds() * 11 / 10), totals: map[schemas.PortID]map[string]uint64{}}
+		lateness: schemas.Millis(interval.Milliseconds() * 11 / 10), totals: map[schemas.PortID]map[string]uint64{},
+		pauseNames: pfcPerPriority}
 	if err := r.det.Init(r); err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +108,15 @@ func (r *pfcRig) Emit(ev *schemas.Event) {
 		r.t.Errorf("invalid event: %v", err)
 	}
 	for k, v := range ev.Evidence {
+		if ev.Type != schemas.TypePFCStorm {
+			break
+		}
 		switch v.(type) {
 		case float64, int, uint64:
+		case string:
+			if k != "flow_control" {
+				r.t.Errorf("evidence %s is a string, want a number", k)
+			}
 		default:
 			r.t.Errorf("evidence %s is %T, want a number", k, v)
 		}
@@ -97,13 +134,25 @@ func (r *pfcRig) feed(s *Sample) {
 	if p.Samples > 0 && s.Time <= p.LastTime {
 		return
 	}
-	r.det.OnSample(ctx, p, s, r)
+	dets := r.dets
+	if dets == nil {
+		dets = []Detector{r.det}
+	}
+	for _, d := range dets {
+		if pd, ok := d.(PortDetector); ok {
+			pd.OnSample(ctx, p, s, r)
+		}
+	}
 	p.Observe(s)
 	r.maxT = max(r.maxT, s.Time)
 	if wm := r.maxT - r.lateness; wm > r.wm {
 		r.wm = wm
 		if wm >= r.nextTick {
-			r.det.OnWatermark(ctx, r, wm, r)
+			for _, d := range dets {
+				if fd, ok := d.(FabricDetector); ok {
+					fd.OnWatermark(ctx, r, wm, r)
+				}
+			}
 			r.nextTick = wm + 1000
 		}
 	}
@@ -120,6 +169,7 @@ type reading struct {
 	cnpSent    float64
 	cnpHandled float64
 	warn, errs uint64
+	oobPerS    float64 // out_of_buffer drops a second (a starving receiver)
 }
 
 // sample builds one port's sample from a reading; cumulative values are
@@ -136,17 +186,25 @@ func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Dura
 		name string
 		d    uint64
 	}{
-		{schemas.SourceEthtool, "tx_prio3_pause_duration", uint64(rd.tx * sec * 1e6)},
-		{schemas.SourceEthtool, "tx_prio3_pause", uint64(rd.tx * sec * 1e6 / 80)},
-		{schemas.SourceEthtool, "rx_prio3_pause_duration", uint64(rd.rx * sec * 1e6)},
-		{schemas.SourceEthtool, "rx_prio3_pause", uint64(rd.rx * sec * 1e6 / 80)},
-		{schemas.SourceEthtool, "tx_prio0_pause_duration", 0},
+		{schemas.SourceEthtool, r.pauseNames[0], uint64(rd.tx * sec * 1e6)},
+		{schemas.SourceEthtool, r.pauseNames[1], uint64(rd.tx * sec * 1e6 / 80)},
+		{schemas.SourceEthtool, r.pauseNames[2], uint64(rd.rx * sec * 1e6)},
+		{schemas.SourceEthtool, r.pauseNames[3], uint64(rd.rx * sec * 1e6 / 80)},
 		{schemas.SourceEthtool, "tx_pause_storm_warning_events", rd.warn},
 		{schemas.SourceEthtool, "tx_pause_storm_error_events", rd.errs},
 		{schemas.SourceCounters, "port_rcv_data", uint64(rd.rcvGbps * 1e9 / 8 * sec)},
+		{schemas.SourceHWCounters, "out_of_buffer", uint64(rd.oobPerS * sec)},
 		{schemas.SourceHWCounters, "np_ecn_marked_roce_packets", uint64(rd.ecnPerS * sec)},
 		{schemas.SourceHWCounters, "np_cnp_sent", uint64(rd.cnpSent * sec)},
 		{schemas.SourceHWCounters, "rp_cnp_handled", uint64(rd.cnpHandled * sec)},
+	}
+	if r.pauseNames == pfcPerPriority {
+		// PFC on two priorities; only priority 3 carries the pauses.
+		deltas = append(deltas, struct {
+			src  schemas.Source
+			name string
+			d    uint64
+		}{schemas.SourceEthtool, "tx_prio0_pause_duration", 0})
 	}
 	var cs []schemas.CounterDelta
 	for _, d := range deltas {
@@ -262,63 +320,91 @@ func TestPFCStorm(t *testing.T) {
 		{"a late victim on the other leaf joins, 10 s", 10 * time.Second, false, -1, 30, 2, []string{"host-b", "host-c", "host-e"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			const from, to, n = 20, 60, 90
-			r := newPFCRig(t, tt.interval)
-			r.run(tt.interval, n, stormPlan(from, to, tt.eFrom, tt.silent, tt.dip))
-			for _, l := range summaries(r.events) {
-				t.Log(l)
-			}
-			if got := len(r.ofType(schemas.StateOpen)); got != 1 {
-				t.Fatalf("%d opens, want 1: %v", got, summaries(r.events))
-			}
-			if !tt.silent {
-				if got := len(r.ofType(schemas.StateResolved)); got != 1 {
-					t.Errorf("%d resolved, want 1: %v", got, summaries(r.events))
+		for _, names := range pfcNamings {
+			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
+				const from, to, n = 20, 60, 90
+				r := newPFCRig(t, tt.interval)
+				r.pauseNames = names.counters
+				r.run(tt.interval, n, stormPlan(from, to, tt.eFrom, tt.silent, tt.dip))
+				testPFCStormIncident(t, r, tt.interval, from, tt.budget, tt.silent, tt.affected)
+				if open := r.ofType(schemas.StateOpen); len(open) == 1 && !tt.silent {
+					wantPrio := 3
+					if names.counters != pfcPerPriority {
+						wantPrio = pfcGlobalPrio
+					}
+					if open[0].Evidence["priority"] != wantPrio || open[0].Evidence["flow_control"] != pfcFlowControl(wantPrio) {
+						t.Errorf("priority %v flow_control %v, want %d", open[0].Evidence["priority"], open[0].Evidence["flow_control"], wantPrio)
+					}
 				}
-			} else if got := len(r.ofType(schemas.StateResolved)); got > 1 {
-				t.Errorf("%d resolved", got)
-			}
-			open := r.ofType(schemas.StateOpen)[0]
-			iv := schemas.Millis(tt.interval.Milliseconds())
-			// True onset: 30% of interval `from` before its end.
-			onset := t0 + schemas.Millis(from)*iv - iv*3/10
-			if lat := open.DetectedAt - onset; lat > schemas.Millis(tt.budget)*iv || lat < 0 {
-				t.Errorf("detected %v after onset, budget %d intervals", time.Duration(lat)*time.Millisecond, tt.budget)
-			}
-			if open.Start < onset-2*iv || open.Start > onset+iv {
-				t.Errorf("start %s, onset %s", open.Start, onset)
-			}
-			if open.Subject != pfcPortOf("host-a").Subject() || open.Origin == nil || open.Origin.Node != "host-a" || open.Origin.Silent != tt.silent {
-				t.Errorf("subject %v origin %+v", open.Subject, open.Origin)
-			}
-			if open.Layer != schemas.LayerLinkNetwork {
-				t.Errorf("layer %s", open.Layer)
-			}
-			last := r.events[len(r.events)-1]
-			var nodes []string
-			for i, a := range last.Affected {
-				nodes = append(nodes, a.Node)
-				if i > 0 && a.FirstSeen < last.Affected[i-1].FirstSeen {
-					t.Errorf("affected not in first_seen order: %+v", last.Affected)
-				}
-				wantHops := 2
-				if a.Node == "host-e" {
-					wantHops = 4
-				}
-				if a.Hops != wantHops || a.PauseFraction <= 0 {
-					t.Errorf("affected %+v", a)
-				}
-			}
-			if strings.Join(nodes, ",") != strings.Join(tt.affected, ",") {
-				t.Errorf("affected %v, want %v", nodes, tt.affected)
-			}
-			for _, ev := range r.events {
-				if ev.ID != open.ID {
-					t.Errorf("event of another incident: %s", ev.ID)
-				}
-			}
-		})
+			})
+		}
+	}
+}
+
+// pfcNamings are the pause counters a fabric can count: PFC per priority,
+// or IEEE 802.3x global pause under mlx5's and mlx4_en's names. The storm
+// tests run on each: the same pauses are the same incidents.
+var pfcNamings = []struct {
+	name     string
+	counters pfcNaming
+}{{"pfc", pfcPerPriority}, {"global-mlx5", pfcGlobalMLX5}, {"global-mlx4_en", pfcGlobalMLX4EN}}
+
+// testPFCStormIncident checks the one storm of a stormPlan run: opened
+// once within budget intervals of the true onset, origin host-a, the
+// affected nodes in first_seen order with their hops, one incident.
+func testPFCStormIncident(t *testing.T, r *pfcRig, interval time.Duration, from, budget int, silent bool, affected []string) {
+	t.Helper()
+	for _, l := range summaries(r.events) {
+		t.Log(l)
+	}
+	if got := len(r.ofType(schemas.StateOpen)); got != 1 {
+		t.Fatalf("%d opens, want 1: %v", got, summaries(r.events))
+	}
+	if !silent {
+		if got := len(r.ofType(schemas.StateResolved)); got != 1 {
+			t.Errorf("%d resolved, want 1: %v", got, summaries(r.events))
+		}
+	} else if got := len(r.ofType(schemas.StateResolved)); got > 1 {
+		t.Errorf("%d resolved", got)
+	}
+	open := r.ofType(schemas.StateOpen)[0]
+	iv := schemas.Millis(interval.Milliseconds())
+	// True onset: 30% of interval `from` before its end.
+	onset := t0 + schemas.Millis(from)*iv - iv*3/10
+	if lat := open.DetectedAt - onset; lat > schemas.Millis(budget)*iv || lat < 0 {
+		t.Errorf("detected %v after onset, budget %d intervals", time.Duration(lat)*time.Millisecond, budget)
+	}
+	if open.Start < onset-2*iv || open.Start > onset+iv {
+		t.Errorf("start %s, onset %s", open.Start, onset)
+	}
+	if open.Subject != pfcPortOf("host-a").Subject() || open.Origin == nil || open.Origin.Node != "host-a" || open.Origin.Silent != silent {
+		t.Errorf("subject %v origin %+v", open.Subject, open.Origin)
+	}
+	if open.Layer != schemas.LayerLinkNetwork {
+		t.Errorf("layer %s", open.Layer)
+	}
+	last := r.events[len(r.events)-1]
+	var nodes []string
+	for i, a := range last.Affected {
+		nodes = append(nodes, a.Node)
+		if i > 0 && a.FirstSeen < last.Affected[i-1].FirstSeen {
+			t.Errorf("affected not in first_seen order: %+v", last.Affected)
+		}
+		wantHops := 2
+		if a.Node == "host-e" {
+			wantHops = 4
+		}
+		if a.Hops != wantHops || a.PauseFraction <= 0 {
+			t.Errorf("affected %+v", a)
+		}
+	}
+	if strings.Join(nodes, ",") != strings.Join(affected, ",") {
+		t.Errorf("affected %v, want %v", nodes, affected)
+	}
+	for _, ev := range r.events {
+		if ev.ID != open.ID {
+			t.Errorf("event of another incident: %s", ev.ID)
+		}
 	}
 }
 
@@ -371,15 +457,18 @@ func TestPFCStormQuiet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, iv := range []time.Duration{time.Second, 5 * time.Second} {
-			t.Run(tt.name+"/"+iv.String(), func(t *testing.T) {
-				r := newPFCRig(t, iv)
-				r.run(iv, 80, tt.plan)
-				// Duplicates: the same samples again are stale.
-				r.run(iv, 3, tt.plan)
-				if len(r.events) != 0 {
-					t.Errorf("events: %v", summaries(r.events))
-				}
-			})
+			for _, names := range pfcNamings {
+				t.Run(names.name+"/"+tt.name+"/"+iv.String(), func(t *testing.T) {
+					r := newPFCRig(t, iv)
+					r.pauseNames = names.counters
+					r.run(iv, 80, tt.plan)
+					// Duplicates: the same samples again are stale.
+					r.run(iv, 3, tt.plan)
+					if len(r.events) != 0 {
+						t.Errorf("events: %v", summaries(r.events))
+					}
+				})
+			}
 		}
 	}
 }
@@ -507,17 +596,20 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := newPFCRig(t, iv)
-			tt.feed(r)
-			opens := r.ofType(schemas.StateOpen)
-			if len(opens) != 1 {
-				t.Fatalf("%d opens, want 1: %v", len(opens), summaries(r.events))
-			}
-			if opens[0].Subject.Node != "host-a" {
-				t.Errorf("origin %v, want host-a", opens[0].Subject)
-			}
-		})
+		for _, names := range pfcNamings {
+			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
+				r := newPFCRig(t, iv)
+				r.pauseNames = names.counters
+				tt.feed(r)
+				opens := r.ofType(schemas.StateOpen)
+				if len(opens) != 1 {
+					t.Fatalf("%d opens, want 1: %v", len(opens), summaries(r.events))
+				}
+				if opens[0].Subject.Node != "host-a" {
+					t.Errorf("origin %v, want host-a", opens[0].Subject)
+				}
+			})
+		}
 	}
 }
 
@@ -565,5 +657,56 @@ func TestPFCStormSilentTwoPortHostIsNodeScope(t *testing.T) {
 		if ev.ID != open.ID {
 			t.Errorf("a second incident: %s", ev.ID)
 		}
+	}
+}
+
+// TestPFCReadPausesKinds: a reading with only global pause counters is
+// valid and names priority -1; the busier of per-priority and global pause
+// wins; a pinned 32-bit port_rcv_data is an unknown receive rate, not 0 Gb/s.
+func TestPFCReadPausesKinds(t *testing.T) {
+	const sat = schemas.FlagSaturated
+	tests := []struct {
+		name      string
+		cs        []schemas.CounterDelta
+		valid     bool
+		prio      int
+		tx, rx    float64
+		rcvKnown  bool
+		rcvGbps   float64
+		utilKnown bool
+	}{
+		{"mlx5 global pause only", []schemas.CounterDelta{
+			eth("tx_global_pause_duration", 9, 1_800_000, 0), eth("tx_global_pause", 9, 22_500, 0),
+			eth("rx_global_pause_duration", 9, 20_000, 0), eth("rx_global_pause", 9, 250, 0),
+			ctr("port_rcv_data", 9, 50_000_000, 0)}, true, pfcGlobalPrio, 0.9, 0.01, true, 0.2, true},
+		{"mlx4_en global pause only", []schemas.CounterDelta{
+			eth("tx_pause_duration", 9, 1_000_000, 0), eth("rx_pause_duration", 9, 0, 0)}, true, pfcGlobalPrio, 0.5, 0, false, 0, false},
+		{"per priority busier than the global pause", []schemas.CounterDelta{
+			eth("tx_prio3_pause_duration", 9, 1_200_000, 0), eth("tx_global_pause_duration", 9, 200_000, 0)}, true, 3, 0.6, 0, false, 0, false},
+		{"a held global pause counter: no reading", []schemas.CounterDelta{
+			eth("tx_global_pause_duration", 0, 0, schemas.FlagHeld), eth("rx_global_pause_duration", 9, 0, 0)}, false, 0, 0, 0, false, 0, false},
+		{"pinned port_rcv_data: receive rate unknown", []schemas.CounterDelta{
+			eth("tx_global_pause_duration", 9, 1_800_000, 0), ctr("port_rcv_data", 1<<32-1, 0, sat)}, true, pfcGlobalPrio, 0.9, 0, false, 0, false},
+		{"no pause counter: no reading", []schemas.CounterDelta{ctr("port_rcv_data", 9, 50_000_000, 0)}, false, 0, 0, 0, true, 0.2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &Sample{ID: portA, Time: at(2), PortSample: &schemas.PortSample{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet",
+				State: "ACTIVE", Rate: "100 Gb/sec (4X EDR)", TimeMs: int64(at(2)), IntervalMs: 2000, Counters: tt.cs}}
+			got := pfcReadPauses(s)
+			if got.valid != tt.valid {
+				t.Fatalf("valid %v, want %v: %+v", got.valid, tt.valid, got)
+			}
+			if !tt.valid {
+				return
+			}
+			if got.prio != tt.prio || got.txFraction != tt.tx || got.rxFraction != tt.rx || got.rcvKnown != tt.rcvKnown ||
+				got.rcvGbps != tt.rcvGbps || (got.utilisation >= 0) != tt.utilKnown {
+				t.Errorf("%+v", got)
+			}
+			if f, ok := pfcTxPauseFraction(s); !ok || f != tt.tx {
+				t.Errorf("pfcTxPauseFraction %v %v", f, ok)
+			}
+		})
 	}
 }

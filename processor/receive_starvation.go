@@ -61,26 +61,20 @@ func NewReceiveStarvation() *ReceiveStarvation {
 }
 
 // StormPauseFraction is the share of an interval a port must pause its
-// link (tx pause duration, any priority) for its buffer drops to count as
-// part of its own PFC storm.
+// link (tx pause duration of its busiest priority, or of the IEEE 802.3x
+// global pause, which stops every priority) for its buffer drops to count
+// as part of its own PFC storm.
 const StormPauseFraction = 0.5
 
 // pausesItsLink reports whether the port paused its link for most of the
-// sample's interval. Drops that begin together with such a pause storm are
-// the storm's (pfc_storm holds the incident, the drops are its evidence); a
-// starvation seen before the storm is an incident of its own, and the
-// storm's cause.
+// sample's interval, by pfc_storm's reading of the pause counters
+// (per-priority or global). Drops that begin together with such a pause
+// storm are the storm's (pfc_storm holds the incident, the drops are its
+// evidence); a starvation seen before the storm is an incident of its own,
+// and the storm's cause.
 func pausesItsLink(s *Sample) bool {
-	if s.IntervalMs <= 0 {
-		return false
-	}
-	var us float64
-	for _, id := range idTxPauseDuration {
-		if c, ok := s.CounterByID(id); ok && c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) == 0 {
-			us += float64(c.Delta)
-		}
-	}
-	return us/(float64(s.IntervalMs)*1000) >= StormPauseFraction
+	f, ok := pfcTxPauseFraction(s)
+	return ok && f >= StormPauseFraction
 }
 
 func describeStarvation(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (string, string, []schemas.Check) {
@@ -105,7 +99,7 @@ func describeStarvation(j *judged, s *Sample, st *judgedPort, secondaryOnly bool
 	}
 	nd := netdevOf(s.ID, s.Netdev)
 	checks := []schemas.Check{
-		onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'out_of_buffer|discards|rx_prio.*pause|tx_prio.*pause'", nd), "buffer drops and the pauses the port sends because of them"),
+		onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'out_of_buffer|discards|pause'", nd), "buffer drops and the pauses the port sends because of them"),
 		onHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), "out_of_buffer and rnr_nak_retry_err now"),
 		onHost(s.ID.Node, "top -b -n1 -o %CPU | head -20; cat /proc/interrupts | grep -c mlx5", "CPU saturation of the polling threads and where the NIC's interrupts land"),
 		onHost(s.ID.Node, fmt.Sprintf("ethtool -g %s; ethtool -l %s", nd, nd), "ring sizes and channels: small receive queues"),
