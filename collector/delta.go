@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -15,8 +16,15 @@ import (
 //   - the first reading of a port, or of a counter, is a baseline: no delta;
 //   - saturating 16/8/4-bit error counters stop at their maximum and are flagged;
 //   - 32-bit hw_counters wrap;
-//   - a fall toward zero is a reset (driver reload, counters cleared), and the
-//     delta counts from zero;
+//   - a fall toward zero of one counter is a reset (counters cleared), and
+//     the delta counts from zero;
+//   - a reading that shows the whole port restarted (driver reload, device
+//     reset: its netdev was re-created, or its counters fell in a way no
+//     wrap, glitch or single clear explains) is a new baseline for every
+//     counter of the port, those that grew included: after a reload a
+//     counter kept by the firmware can stand anywhere relative to the old
+//     reading, and a delta across the reload would be fiction (issue 25:
+//     rx_discards_phy +382,471,778,169 in 10 s);
 //   - a single counter reading 0 out of the blue is a read glitch until the
 //     next reading says otherwise (rdmamap returns 0 for a file it cannot
 //     read): the old value stays the baseline, so no reset and no huge delta;
@@ -46,8 +54,11 @@ type EngineStats struct {
 	Empty      uint64 // port readings without a counter, dropped
 	Glitches   uint64 // counters held back as read glitches
 	Resets     uint64 // counters that reset
-	Wraps      uint64 // counters that wrapped
-	Restarts   uint64 // collector restarts seen
+	// PortRestarts counts port readings taken for a restarted port (every
+	// counter a new baseline).
+	PortRestarts uint64
+	Wraps        uint64 // counters that wrapped
+	Restarts     uint64 // collector restarts seen
 }
 
 type nodeState struct {
@@ -77,6 +88,10 @@ type counterState struct {
 type portState struct {
 	last     time.Time
 	counters map[counterKey]*counterState
+	// ifindex and lower identify the netdev (and a bond's members) the
+	// port was last read with; 0 and nil: unknown.
+	ifindex int
+	lower   []int
 }
 
 // NewEngine returns an engine. bootID names a node's collector run; it is
@@ -224,11 +239,19 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 		return raws[i].key.name < raws[j].key.name
 	})
 
+	replaced := netdevReplaced(ps, pr)
 	portZero := !baseline && looksUnreadable(ps, raws)
-	portReset := !baseline && !portZero && looksLikePortReset(ps, raws)
+	restarted := !baseline && !portZero && (replaced || looksLikePortRestart(ps, raws))
 	s.Counters = make([]schemas.CounterDelta, 0, len(raws))
+	if restarted {
+		e.stats.PortRestarts++
+		for _, rc := range raws {
+			s.Counters = append(s.Counters, e.restartDelta(ps, rc))
+		}
+		return s
+	}
 	lim := deltaLimits{intervalSec: uint64(s.IntervalMs+999) / 1000}
-	if !baseline && !portReset {
+	if !baseline {
 		lim.packets, lim.packetsKnown = packetDelta(ps, raws)
 	}
 	for _, rc := range raws {
@@ -238,9 +261,48 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 			}
 			continue
 		}
-		s.Counters = append(s.Counters, e.counterDelta(ps, rc, portReset, lim))
+		s.Counters = append(s.Counters, e.counterDelta(ps, rc, lim))
 	}
 	return s
+}
+
+// netdevReplaced records the netdev identity pr was read with and says
+// whether it differs from the last known one. An ifindex is never reused
+// while the netdev exists and a reload re-creates the netdev with a new
+// one, so a changed ifindex means every counter behind it started over;
+// for a bond, whose own netdev survives a reload of its members, a
+// changed member list (a member re-created, added or removed) means its
+// summed statistics did. Unknown (0, nil: a trace) says nothing.
+func netdevReplaced(ps *portState, pr *PortReading) bool {
+	replaced := false
+	if pr.Ifindex > 0 {
+		replaced = ps.ifindex > 0 && ps.ifindex != pr.Ifindex
+		ps.ifindex = pr.Ifindex
+	}
+	if len(pr.LowerIfindex) > 0 {
+		replaced = replaced || (len(ps.lower) > 0 && !slices.Equal(ps.lower, pr.LowerIfindex))
+		ps.lower = slices.Clone(pr.LowerIfindex)
+	}
+	return replaced
+}
+
+// restartDelta makes rc a new baseline of a restarted port: flagged reset,
+// delta 0, so no detector reads the interval and no sum counts it.
+func (e *Engine) restartDelta(ps *portState, rc rawCounter) schemas.CounterDelta {
+	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
+	if rc.kind.Pinned(rc.value) {
+		cd.Flags |= schemas.FlagSaturated
+	}
+	cs := ps.counters[rc.key]
+	if cs == nil {
+		ps.counters[rc.key] = &counterState{value: rc.value}
+		cd.Flags |= schemas.FlagFirst
+		return cd
+	}
+	cs.value, cs.held = rc.value, false
+	cd.Flags |= schemas.FlagReset
+	e.stats.Resets++
+	return cd
 }
 
 // deltaLimits bound what one reading of a port can plausibly count.
@@ -314,11 +376,22 @@ func (e *Engine) heldUnreadable(ps *portState, rc rawCounter) (schemas.CounterDe
 	return cd, true
 }
 
-// looksLikePortReset tells a driver reload or a counter clear, which drops
-// every counter of the port at once, from a single unreadable file. A 64-bit
-// counter that falls to a non-zero value cannot be a wrap or a glitch; many
-// counters falling together cannot be a one-file glitch.
-func looksLikePortReset(ps *portState, raws []rawCounter) bool {
+// looksLikePortRestart tells a driver reload or a counter clear, which
+// drops the port's counters together, from a single unreadable file, a
+// wrap or one counter cleared on its own. What cannot happen without one:
+//
+//   - a 64-bit counter (or a data counter that is 64-bit where it is not
+//     pinned) falling to a non-zero value: it neither wraps in a lifetime
+//     nor reads as a glitch (a misread file reads 0 or nothing);
+//   - an ethtool statistic falling at all: the ioctl returns every
+//     statistic or an error, never one 0 in place of a value;
+//   - several counters falling at once: a misread is one file, a wrap is a
+//     32-bit counter past half its range (not counted here), and a
+//     hand-cleared IB error counter is one too. Two falling may still be
+//     two independent misreads, so two count only when they are at least
+//     half the port's counters; three is a restart whatever the share
+//     (issue 25's reload: 11 of 52 fell, 41 grew past their old value).
+func looksLikePortRestart(ps *portState, raws []rawCounter) bool {
 	fell, nonzeroBefore := 0, 0
 	for _, rc := range raws {
 		cs := ps.counters[rc.key]
@@ -326,14 +399,21 @@ func looksLikePortReset(ps *portState, raws []rawCounter) bool {
 			continue
 		}
 		nonzeroBefore++
-		if rc.value < cs.value {
-			if (rc.kind == schemas.Counter64 || rc.kind == schemas.Ext64Sat32) && rc.value > 0 {
-				return true
-			}
-			fell++
+		if rc.value >= cs.value {
+			continue
 		}
+		if rc.key.src == schemas.SourceEthtool {
+			return true
+		}
+		if (rc.kind == schemas.Counter64 || rc.kind == schemas.Ext64Sat32) && rc.value > 0 {
+			return true
+		}
+		if rc.kind == schemas.Wrap32 && cs.value > rc.kind.Max()/2 && rc.value > 0 {
+			continue // a wrap
+		}
+		fell++
 	}
-	return fell >= 2 && fell*2 >= nonzeroBefore
+	return fell >= 3 || (fell >= 2 && fell*2 >= nonzeroBefore)
 }
 
 // maxQCounterRate bounds a 32-bit q-counter's events per second (packets
@@ -342,7 +422,7 @@ func looksLikePortReset(ps *portState, raws []rawCounter) bool {
 // a misreading, not traffic.
 const maxQCounterRate = 1e8
 
-func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, lim deltaLimits) schemas.CounterDelta {
+func (e *Engine) counterDelta(ps *portState, rc rawCounter, lim deltaLimits) schemas.CounterDelta {
 	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
 	if rc.kind.Pinned(rc.value) {
 		cd.Flags |= schemas.FlagSaturated
@@ -369,10 +449,6 @@ func (e *Engine) counterDelta(ps *portState, rc rawCounter, portReset bool, lim 
 		return cd
 	case rc.value >= prev:
 		delta = rc.value - prev
-	case portReset:
-		delta = rc.value
-		cd.Flags |= schemas.FlagReset
-		e.stats.Resets++
 	case rc.value == 0 && !cs.held:
 		// One file read as 0: hold the old baseline until the next reading
 		// tells a glitch (back near prev) from a clear (still low).

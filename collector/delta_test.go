@@ -114,11 +114,11 @@ func TestEngineDeltas(t *testing.T) {
 			{at: 0, hw: m("out_of_sequence", 1000), want: map[string]wantDelta{"out_of_sequence": {0, first}}},
 			{at: 1, hw: m("out_of_sequence", 7), want: map[string]wantDelta{"out_of_sequence": {7, reset}}},
 		}},
-		{"port reset drops everything, even a high 32-bit counter", []step{
+		{"port restart is a new baseline for everything, even a high 32-bit counter", []step{
 			{at: 0, c: m("port_xmit_data", 1000000, "port_rcv_data", 900000, "symbol_error", 10), hw: m("out_of_buffer", 4294967000),
 				want: map[string]wantDelta{"port_xmit_data": {0, first}}},
 			{at: 1, c: m("port_xmit_data", 100, "port_rcv_data", 50, "symbol_error", 0), hw: m("out_of_buffer", 2),
-				want: map[string]wantDelta{"port_xmit_data": {400, reset}, "port_rcv_data": {200, reset}, "symbol_error": {0, reset}, "out_of_buffer": {2, reset}}},
+				want: map[string]wantDelta{"port_xmit_data": {0, reset}, "port_rcv_data": {0, reset}, "symbol_error": {0, reset}, "out_of_buffer": {0, reset}}},
 		}},
 		{"read glitch to 0 is held, then recovers", []step{
 			{at: 0, c: m("port_xmit_data", 1000, "symbol_error", 7), want: map[string]wantDelta{"port_xmit_data": {0, first}}},
@@ -178,7 +178,7 @@ func TestEngineDeltas(t *testing.T) {
 		}},
 		{"64-bit ethtool counter falling is a reset", []step{
 			{at: 0, et: m("tx_prio3_pause", 500), want: map[string]wantDelta{"tx_prio3_pause": {0, first}}},
-			{at: 1, et: m("tx_prio3_pause", 20), want: map[string]wantDelta{"tx_prio3_pause": {20, reset}}},
+			{at: 1, et: m("tx_prio3_pause", 20), want: map[string]wantDelta{"tx_prio3_pause": {0, reset}}},
 		}},
 	}
 	for _, tc := range tests {
@@ -250,11 +250,11 @@ func TestEngineUnreadablePort(t *testing.T) {
 			{at: 30, c: zero, want: map[string]wantDelta{"link_downed": {0, held}}},
 			{at: 40, c: grown, want: map[string]wantDelta{"symbol_error": {2, 0}, "link_downed": {0, 0}}},
 		}},
-		{"all zero, then a real clear shows as a reset and loses nothing", []step{
+		{"all zero, then a real clear shows as a restart and publishes nothing false", []step{
 			{at: 0, c: lifetime, want: map[string]wantDelta{"symbol_error": {0, first}}},
 			{at: 10, c: zero, want: map[string]wantDelta{"symbol_error": {0, held}}},
 			{at: 20, c: map[string]uint64{"symbol_error": 1, "link_downed": 0, "port_xmit_data": 300, "port_rcv_data": 200},
-				want: map[string]wantDelta{"symbol_error": {1, reset}, "link_downed": {0, reset}, "port_xmit_data": {1200, reset}}},
+				want: map[string]wantDelta{"symbol_error": {0, reset}, "link_downed": {0, reset}, "port_xmit_data": {0, reset}}},
 			{at: 30, c: map[string]uint64{"symbol_error": 3, "link_downed": 0, "port_xmit_data": 400, "port_rcv_data": 300},
 				want: map[string]wantDelta{"symbol_error": {2, 0}, "port_xmit_data": {400, 0}}},
 		}},

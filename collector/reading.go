@@ -20,6 +20,11 @@ type PortReading struct {
 	Counters   map[string]uint64 // ports/<p>/counters
 	HWCounters map[string]uint64 // ports/<p>/hw_counters
 	Ethtool    map[string]uint64 // ethtool -S <netdev>, names trimmed
+	// Ifindex is the netdev's ifindex when it was read (0: unknown, as in
+	// traces); LowerIfindex those of a bond's members, in member order.
+	// A change tells the delta engine the port restarted.
+	Ifindex      int
+	LowerIfindex []int
 	// Config is what this reading learnt of the port's settings; nil when
 	// it read none. Fields it does not know are nil and keep the value
 	// known before (a trace may carry only what changed).
