@@ -103,7 +103,12 @@ func (e *berDrift) Apply(t *Tick) {
 	p.Add(schemas.SourceEthtool, fmt.Sprintf("rx_err_lane_%d_phy", e.spec.Lane), n)
 	if ber > 1e-5 {
 		// Past what the FEC can fix: uncorrectable blocks show as PCS errors.
-		p.Add(schemas.SourceEthtool, "rx_pcs_symbol_err_phy", poisson(t.Rand, ber*bits*1e-6))
+		pcs := poisson(t.Rand, ber*bits*1e-6)
+		p.Add(schemas.SourceEthtool, "rx_pcs_symbol_err_phy", pcs)
+		// Drivers that list them count the uncorrected symbols and the
+		// frames they spoil (about one frame per two uncorrected blocks).
+		p.Add(schemas.SourceEthtool, "rx_symbol_err_phy", pcs)
+		p.Add(schemas.SourceEthtool, "rx_crc_errors_phy", pcs/2)
 	}
 }
 

@@ -93,7 +93,7 @@ func (f CNPECNImbalance) Start(l *Layout) (Effect, error) {
 		}
 		e := &cnpLoss{spec: f, until: until, ports: map[PortRef]*cnpLossPort{}}
 		for _, p := range l.Ports {
-			if p.LinkLayer == LinkLayerEthernet {
+			if p.LinkLayer == LinkLayerEthernet && p.RDMA() {
 				e.refs = append(e.refs, p.PortRef)
 				e.ports[p.PortRef] = &cnpLossPort{}
 			}
@@ -231,7 +231,7 @@ func (e *cnpLoss) Labels() []Label {
 func newCNPBalance(l *Layout) *cnpLoss {
 	e := &cnpLoss{ports: map[PortRef]*cnpLossPort{}}
 	for _, p := range l.Ports {
-		if p.LinkLayer == LinkLayerEthernet {
+		if p.LinkLayer == LinkLayerEthernet && p.RDMA() { // a bond member has no CNP counters
 			e.refs = append(e.refs, p.PortRef)
 			e.ports[p.PortRef] = &cnpLossPort{}
 		}

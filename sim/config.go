@@ -44,6 +44,18 @@ type Config struct {
 	Duration time.Duration
 	// Utilisation is the mean share of the link rate a busy port carries.
 	Utilisation float64
+	// NIC is the counter set the RoCE ports' driver lists (nic.go): the
+	// zero value NICFull is the historical set with rx_bits_phy and PFC
+	// counters; NICUpstream drops rx_bits_phy as upstream mlx5 before 2026
+	// and MLNX_OFED 5.x do; NICGlobalPause is a fabric on 802.3x global
+	// pause. The physics is the same under every profile.
+	NIC NICProfile
+	// BondedHosts is how many RoCE hosts (the first ones) run a RoCE LAG:
+	// each pair of their devices is one RDMA port mlx5_bond_<n> (netdev
+	// bond<n>) whose sample sums the members' statistics, and each member
+	// netdev has a sample of its own PHY statistics (nic.go). Needs an
+	// even DevicesPerHost and one port per device.
+	BondedHosts int
 	Noise       Noise
 	Faults      []Fault
 }
@@ -144,6 +156,12 @@ func (c *Config) Validate() error {
 		return bad("duration %v is more than 10M intervals", c.Duration)
 	case c.Utilisation < 0 || c.Utilisation > 0.95:
 		return bad("utilisation %v, want 0..0.95", c.Utilisation)
+	case !c.NIC.valid():
+		return bad("NIC profile %q unknown", c.NIC)
+	case c.BondedHosts < 0 || c.BondedHosts > c.Hosts-c.IBHosts:
+		return bad("bonded hosts %d of %d RoCE hosts", c.BondedHosts, c.Hosts-c.IBHosts)
+	case c.BondedHosts > 0 && (c.DevicesPerHost%bondMembers != 0 || c.PortsPerDevice != 1):
+		return bad("bonded hosts need an even number of single-port devices per host, not %d x %d ports", c.DevicesPerHost, c.PortsPerDevice)
 	}
 	for _, r := range c.RatesGbps {
 		if rateText[r] == "" {

@@ -7,6 +7,8 @@ type counterDef struct {
 	src  schemas.Source
 	name string
 	kind schemas.Kind
+	// perLink: on a bond, a delta counts once per member link (perLinkStat).
+	perLink bool
 }
 
 // counterSet is the list of counters one kind of port exposes, in the order a
@@ -14,6 +16,11 @@ type counterDef struct {
 type counterSet struct {
 	defs  []counterDef
 	index map[schemas.Source]map[string]int
+	// alias maps an ethtool name the faults count under to the one the
+	// port lists (global pause for the priority-3 names); nil: none.
+	alias map[string]string
+	// rxTransition is rx_global_pause_transition's index, -1 without it.
+	rxTransition int
 
 	symbolError, linkDowned, linkErrorRecovery, portRcvErrors, xmitDiscards int
 	rcvData, xmitData, rcvPackets, xmitPackets, xmitWait                    int
@@ -58,12 +65,12 @@ var infinibandNames = [3][]string{
 var sources = [3]schemas.Source{schemas.SourceCounters, schemas.SourceHWCounters, schemas.SourceEthtool}
 
 var (
-	ethernetSet   = newCounterSet(ethernetNames)
-	infinibandSet = newCounterSet(infinibandNames)
+	ethernetSet   = newCounterSet(ethernetNames, nil)
+	infinibandSet = newCounterSet(infinibandNames, nil)
 )
 
-func newCounterSet(names [3][]string) *counterSet {
-	cs := &counterSet{index: map[schemas.Source]map[string]int{}}
+func newCounterSet(names [3][]string, alias map[string]string) *counterSet {
+	cs := &counterSet{index: map[schemas.Source]map[string]int{}, alias: alias}
 	for i, src := range sources {
 		cs.index[src] = map[string]int{}
 		for _, n := range names[i] {
@@ -89,12 +96,18 @@ func newCounterSet(names [3][]string) *counterSet {
 	for i := range cs.lanes {
 		cs.lanes[i] = e("rx_err_lane_" + string(rune('0'+i)) + "_phy")
 	}
+	cs.rxTransition = e(rxPauseTransition)
 	return cs
 }
 
 func (cs *counterSet) lookup(src schemas.Source, name string) int {
 	if i, ok := cs.index[src][name]; ok {
 		return i
+	}
+	if a, ok := cs.alias[name]; ok && src == schemas.SourceEthtool {
+		if i, ok := cs.index[src][a]; ok {
+			return i
+		}
 	}
 	return -1
 }
@@ -124,14 +137,20 @@ type PortState struct {
 	set       *counterSet
 	values    []uint64
 	linkState string
+	// links is how many member links a bond's summed statistics add up
+	// (1 on any other port).
+	links uint64
+	// transCarry is the fraction of a pause episode not yet counted in
+	// rx_global_pause_transition.
+	transCarry float64
 }
 
 func newPortState(info PortInfo) *PortState {
-	set := ethernetSet
-	if info.LinkLayer == LinkLayerInfiniBand {
-		set = infinibandSet
+	set := counterSetOf(info)
+	p := &PortState{Info: info, set: set, values: make([]uint64, len(set.defs)), linkState: "ACTIVE", links: 1}
+	if info.role == roleBond {
+		p.links = bondMembers
 	}
-	p := &PortState{Info: info, set: set, values: make([]uint64, len(set.defs)), linkState: "ACTIVE"}
 	if i := set.lookup(schemas.SourceHWCounters, "lifespan"); i >= 0 {
 		p.values[i] = 10 // ms, the mlx5 default
 	}
@@ -176,7 +195,19 @@ func (p *PortState) Clear() {
 }
 
 func (p *PortState) add(i int, delta uint64) {
-	if i >= 0 && delta > 0 {
-		p.values[i] = addCounter(p.set.defs[i].kind, p.values[i], delta)
+	if i < 0 || delta == 0 {
+		return
+	}
+	if p.set.defs[i].perLink {
+		delta *= p.links
+	}
+	p.values[i] = addCounter(p.set.defs[i].kind, p.values[i], delta)
+	if i == p.set.rxPauseMicros && p.set.rxTransition >= 0 {
+		// One XOFF-to-XON transition per received pause episode (delta is
+		// already the sum over a bond's links).
+		p.transCarry += float64(delta) / pauseEpisodeMicros
+		n := uint64(p.transCarry)
+		p.transCarry -= float64(n)
+		p.values[p.set.rxTransition] = addCounter(p.set.defs[p.set.rxTransition].kind, p.values[p.set.rxTransition], n)
 	}
 }

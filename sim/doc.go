@@ -8,6 +8,16 @@
 // rx_bits_phy runs at the line rate. Traffic follows a noisy, slowly varying
 // utilisation; background error rates are those of healthy links.
 //
+// What a RoCE port lists follows its driver (Config.NIC, nic.go): the full
+// set (the zero value), an upstream 5.15/6.5 or MLNX_OFED 5.x mlx5 without
+// rx_bits_phy ("mlx5-upstream"), or a fabric on IEEE 802.3x global pause
+// ("global-pause": tx/rx_global_pause* instead of the per-priority pause
+// counters, pfc_enabled []). Config.BondedHosts puts hosts on a RoCE LAG:
+// an RDMA port mlx5_bond_<n> (netdev bond<n>) whose ethtool statistics are
+// the sum over its members, and one sample per member netdev
+// ("mlx5_bond_<n>.<netdev>") with its PHY statistics, as the collector
+// publishes a bond. The physics is the same under every profile.
+//
 // Noise (read-time jitter, driver reloads, collector restarts, gaps,
 // duplicated lines, read glitches, idle links, counters about to wrap) makes
 // a trace look like production. Faults are small values behind the Fault

@@ -29,7 +29,17 @@ type PortInfo struct {
 	// Leaf and SwitchPort are the far end of the port's cable.
 	Leaf       string
 	SwitchPort string
+	// NIC is the counter set the port's driver lists (Config.NIC; RoCE only).
+	NIC NICProfile
+	// MemberOf is, on a bond member's sample, the bond's RDMA device; such
+	// a port is a netdev with PHY statistics only, not an RDMA port.
+	MemberOf string
+	role     portRole
 }
+
+// RDMA reports whether the port is an RDMA port (not a bond member's
+// netdev): what faults on traffic, pauses and queues act on.
+func (p PortInfo) RDMA() bool { return p.role != roleMember }
 
 // Rate is the sysfs rate text.
 func (p PortInfo) Rate() string { return rateText[p.RateGbps] }
@@ -63,7 +73,7 @@ func (l *Layout) Port(ref PortRef) (PortInfo, bool) {
 func (l *Layout) OnLeaf(leaf string) []PortInfo {
 	var out []PortInfo
 	for _, p := range l.Ports {
-		if p.Leaf == leaf {
+		if p.Leaf == leaf && p.RDMA() {
 			out = append(out, p)
 		}
 	}
@@ -100,6 +110,28 @@ func newLayout(c *Config) *Layout {
 		rate := c.RatesGbps[rng.IntN(len(c.RatesGbps))]
 		l.Nodes = append(l.Nodes, node)
 		var idx []int
+		add := func(info PortInfo) {
+			l.byRef[info.PortRef] = len(l.Ports)
+			idx = append(idx, len(l.Ports))
+			l.Ports = append(l.Ports, info)
+		}
+		if layer == LinkLayerEthernet && h < c.BondedHosts {
+			// A RoCE LAG per pair of devices: the bond's RDMA port on the
+			// leaf's port-channel, each member on a switch port of its own.
+			for b := range c.DevicesPerHost / bondMembers {
+				device, netdev, members := bondNames(b)
+				leaf := l.Leaves[len(l.Leaves)-1]
+				add(PortInfo{PortRef: PortRef{Node: node, Device: device, Port: 1}, Netdev: netdev, LinkLayer: layer,
+					RateGbps: rate, Leaf: leaf, SwitchPort: fmt.Sprintf("bond%d", leafPorts+1), NIC: c.NIC, role: roleBond})
+				for _, m := range members {
+					leafPorts++
+					add(PortInfo{PortRef: PortRef{Node: node, Device: device + "." + m, Port: 1}, Netdev: m, LinkLayer: layer,
+						RateGbps: rate, Leaf: leaf, SwitchPort: fmt.Sprintf("swp%d", leafPorts), NIC: c.NIC, MemberOf: device, role: roleMember})
+				}
+			}
+			l.nodePorts = append(l.nodePorts, idx)
+			continue
+		}
 		for d := range c.DevicesPerHost {
 			for p := 1; p <= c.PortsPerDevice; p++ {
 				leafPorts++
@@ -117,10 +149,9 @@ func newLayout(c *Config) *Layout {
 				}
 				if layer == LinkLayerEthernet {
 					info.Netdev = fmt.Sprintf("ens%df%dnp%d", d+1, p-1, p-1)
+					info.NIC = c.NIC
 				}
-				l.byRef[info.PortRef] = len(l.Ports)
-				idx = append(idx, len(l.Ports))
-				l.Ports = append(l.Ports, info)
+				add(info)
 			}
 		}
 		l.nodePorts = append(l.nodePorts, idx)

@@ -74,6 +74,8 @@ type simPort struct {
 	last    time.Time
 	first   bool
 	conf    portConfig // misconfig.go
+	// pendingReset: the bond this member belongs to was reloaded this round.
+	pendingReset bool
 }
 
 type simNode struct {
@@ -216,7 +218,18 @@ func (f *Fleet) Step() (tick time.Time, lines []Sample, ok bool) {
 				jitter = time.Duration(p.rng.Int64N(jitterMax+1)) * time.Millisecond
 			}
 			now := tick.Add(n.phase + p.offset + jitter)
-			f.advance(p, now, np.resets[k*np.ports+pi])
+			reset := np.resets[k*np.ports+pi]
+			if reset && p.state.Info.role == roleBond {
+				// A driver reload of a LAG clears the members' statistics too.
+				for _, m := range f.layout.nodePorts[ni] {
+					if f.layout.Ports[m].MemberOf == p.state.Info.Device {
+						f.ports[m].pendingReset = true
+					}
+				}
+			}
+			reset = reset || p.pendingReset
+			p.pendingReset = false
+			f.advance(p, now, reset)
 			if silent || np.portGaps[k*np.ports+pi] {
 				f.sum.Missing++
 				continue
@@ -286,6 +299,10 @@ func (p *simPort) sample(now time.Time) Sample {
 	s.HWCounters = rest[:n[schemas.SourceHWCounters]:n[schemas.SourceHWCounters]]
 	if e := rest[n[schemas.SourceHWCounters]:]; len(e) > 0 {
 		s.Ethtool = e
+	}
+	if len(s.Counters) == 0 {
+		// A bond member's sample: ethtool only, no sysfs files.
+		s.Counters, s.HWCounters = nil, nil
 	}
 	return s
 }

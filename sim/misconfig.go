@@ -101,7 +101,7 @@ func (f Misconfig) Start(l *Layout) (Effect, error) {
 	if !ok {
 		return nil, fmt.Errorf("misconfig: no port %s", f.Port)
 	}
-	if info.LinkLayer != LinkLayerEthernet {
+	if info.LinkLayer != LinkLayerEthernet || !info.RDMA() {
 		return nil, fmt.Errorf("misconfig: %s is not a RoCE port", f.Port)
 	}
 	if f.MTU == 0 {
@@ -290,6 +290,9 @@ func healthyConfig(seed uint64, info PortInfo, rep ConfigReport, faulty bool) (i
 	if faulty && report >= reportPartial {
 		report = reportEvery // a fault on a port that reports nothing would be no test
 	}
+	if !info.RDMA() {
+		return reportNone, nil // a bond member: its settings are the bond's
+	}
 	if info.LinkLayer != LinkLayerEthernet {
 		if info.Netdev == "" {
 			return reportNone, nil
@@ -307,6 +310,10 @@ func healthyConfig(seed uint64, info PortInfo, rep ConfigReport, faulty bool) (i
 	c := &schemas.PortConfig{MTU: &mtu, PFCEnabled: &[]int{prio}, ECNNPEnabled: &[]int{prio}, ECNRPEnabled: &[]int{prio}, Trust: "dscp"}
 	if draw(10) == 0 {
 		c.PFCEnabled = &[]int{0, prio} // an extra lossless class
+	}
+	if info.NIC == NICGlobalPause {
+		// Link-level flow control: no priority has PFC on.
+		c.PFCEnabled = &[]int{}
 	}
 	if draw(8) == 0 {
 		c.Trust = "pcp"

@@ -44,9 +44,13 @@ func newNoisePlan(c *Config, l *Layout, faulty map[PortRef]bool) (*noisePlan, []
 	var freePorts, freeNodes []int
 	faultyNode := map[string]bool{}
 	for i, p := range l.Ports {
-		if faulty[p.PortRef] {
+		switch {
+		case faulty[p.PortRef]:
 			faultyNode[p.Node] = true
-		} else {
+		case !p.RDMA():
+			// A bond member's reading goes with its bond's: a reload
+			// clears both (fleet.go), the rest is the bond's noise.
+		default:
 			freePorts = append(freePorts, i)
 		}
 	}

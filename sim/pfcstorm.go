@@ -45,7 +45,7 @@ func (f PFCStorm) Start(l *Layout) (Effect, error) {
 	if !ok {
 		return nil, fmt.Errorf("pfc_storm: no port %s", f.Port)
 	}
-	if info.LinkLayer != LinkLayerEthernet {
+	if info.LinkLayer != LinkLayerEthernet || !info.RDMA() {
 		return nil, fmt.Errorf("pfc_storm: %s is not a RoCE port", f.Port)
 	}
 	if f.Duration < 0 || f.Spread < 0 || f.MaxAffected < 0 || f.Remote < 0 || f.RemoteSpread < 0 || f.DipAt < 0 || f.DipFor < 0 {
@@ -78,7 +78,7 @@ func (f PFCStorm) Start(l *Layout) (Effect, error) {
 		if len(e.remoteList) == f.Remote {
 			break
 		}
-		if p.Leaf != info.Leaf && p.LinkLayer == LinkLayerEthernet {
+		if p.Leaf != info.Leaf && p.LinkLayer == LinkLayerEthernet && p.RDMA() {
 			e.remoteList = append(e.remoteList, p.PortRef)
 			e.remote[p.PortRef] = true
 		}
