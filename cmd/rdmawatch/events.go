@@ -125,21 +125,12 @@ func (o tailOptions) consumerConfig(now time.Time) (jetstream.OrderedConsumerCon
 	return cfg, nil
 }
 
-// parseSince reads "30m", "7d" (days are 24 h) or an RFC 3339 time.
+// parseSince reads --since: the forms every time flag takes (parseTimeFlag).
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		var n float64
-		if _, err := fmt.Sscanf(d, "%g", &n); err == nil && n >= 0 && fmt.Sprint(n) == d && n <= 36500 {
-			return now.Add(-time.Duration(n * 24 * float64(time.Hour))), nil
-		}
+	if strings.TrimSpace(s) == "" {
+		return time.Time{}, fmt.Errorf(`--since "": want a duration back from now (30m, 7d), an RFC 3339 time, a date, now or "all"`)
 	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	if t, err := schemas.ParseTime(s); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf(`--since %q: want a duration (30m, 7d), an RFC 3339 time or "all"`, s)
+	return parseTimeFlag("since", s, now)
 }
 
 // tailEvents prints matching events until ctx ends or, without follow, the

@@ -18,8 +18,12 @@ func TestParseSince(t *testing.T) {
 		{"7d", now.Add(-7 * 24 * time.Hour), false},
 		{"1.5d", now.Add(-36 * time.Hour), false},
 		{"2026-03-14T00:00:00Z", time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC), false},
-		{"-5m", time.Time{}, true},
-		{"-1d", time.Time{}, true},
+		{"-5m", now.Add(-5 * time.Minute), false}, // as --from takes it: one parser
+		{"2026-03-14", time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC), false},
+		{"0000-01-01T00:00:00+00:10", time.Time{}, true}, // year -1 in UTC, as schemas.ParseTime refuses
+		{"--5m", time.Time{}, true},
+		{"", time.Time{}, true},
+		{"-1d", now.Add(-24 * time.Hour), false},
 		{"d", time.Time{}, true},
 		{"7dd", time.Time{}, true},
 		{"yesterday", time.Time{}, true},
@@ -80,6 +84,14 @@ func TestParseTimeFlag(t *testing.T) {
 		{"2026-03-14", time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC), false},
 		{"", time.Time{}, false},
 		{"7 days", time.Time{}, true},
+		{"2026-03-14T02:00:00+02:00", time.Date(2026, 3, 14, 0, 0, 0, 0, time.UTC), false},
+		{"2026-03-14T00:00:00.123456789Z", time.Date(2026, 3, 14, 0, 0, 0, 123456789, time.UTC), false},
+		{"0000-01-01T00:00:00+00:10", time.Time{}, true}, // year -1 in UTC: refused like every other RFC 3339 reader here
+		{"1h30m", now.Add(-90 * time.Minute), false},
+		{"1e3d", time.Time{}, true},
+		{"NaNd", time.Time{}, true},
+		{"--7d", time.Time{}, true},
+		{"40000d", time.Time{}, true},
 	} {
 		got, err := parseTimeFlag("from", tc.in, now)
 		if tc.bad != (err != nil) || !got.Equal(tc.want) {

@@ -15,29 +15,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/report"
 )
 
-// parseTimeFlag parses --from/--to: RFC 3339 ("2026-03-14T00:05:00Z"), a
-// date ("2026-03-14"), "now", or a duration back from now ("6h", "-90m",
-// "7d", "30d"; a day is 24 h).
-func parseTimeFlag(name, s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	switch {
-	case s == "":
-		return time.Time{}, nil
-	case s == "now":
-		return now, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := time.Parse("2006-01-02", s); err == nil {
-		return t.UTC(), nil
-	}
-	if t, err := parseSince(strings.TrimPrefix(s, "-"), now); err == nil {
-		return t, nil
-	}
-	return time.Time{}, fmt.Errorf("--%s %q: want RFC 3339 (2026-03-14T00:05:00Z), a date, now, or a duration back from now (6h, 7d)", name, s)
-}
-
 // rangeFlags are the filters `query` and `postmortem` share.
 type rangeFlags struct {
 	from, to, node, device string
@@ -136,7 +113,7 @@ func (o *queryFlags) register(cmd *cobra.Command) {
 	o.rf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&o.rf.event, "event", "", "incident id: the window around it and its subject port")
-	f.IntVar(&o.rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend)")
+	f.IntVar(&o.rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend, saturation_flaps); other queries refuse it")
 	f.StringVar(&o.format, "format", "table", "output: table, json (one object per line) or csv")
 	f.BoolVar(&o.list, "list", false, "list the shipped queries")
 	f.BoolVar(&o.wide, "wide", false, "table: do not cut long text (summaries) to the terminal")
@@ -150,7 +127,8 @@ func newQueryCmd(g *global) *cobra.Command {
 		Short: "Run one of the shipped ClickHouse queries (no NAME: list them)",
 		Long: `query runs a query of schemas/ddl/queries against the ClickHouse
 --clickhouse names. Without NAME (or with --list) it lists the queries and the
-question each answers. --event ID sets --from/--to around that incident and
+question each answers. A filter flag the query does not read is refused
+by name (--list shows what each takes). --event ID sets --from/--to around that incident and
 its subject as --node/--device/--port, for port_timeline.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -172,14 +150,56 @@ func listQueries(out io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	for _, q := range qs {
-		fmt.Fprintf(tw, "%s\t%s\n", q.Name, q.Question)
+		var takes []string
+		for _, f := range filterFlags {
+			if q.Takes(f.param) {
+				takes = append(takes, "--"+f.flag)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", q.Name, strings.Join(takes, " "), q.Question)
 	}
 	return tw.Flush()
+}
+
+// filterFlags maps each filter flag of `query` to the parameter it sets
+// (--event sets the subject port, read through @node). --from and --to
+// bound every query.
+var filterFlags = []struct{ flag, param string }{
+	{"node", "node"}, {"device", "device"}, {"port", "port"}, {"event", "node"},
+	{"limit", "limit"}, {"type", "type"}, {"severity", "severity"}, {"state", "state"}, {"layer", "layer"},
+}
+
+// refuseUnused fails when a filter flag was given that query q does not
+// read: silently ignored, `query storm_spread --type ber_drift` would print
+// every storm as if filtered.
+func refuseUnused(cmd *cobra.Command, q chdb.Query) error {
+	var refused, takes []string
+	for _, f := range filterFlags {
+		if q.Takes(f.param) {
+			takes = append(takes, "--"+f.flag)
+		} else if cmd.Flags().Changed(f.flag) {
+			refused = append(refused, "--"+f.flag)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("query %s does not take %s (it takes --from, --to%s)", q.Name, strings.Join(refused, ", "), prefixAll(", ", takes))
+}
+
+func prefixAll(sep string, items []string) string {
+	if len(items) == 0 {
+		return ""
+	}
+	return sep + strings.Join(items, sep)
 }
 
 func runQuery(cmd *cobra.Command, g *global, name string, o queryFlags) error {
 	q, err := chdb.QueryByName(name)
 	if err != nil {
+		return err
+	}
+	if err := refuseUnused(cmd, q); err != nil {
 		return err
 	}
 	conn, p, err := o.rf.openRange(cmd.Context(), g)

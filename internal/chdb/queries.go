@@ -5,6 +5,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas/ddl"
 	"io/fs"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -33,7 +34,19 @@ type Query struct {
 	Needs    []string // parameters that must be set
 	Filters  string   // how the filters apply
 	SQL      string   // the statement, comments removed
+	// Params are the parameters the statement reads (@node -> "node"),
+	// sorted: a filter flag whose parameter is not among them would be
+	// ignored, so `rdmawatch query` refuses it by name instead.
+	Params []string
 }
+
+// Takes reports whether the statement reads parameter name (@name).
+func (q Query) Takes(name string) bool {
+	i := sort.SearchStrings(q.Params, name)
+	return i < len(q.Params) && q.Params[i] == name
+}
+
+var paramRE = regexp.MustCompile(`@([A-Za-z_][A-Za-z0-9_]*)`)
 
 // Queries returns the shipped queries sorted by name.
 func Queries() ([]Query, error) {
@@ -100,6 +113,14 @@ func parseQuery(name, text string) (Query, error) {
 		body.WriteByte('\n')
 	}
 	q.SQL = strings.TrimSuffix(strings.TrimSpace(body.String()), ";")
+	seen := map[string]bool{}
+	for _, m := range paramRE.FindAllStringSubmatch(q.SQL, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			q.Params = append(q.Params, m[1])
+		}
+	}
+	sort.Strings(q.Params)
 	switch {
 	case q.Question == "":
 		return Query{}, fmt.Errorf("query %s.sql: no \"-- question:\" header", name)

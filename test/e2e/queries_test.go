@@ -149,7 +149,10 @@ func TestShippedQueries(t *testing.T) {
 		}
 	})
 	t.Run("saturation_flaps", func(t *testing.T) {
-		rows := queryRows(t, dsn, "saturation_flaps", rng...)
+		rows := queryRows(t, dsn, "saturation_flaps", append(rng, "--limit", "100000")...)
+		if top := queryRows(t, dsn, "saturation_flaps", append(rng, "--limit", "1")...); len(rows) > 0 && (len(top) != 1 || top[0]["node"] != rows[0]["node"]) {
+			t.Errorf("--limit 1 gave %v, want the first of %d rows", top, len(rows))
+		}
 		want := scalar("SELECT uniqExact(node, device, port) FROM port_samples FINAL WHERE first = 0 AND (utilisation >= 0.9 OR link_downed > 0 OR link_error_recovery > 0 OR link_down_events_phy > 0)")
 		if float64(len(rows)) != want {
 			t.Errorf("%d rows, the raw rows have %v ports saturating or flapping", len(rows), want)

@@ -1,4 +1,4 @@
--- question: Which ports saturate or flap? Per port over --from..--to, from the minute rollup: minutes whose busiest sample reached 90% of the link rate, the highest utilisation, link downs, link error recoveries and physical link-down events; only ports with any of these, worst first.
+-- question: Which ports saturate or flap? Per port over --from..--to, from the minute rollup: minutes whose busiest sample reached 90% of the link rate, the highest utilisation, link downs, link error recoveries and physical link-down events; only ports with any of these, worst first (--limit rows).
 SELECT
     node,
     device,
@@ -33,3 +33,4 @@ FROM
 GROUP BY node, device, port
 HAVING saturated_minutes > 0 OR link_downs > 0 OR link_recoveries > 0 OR phy_link_down_events > 0
 ORDER BY link_downs + phy_link_down_events DESC, saturated_minutes DESC, node, device, port
+LIMIT @limit
