@@ -20,6 +20,22 @@ func init() {
 // invisible until someone clears the counters, so BER and discard detectors
 // go blind on the port.
 //
+// It also raises on a data or packet counter pinned at 2^32-1
+// (port_{rcv,xmit}_{data,packets}, schemas.Ext64Sat32: the 32-bit
+// PortCounters of an HCA or kernel without PortCountersExtended, mlx4 on old
+// kernels). Such a counter reads as delta 0, an idle link: the port's
+// throughput, utilisation and per-packet figures are blind, not zero. A
+// warning: no error goes unseen, but every figure built on traffic is
+// unknown, and clearing helps for seconds only on a busy link.
+//
+// port_xmit_wait (schemas.Sat32) is not an incident of its own: it counts
+// the ticks a port had data and could not send, a congestion figure, not an
+// error counter, and a busy InfiniBand port pins its 32 bits within hours to
+// days in normal operation: an incident would page on every busy port of an
+// IB fabric. No detector reads it; the sink keeps its saturated flag for the
+// queries that plot it. When a port already has an incident, a pinned
+// port_xmit_wait is listed in the evidence (also_pinned).
+//
 // A baseline counts: the value is pinned already. A held read glitch says
 // nothing and leaves the counter's state as it was; an unread counter too.
 // One incident per port; a further counter saturating is an update; the
@@ -61,12 +77,16 @@ func (d *CounterSaturated) track() *Tracker {
 // (nil) on a healthy port.
 type saturatedPort struct {
 	pinned []pinnedCounter
+	// xmitWaitPinned: port_xmit_wait was pinned at the latest reading
+	// (evidence only, see CounterSaturated).
+	xmitWaitPinned bool
 }
 
 type pinnedCounter struct {
 	name  string
 	value uint64
 	max   uint64
+	data  bool // a data or packet counter (throughput blind), not an error counter
 }
 
 // OnSample implements PortDetector.
@@ -75,34 +95,42 @@ func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sampl
 	subject := s.ID.Subject()
 	st, _ := LookupPortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
 	onset := s.Time
-	// Only the saturating counters matter, all of them in the dictionary:
-	// look them up by id instead of classifying every counter by name.
-	for _, sc := range saturatingIDs {
-		c, ok := s.CounterByID(sc.id)
-		if !ok || c.Flags&schemas.FlagHeld != 0 {
-			continue
-		}
-		pinned := c.Flags&schemas.FlagSaturated != 0 || c.Value >= sc.max
-		if st == nil {
-			if !pinned && !t.IsOpen(subject) {
-				continue // the common case: a healthy counter on a healthy port
+	// Only the saturating and pinnable counters matter, all of them in the
+	// dictionary: look them up by id instead of classifying every counter
+	// by name.
+	for _, list := range [2][]saturatingCounter{saturatingIDs, pinnableDataIDs} {
+		for _, sc := range list {
+			c, ok := s.CounterByID(sc.id)
+			if !ok || c.Flags&schemas.FlagHeld != 0 {
+				continue
 			}
-			st = PortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
-		}
-		i, found := slices.BinarySearchFunc(st.pinned, c.Name, func(p pinnedCounter, name string) int {
-			return strings.Compare(p.name, name)
-		})
-		switch {
-		case pinned && found:
-			st.pinned[i].value = c.Value
-		case pinned:
-			st.pinned = slices.Insert(st.pinned, i, pinnedCounter{name: c.Name, value: c.Value, max: sc.max})
-			if c.Flags&schemas.FlagFirst == 0 && c.Delta > 0 {
-				// It climbed to the top within this interval.
-				onset = min(onset, s.Since())
+			pinned := c.Flags&schemas.FlagSaturated != 0 || sc.kind.Pinned(c.Value)
+			if st == nil {
+				if !pinned && !t.IsOpen(subject) {
+					continue // the common case: a healthy counter on a healthy port
+				}
+				st = PortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
 			}
-		case found:
-			st.pinned = slices.Delete(st.pinned, i, i+1)
+			i, found := slices.BinarySearchFunc(st.pinned, c.Name, func(p pinnedCounter, name string) int {
+				return strings.Compare(p.name, name)
+			})
+			switch {
+			case pinned && found:
+				st.pinned[i].value = c.Value
+			case pinned:
+				st.pinned = slices.Insert(st.pinned, i, pinnedCounter{name: c.Name, value: c.Value, max: sc.max, data: sc.kind == schemas.Ext64Sat32})
+				if c.Flags&schemas.FlagFirst == 0 && c.Delta > 0 {
+					// It climbed to the top within this interval.
+					onset = min(onset, s.Since())
+				}
+			case found:
+				st.pinned = slices.Delete(st.pinned, i, i+1)
+			}
+		}
+	}
+	if st != nil {
+		if c, ok := s.CounterByID(idPortXmitWait); ok && c.Flags&schemas.FlagHeld == 0 {
+			st.xmitWaitPinned = c.Flags&schemas.FlagSaturated != 0 || schemas.Sat32.Pinned(c.Value)
 		}
 	}
 	if st == nil {
@@ -115,7 +143,7 @@ func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sampl
 		t.Hold(s.Time, d.finding(s, st, onset), em)
 		return
 	}
-	st.pinned = nil
+	st.pinned, st.xmitWaitPinned = nil, false
 	t.Clear(s.Time, subject, "no counter is pinned any more (cleared)", nil, em)
 }
 
@@ -148,10 +176,16 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 	names := make([]string, len(st.pinned))
 	values := make(map[string]any, len(st.pinned))
 	keys := make([]string, len(st.pinned))
+	var errNames, dataNames []string
 	for i, p := range st.pinned {
 		names[i] = p.name
 		values[p.name] = p.value
 		keys[i] = "counter:" + p.name
+		if p.data {
+			dataNames = append(dataNames, p.name)
+		} else {
+			errNames = append(errNames, p.name)
+		}
 		if p.name == "symbol_error" || p.name == "port_rcv_errors" {
 			// BER monitoring reads these two: it is blind now.
 			severity = schemas.SeverityCritical
@@ -161,24 +195,47 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 		}
 	}
 	where := portName(s.ID, s.Netdev)
-	var what string
-	if len(names) == 1 {
-		what = fmt.Sprintf("%s is pinned at its maximum %d", names[0], st.pinned[0].max)
-	} else {
-		what = strings.Join(names, ", ") + " are pinned at their maximum"
+	var parts []string
+	if len(errNames) > 0 {
+		parts = append(parts, pinnedWords(errNames, st)+"; new errors there are invisible until the counters are cleared")
+	}
+	if len(dataNames) > 0 {
+		parts = append(parts, pinnedWords(dataNames, st)+" (32-bit counters without PortCountersExtended): they read as an idle link; the port's throughput figures are unknown, not zero")
+	}
+	evidence := map[string]any{
+		"saturated": names,
+		"values":    values,
+		"state":     s.PortSample.State,
+	}
+	if len(dataNames) > 0 {
+		evidence["blind_figures"] = []string{"rcv_gbps", "xmit_gbps", "utilisation", "packets_per_s"}
+		evidence["blind_reason"] = "a 32-bit data or packet counter stops at 4294967295: its delta is 0 whatever the traffic"
+	}
+	if st.xmitWaitPinned {
+		// Not an incident of its own (see CounterSaturated): said where
+		// there is one.
+		evidence["also_pinned"] = []string{"port_xmit_wait"}
+		evidence["also_pinned_note"] = "port_xmit_wait (32-bit, saturating) is pinned: congestion time on this port is no longer counted; a congestion figure, not raised on its own"
 	}
 	dev := fmt.Sprintf("-C %s -P %d", s.ID.Device, s.ID.Port)
 	checks := []schemas.Check{
-		onHost(s.ID.Node, "perfquery -x "+dev, "save the readings"),
+		onHost(s.ID.Node, "perfquery -x "+dev, "save the readings; -x reads the 64-bit extended counters where the HCA has them"),
 		onHost(s.ID.Node, "perfquery -R "+dev, "clear the counters, or new errors stay invisible"),
 	}
 	if layer == schemas.LayerPhysical {
 		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, BER, FEC: where the errors come from"))
-	} else {
+	} else if len(errNames) > 0 {
 		checks = append(checks, inRdmawatch(fmt.Sprintf("query port_timeline --node %s --device %s --port %d --from 1d", s.ID.Node, s.ID.Device, s.ID.Port), "port_xmit_wait and pause counters of the port: congestion behind the discards"))
 	}
 	if s.Netdev != "" {
-		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'phy|discard'", s.Netdev), "64-bit counters that keep counting"))
+		grep := "phy|discard"
+		if len(dataNames) > 0 {
+			grep = "phy|discard|bytes|packets"
+		}
+		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E '%s'", s.Netdev, grep), "64-bit counters that keep counting"))
+	}
+	if len(dataNames) > 0 {
+		checks = append(checks, onHost(s.ID.Node, "uname -r; modinfo -F version mlx4_ib mlx5_ib 2>/dev/null", "a kernel or driver that reads PortCountersExtended gives 64-bit data counters"))
 	}
 	checks = append(checks, onSwitch(d.fabric, s.ID, "error counters"))
 	return Finding{
@@ -186,13 +243,21 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 		Onset:    onset,
 		Severity: severity,
 		Layer:    layer,
-		Summary:  fmt.Sprintf("%s: %s; new errors there are invisible until the counters are cleared", where, what),
-		Evidence: map[string]any{
-			"saturated": names,
-			"values":    values,
-			"state":     s.PortSample.State,
-		},
-		Checks: checks,
-		Keys:   keys,
+		Summary:  fmt.Sprintf("%s: %s", where, strings.Join(parts, "; ")),
+		Evidence: evidence,
+		Checks:   checks,
+		Keys:     keys,
 	}
+}
+
+// pinnedWords says which counters are pinned, with the maximum when one is.
+func pinnedWords(names []string, st *saturatedPort) string {
+	if len(names) == 1 {
+		for _, p := range st.pinned {
+			if p.name == names[0] {
+				return fmt.Sprintf("%s is pinned at its maximum %d", p.name, p.max)
+			}
+		}
+	}
+	return strings.Join(names, ", ") + " are pinned at their maximum"
 }

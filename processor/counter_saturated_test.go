@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,64 @@ func TestCounterSaturated(t *testing.T) {
 			check: func(t *testing.T, evs []*schemas.Event) {
 				if evs[0].Start != at(0) || evs[0].DetectedAt != at(5) || evs[0].Layer != "link_network" {
 					t.Errorf("open %+v", evs[0])
+				}
+			},
+		},
+		{
+			// mlx4 on an old kernel: no PortCountersExtended, the data
+			// counters stop at 2^32-1 and read as an idle link.
+			name: "pinned 32-bit data counters open a warning: throughput blind",
+			steps: [][]schemas.CounterDelta{
+				{ctr("port_rcv_data", 1<<32-1, 0, first|sat), ctr("port_xmit_data", 4_000_000_000, 0, first), ctr("symbol_error", 3, 0, first)},
+				{ctr("port_rcv_data", 1<<32-1, 0, sat), ctr("port_xmit_data", 1<<32-1, 4*(1<<32-1-4_000_000_000), sat), ctr("symbol_error", 3, 0, 0)},
+				{ctr("port_rcv_data", 1<<32-1, 0, sat), ctr("port_xmit_data", 1<<32-1, 0, sat), ctr("symbol_error", 3, 0, 0)},
+				{ctr("port_rcv_data", 1000, 4000, reset), ctr("port_xmit_data", 1000, 4000, reset), ctr("symbol_error", 0, 0, reset)},
+				{ctr("port_rcv_data", 2000, 4000, 0), ctr("port_xmit_data", 2000, 4000, 0), ctr("symbol_error", 0, 0, 0)},
+			},
+			want: []string{"open", "update", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				open := evs[0]
+				if open.Severity != "warning" || open.Layer != "link_network" || open.Start != at(0) {
+					t.Errorf("open %+v", open)
+				}
+				if !reflect.DeepEqual(open.Evidence["saturated"], []string{"port_rcv_data"}) || open.Evidence["blind_figures"] == nil ||
+					!strings.Contains(open.Summary, "throughput figures are unknown, not zero") || strings.Contains(open.Summary, "new errors") {
+					t.Errorf("open %s %v", open.Summary, open.Evidence)
+				}
+				if !reflect.DeepEqual(evs[1].Evidence["saturated"], []string{"port_rcv_data", "port_xmit_data"}) {
+					t.Errorf("update %v", evs[1].Evidence)
+				}
+			},
+		},
+		{
+			name: "64-bit data counters far past 2^32 are nothing",
+			steps: [][]schemas.CounterDelta{
+				{ctr("port_rcv_data", 1<<32-2, 0, first), ctr("port_rcv_packets", 1<<32, 0, first)},
+				{ctr("port_rcv_data", 1<<33, 4*(1<<32+2), 0), ctr("port_rcv_packets", 1<<33, 1<<32, 0)},
+				{ctr("port_rcv_data", 1<<34, 4*(1<<33), 0), ctr("port_rcv_packets", 1<<34, 1<<33, 0)},
+			},
+		},
+		{
+			// A busy InfiniBand port pins port_xmit_wait in hours: a
+			// congestion figure, not an incident of its own.
+			name: "pinned port_xmit_wait alone is no incident",
+			steps: [][]schemas.CounterDelta{
+				{ctr("port_xmit_wait", 1<<32-1, 0, first|sat), ctr("symbol_error", 0, 0, first)},
+				{ctr("port_xmit_wait", 1<<32-1, 0, sat), ctr("symbol_error", 0, 0, 0)},
+				{ctr("port_xmit_wait", 1<<32-1, 0, sat), ctr("symbol_error", 0, 0, 0)},
+			},
+		},
+		{
+			name: "pinned port_xmit_wait is listed with another pinned counter",
+			steps: [][]schemas.CounterDelta{
+				{ctr("port_xmit_wait", 1<<32-1, 0, first|sat), ctr("symbol_error", 65535, 0, first|sat)},
+				{ctr("port_xmit_wait", 1<<32-1, 0, sat), ctr("symbol_error", 65535, 0, sat)},
+			},
+			want: []string{"open"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if !reflect.DeepEqual(evs[0].Evidence["saturated"], []string{"symbol_error"}) ||
+					!reflect.DeepEqual(evs[0].Evidence["also_pinned"], []string{"port_xmit_wait"}) {
+					t.Errorf("evidence %v", evs[0].Evidence)
 				}
 			},
 		},

@@ -201,7 +201,8 @@ func init() {
 
 // PortFigures computes a port-sample's derived figures. A figure whose
 // counter is absent or not Usable is 0 (unknown), never a guess: a reset
-// port's traffic is not a throughput, a held read is not a quiet link, and
+// port's traffic is not a throughput, a held read is not a quiet link, a
+// data counter pinned at 2^32-1 is no throughput either, and
 // a pause counter that says nothing about the interval makes both pause
 // fractions unknown (as pfc_storm reads them).
 func PortFigures(p *PortSample) Figures {
@@ -222,8 +223,18 @@ func PortFigures(p *PortSample) Figures {
 		}
 		return c.Delta, true, true
 	}
-	rcv, haveRcv, rcvOK := get(figRcvData)
-	xmit, _, xmitOK := get(figXmitData)
+	// A data counter pinned at its 32-bit top (FlagSaturated, an
+	// Ext64Sat32 counter without PortCountersExtended) reads delta 0
+	// whatever the traffic: its throughput is unknown, not an idle link.
+	dataOK := func(id CounterID) (delta uint64, present, ok bool) {
+		delta, present, ok = get(id)
+		if c, found := p.CounterByID(id); found && c.Flags&FlagSaturated != 0 {
+			ok = false
+		}
+		return delta, present, ok
+	}
+	rcv, haveRcv, rcvOK := dataOK(figRcvData)
+	xmit, _, xmitOK := dataOK(figXmitData)
 	if rcvOK {
 		f.RcvGbps = Gbps(rcv, p.IntervalMs)
 	}

@@ -116,6 +116,18 @@ func TestPortFigures(t *testing.T) {
 			Figures{RateGbps: 100, PreFECBER: 1e-8, PostFECBER: 1e-10}},
 		{"roce without rx_bits_phy and without a rate: no BER",
 			port("Ethernet", "", 2000, c(eth, "rx_corrected_bits_phy", 2000, 0)), Figures{}},
+		// mlx4 without PortCountersExtended: port_rcv_data pinned at
+		// 2^32-1 reads delta 0 whatever the traffic. Unknown, not idle:
+		// no receive rate, no utilisation, and no symbol BER over it.
+		{"a pinned 32-bit receive counter: no receive rate, no utilisation",
+			port("Ethernet", "40 Gb/sec (4X QDR)", 2000, c(ib, "port_rcv_data", 0, FlagSaturated), c(ib, "port_xmit_data", 2_500_000_000, 0)),
+			Figures{RateGbps: 40, XmitGbps: 10}},
+		{"a pinned 32-bit receive counter on a link without a rate: no symbol BER",
+			port("InfiniBand", "", 1000, c(ib, "port_rcv_data", 0, FlagSaturated), c(ib, "symbol_error", 2, 0)),
+			Figures{}},
+		{"a data counter pinned within the interval: its partial delta is no rate either",
+			port("InfiniBand", "40 Gb/sec (4X QDR)", 1000, c(ib, "port_xmit_data", 1_000_000, FlagSaturated), c(ib, "port_rcv_data", 1_250_000_000, 0)),
+			Figures{RateGbps: 40, RcvGbps: 10}},
 		// IEEE 802.3x: the global pause is a pause of every priority.
 		{"global pause counts as every priority",
 			port("Ethernet", "100 Gb/sec (4X EDR)", 1000, c(eth, "tx_global_pause_duration", 400_000, 0), c(eth, "rx_global_pause_duration", 100_000, 0), c(eth, "tx_global_pause", 40, 0)),
