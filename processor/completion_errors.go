@@ -18,6 +18,17 @@ func init() {
 // of an application. Flush errors (req_cqe_flush_error,
 // resp_cqe_flush_error) follow other errors, when a QP in error flushes its
 // queue: they are evidence, never a trigger on their own.
+//
+// ConnectX-3 (mlx4) ports have no sum of failed completions; they count
+// each kind (sq_/rq_num_lle, lqpoe, lpe, rae, rire, sq_num_mwbe, bre, roe,
+// tree, rree: counterids_mlx4.go), and the judged figure is their sum.
+// Their sq_/rq_num_wrfe count every error CQE, flushes included, so like
+// mlx5's flush counters they are evidence only.
+//
+// RNR NAKs the requester got (rnr_nak_retry_err, mlx4 sq_num_rnr) and RNR
+// retries run out (mlx4 sq_num_rree) say the completions failed because a
+// receiver posted no buffer: the summary says so, and causes.go links the
+// incident to that receiver's receive_starvation.
 type CompletionErrors struct {
 	// JudgedTunables: the figure they judge is failed completions per second.
 	JudgedTunables
@@ -29,14 +40,16 @@ func NewCompletionErrors() *CompletionErrors {
 	d := &CompletionErrors{judged: judged{
 		typ:   schemas.TypeCompletionErrors,
 		layer: schemas.LayerApplication,
-		primary: jc(schemas.SourceHWCounters, "req_cqe_error", "resp_cqe_error", "req_remote_access_errors",
+		primary: append(jc(schemas.SourceHWCounters, "req_cqe_error", "resp_cqe_error", "req_remote_access_errors",
 			"req_remote_invalid_request", "resp_local_length_error", "resp_remote_access_errors"),
-		evidenceOnly: jc(schemas.SourceHWCounters, "req_cqe_flush_error", "resp_cqe_flush_error"),
-		factor:       5,
-		floor:        0.5, // errors per second
-		minRate:      0.5,
-		warm:         12,
-		baseSpan:     30 * time.Minute,
+			jc(schemas.SourceHWCounters, completionPrimaryMlx4...)...),
+		evidenceOnly: append(jc(schemas.SourceHWCounters, "req_cqe_flush_error", "resp_cqe_flush_error", "rnr_nak_retry_err"),
+			jc(schemas.SourceHWCounters, completionEvidenceMlx4...)...),
+		factor:   5,
+		floor:    0.5, // errors per second
+		minRate:  0.5,
+		warm:     12,
+		baseSpan: 30 * time.Minute,
 		policy: Policy{
 			OpenAfterSamples:   2,
 			ResolveAfter:       3 * time.Minute,
@@ -61,13 +74,43 @@ func describeCompletionErrors(j *judged, s *Sample, st *judgedPort, _ bool) (str
 			worst, worstRate = c.name, r
 		}
 	}
-	summary := fmt.Sprintf("%s: %s failed completions/s (mostly %s %s/s; flushes %s/s) since %s: an application's memory registration or requests are wrong",
-		where, human(st.primRate), worst, human(worstRate), human(j.rateOf(st, "req_cqe_flush_error")+j.rateOf(st, "resp_cqe_flush_error")), st.since)
+	mlx4 := mlx4Counters(s)
+	flushes, flushWhat, driver := j.rateOf(st, "req_cqe_flush_error")+j.rateOf(st, "resp_cqe_flush_error"), "flushes", "mlx5"
+	if mlx4 {
+		flushes, flushWhat, driver = j.rateOf(st, "sq_num_wrfe")+j.rateOf(st, "rq_num_wrfe"), "error CQEs with flushes", "mlx4"
+	}
+	why := "an application's memory registration or requests are wrong"
+	switch {
+	case rnrRate(j, st) > 0:
+		why = "its receive-not-ready retries run out: a receiver does not post buffers fast enough"
+	case j.rateOf(st, "sq_num_tree") > 0:
+		why = "its transport retries run out: packets or ACKs are lost, or the peer is gone"
+	}
+	summary := fmt.Sprintf("%s: %s failed completions/s (mostly %s %s/s; %s %s/s) since %s: %s",
+		where, human(st.primRate), worst, human(worstRate), flushWhat, human(flushes), st.since, why)
+	stats := fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port)
+	if mlx4 {
+		// The diagnostic counters of an mlx4 device are per device.
+		stats = fmt.Sprintf("grep . /sys/class/infiniband/%s/hw_counters/*", s.ID.Device)
+	}
 	checks := []schemas.Check{
-		onHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), "which completion error counters rise now"),
+		onHost(s.ID.Node, stats, "which completion error counters rise now"),
 		onHost(s.ID.Node, fmt.Sprintf("rdma resource show qp link %s/%d", s.ID.Device, s.ID.Port), "QPs in the ERR state and the processes that own them"),
-		onHost(s.ID.Node, "dmesg -T | grep -iE 'mlx5.*(cqe|syndrome|err)' | tail -20", "CQE syndromes the driver logged"),
+		onHost(s.ID.Node, "dmesg -T | grep -iE '"+driver+".*(cqe|syndrome|err)' | tail -20", "CQE syndromes the driver logged"),
 		onHost(s.ID.Node, "journalctl --since '-30 min' | grep -iE 'ibv_|rdma|nccl|ucx' | tail -20", "the application that reports the failed work requests"),
 	}
+	if rnrRate(j, st) > 0 {
+		checks = append(checks, inRdmawatch("events --type receive_starvation", "the receiver that does not post buffers: its out_of_buffer or RNR NAKs sent"))
+	}
 	return summary, severity, checks
+}
+
+// rnrRate is the port's latest rate of RNR NAKs received and RNR retries
+// run out.
+func rnrRate(j *judged, st *judgedPort) float64 {
+	var r float64
+	for _, name := range rnrRetryCounters {
+		r += j.rateOf(st, name)
+	}
+	return r
 }

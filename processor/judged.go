@@ -122,8 +122,10 @@ func (j *judged) adopt() {
 }
 
 // judgedMax bounds the counters of one detector (primary + secondary +
-// evidence only): the per-port state keeps fixed arrays.
-const judgedMax = 10
+// evidence only): the per-port state keeps fixed arrays. A detector lists
+// mlx5's and mlx4's counters side by side (completion_errors: 27), and a
+// port only keeps state once one of them moved.
+const judgedMax = 32
 
 const (
 	// judgedPeerRefreshMs: the fabric's median baseline is recomputed once a
