@@ -21,7 +21,15 @@ import (
 //   - a cnp_ecn_imbalance whose port has, by configuration, the ECN point
 //     off that its counters show broken: a config_mismatch on the same port
 //     naming ecn_np_enabled explains a notification point that sends no
-//     CNPs, one naming ecn_rp_enabled a reaction point that ignores them.
+//     CNPs, one naming ecn_rp_enabled a reaction point that ignores them;
+//   - completion_errors whose evidence is receive-not-ready (RNR NAKs
+//     received, rnr_nak_retry_err or mlx4's sq_num_rnr, or RNR retries run
+//     out, mlx4's sq_num_rree, with the failed completions): one RNR failure
+//     moves the requester's completion errors and the receiver's drops
+//     together, and both detectors see it. The receiver's
+//     receive_starvation is the root; the completion errors name it. Which
+//     receiver a requester talks to is not in the counters, so the choice
+//     is by what is known (see starving).
 //
 // Causes sits between a processor's detectors and its emitter: NewDetectors
 // wraps every detector of one processor so that what they emit passes
@@ -45,7 +53,10 @@ const CauseLinger = 10 * time.Minute
 // Emitter its detectors get. Not safe for concurrent use: a processor calls
 // its detectors from one goroutine.
 type Causes struct {
-	em      Emitter // the processor's emitter for the current call
+	em Emitter // the processor's emitter for the current call
+	// fabric is the processor's view (its topology names back-to-back
+	// peers); nil until a detector is initialised.
+	fabric  FabricView
 	known   map[causeKey]*causeEntry
 	pruneAt schemas.Millis
 }
@@ -63,10 +74,22 @@ type causeEntry struct {
 	because  string
 	// settings are a config_mismatch's settings that differ.
 	settings []string
+	// A receive_starvation's receiver side: secondaryOnly when its subject
+	// is a sender whose RNR retries run out (no monitored receiver
+	// starves), and drops the receiver's latest drop or RNR-NAK-sent rate
+	// per second.
+	secondaryOnly bool
+	drops         float64
 }
 
 // NewCauses returns an empty book.
 func NewCauses() *Causes { return &Causes{known: map[causeKey]*causeEntry{}} }
+
+// starvationDrops are what a starving receiver counts, by driver: buffers
+// it had none for (mlx5 out_of_buffer, rx_out_of_buffer), packets the NIC
+// dropped (rx_discards_phy), RNR NAKs it sent (mlx4 rq_num_rnr) and UD
+// packets it had no receive for (mlx4 rq_num_udsdprd).
+var starvationDrops = []string{"out_of_buffer", "rx_out_of_buffer", "rx_discards_phy", "rq_num_rnr", "rq_num_udsdprd"}
 
 func (c *Causes) with(em Emitter) Emitter {
 	c.em = em
@@ -110,6 +133,14 @@ func (c *Causes) note(ev *schemas.Event) {
 	if s, ok := ev.Evidence["settings"].([]string); ok {
 		e.settings = s
 	}
+	if ev.Type == schemas.TypeReceiveStarvation {
+		if so, ok := ev.Evidence["secondary_only"].(bool); ok {
+			e.secondaryOnly = so
+		}
+		if _, r := starvationRate(ev.Evidence); r > 0 {
+			e.drops = r
+		}
+	}
 	if ev.DetectedAt >= c.pruneAt {
 		c.pruneAt = ev.DetectedAt + millis(CauseLinger)
 		for k, e := range c.known {
@@ -125,14 +156,12 @@ func because(ev *schemas.Event) (bool, string) {
 	who := fmt.Sprintf("%s %s/%d", ev.Subject.Node, ev.Subject.Device, ev.Subject.Port)
 	switch ev.Type {
 	case schemas.TypeReceiveStarvation:
-		rate := 0.0
-		if r, ok := ev.Evidence["rates_per_s"].(map[string]any); ok {
-			rate, _ = r["out_of_buffer"].(float64)
-			if rate == 0 {
-				rate, _ = r["rx_discards_phy"].(float64)
-			}
+		if so, _ := ev.Evidence["secondary_only"].(bool); so {
+			name, rate := rateIn(ev.Evidence, rnrRetryCounters)
+			return true, fmt.Sprintf("a receiver of %s does not post receive buffers (%s %s/s)", who, name, human(rate))
 		}
-		return true, fmt.Sprintf("%s does not drain its receive queue (out_of_buffer %s/s)", who, human(rate))
+		name, rate := starvationRate(ev.Evidence)
+		return true, fmt.Sprintf("%s does not drain its receive queue (%s %s/s)", who, name, human(rate))
 	case schemas.TypeBERDrift:
 		crossed, _ := ev.Evidence["critical_crossed"].(bool)
 		now, _ := ev.Evidence["current_ber"].(float64)
@@ -163,12 +192,51 @@ func because(ev *schemas.Event) (bool, string) {
 	return false, ""
 }
 
+// starvationRate is the largest drop rate of a receive_starvation's
+// evidence and its counter; out_of_buffer at 0 when it shows none.
+func starvationRate(evidence map[string]any) (string, float64) {
+	return rateIn(evidence, starvationDrops)
+}
+
+// rateIn is the largest rate per second in evidence (rates_per_s) among
+// names, and its name; the first name at 0 when none shows.
+func rateIn(evidence map[string]any, names []string) (string, float64) {
+	best, rate := names[0], 0.0
+	r, _ := evidence["rates_per_s"].(map[string]any)
+	for _, n := range names {
+		if v, _ := r[n].(float64); v > rate {
+			best, rate = n, v
+		}
+	}
+	return best, rate
+}
+
+// rnrFailure reports whether a completion_errors finding shows the
+// requester's RNR NAKs or RNR retries run out with its failed completions,
+// now or since the onset.
+func rnrFailure(f *Finding) bool {
+	if _, r := rateIn(f.Evidence, rnrRetryCounters); r > 0 {
+		return true
+	}
+	counts, _ := f.Evidence["counts_since_onset"].(map[string]any)
+	for _, n := range rnrRetryCounters {
+		if v, _ := counts[n].(uint64); v > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Link implements Linker.
 func (c *Causes) Link(typ string, f *Finding, now schemas.Millis) (*schemas.Cause, string) {
 	if len(c.known) == 0 {
 		return nil, ""
 	}
 	switch typ {
+	case schemas.TypeCompletionErrors:
+		if rnrFailure(f) {
+			return c.starving(f, now)
+		}
 	case schemas.TypePFCStorm:
 		subject := f.Subject
 		if f.Origin != nil {
@@ -205,6 +273,74 @@ func (c *Causes) find(now schemas.Millis, keys ...causeKey) (*schemas.Cause, str
 	return nil, ""
 }
 
+// starving picks the receive_starvation incident that explains a
+// requester's RNR failure (f, a completion_errors finding). The counters do
+// not say which receiver a requester's QPs talk to, so the candidates are
+// the starving receivers of this processor whose incident was on when the
+// completions began to fail, ranked:
+//
+//  1. the other end of the requester's cable (a back-to-back link in the
+//     topology: nothing else can be its receiver);
+//  2. a receiver that counts drops or RNR NAKs sent on the requester's own
+//     port (an mlx4 device counts both sides of its QPs on its lowest
+//     port; a QP between two ports of one HCA), then on its node, then
+//     anywhere in the fabric, the highest drop rate first;
+//  3. a secondary-only starvation on the requester's own port: the
+//     receive_starvation detector made the sender its subject because no
+//     monitored receiver starves, and it is the same fault.
+//
+// A receiver the topology places out of the requester's reach (both ports
+// known, no path) is not a candidate.
+func (c *Causes) starving(f *Finding, now schemas.Millis) (*schemas.Cause, string) {
+	var topo *schemas.Topology
+	if c.fabric != nil {
+		topo = c.fabric.Topology()
+	}
+	req := schemas.PortID{Node: f.Subject.Node, Device: f.Subject.Device, Port: f.Subject.Port}
+	var best *causeEntry
+	bestTier := -1
+	for k, e := range c.known {
+		if k.typ != schemas.TypeReceiveStarvation || !e.eligible {
+			continue
+		}
+		if e.end != 0 && (e.end < f.Onset || now-e.end > millis(CauseLinger)) {
+			continue // over before the completions failed
+		}
+		recv := schemas.PortID{Node: e.subject.Node, Device: e.subject.Device, Port: e.subject.Port}
+		tier := 0
+		switch {
+		case e.secondaryOnly:
+			if e.subject != f.Subject {
+				continue // another sender's RNR failures: not a receiver
+			}
+			tier = 1
+		case e.subject == f.Subject:
+			tier = 4
+		case e.subject.Node == f.Subject.Node:
+			tier = 3
+		default:
+			tier = 2
+		}
+		if topo != nil && topo.HasPort(req) && topo.HasPort(recv) && req != recv {
+			hops, ok := topo.Hops(req, recv)
+			if !ok {
+				continue // no path between them
+			}
+			if hops == 1 {
+				tier = 5
+			}
+		}
+		if tier > bestTier || tier == bestTier && (e.drops > best.drops ||
+			e.drops == best.drops && e.subject.String() < best.subject.String()) {
+			best, bestTier = e, tier
+		}
+	}
+	if best == nil {
+		return nil, ""
+	}
+	return &schemas.Cause{ID: best.id, Type: schemas.TypeReceiveStarvation, Subject: best.subject}, best.because
+}
+
 // linked is a detector of a processor whose events pass through the
 // processor's Causes. It forwards what the inner detector implements.
 type linked struct {
@@ -223,6 +359,7 @@ func Unwrap(d Detector) Detector {
 }
 
 func (l *linked) Init(fabric FabricView) error {
+	l.causes.fabric = fabric
 	if in, ok := l.Detector.(Initializer); ok {
 		return in.Init(fabric)
 	}
