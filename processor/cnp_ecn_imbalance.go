@@ -46,6 +46,25 @@ func init() {
 // A port keeps a few 10 s buckets of each figure (processor.Buckets, about
 // 1 KiB), two rates and two shares: well inside the 8 KiB per-port budget.
 //
+// A port finding also carries the port's port_xmit_wait: the ticks in which
+// it had data to send and sent nothing (no credits on InfiniBand, paused on
+// Ethernet). A reaction point that ignores CNPs keeps sending into the
+// congestion, and its transmit waits; a port whose notification point is
+// silent gets no relief from its senders. The counter is a 32-bit
+// PortCounters counter that saturates (schemas.Sat32): a pinned reading says
+// nothing and is left out. What a tick lasts is the device's own (IBA
+// PortSamplesControl.Tick: 1 to 256 symbol times, the time one byte takes on
+// a lane, 4 ns at SDR; NVIDIA's ibdiagnet manual, "Congestion Assessment on
+// InfiniBand Links", warns that the increment differs between device
+// generations, and `perfquery -c` shows a device's tick), so the evidence
+// gives ticks per second, and a share of the window only when XmitWaitTick
+// is configured.
+//
+// InfiniBand ports have no notification or reaction point counters
+// (InfiniBand congestion control, FECN/BECN, is counted in the switches'
+// and HCAs' congestion control MADs, not in sysfs), so the detector keeps
+// no state for them and raises nothing there.
+//
 // One incident per port, and one for the fabric: a port incident opens when
 // the condition held for OpenAfter, updates when a second kind joins or the
 // figures move (at most every MinUpdateInterval), and resolves after the
@@ -132,6 +151,10 @@ type CNPECNImbalance struct {
 	// ForgetSilentAfter drops a silent port from the unknown share: a node
 	// gone this long is taken to be out of the fabric; default 30 min.
 	ForgetSilentAfter time.Duration
+	// XmitWaitTick is what one port_xmit_wait tick lasts on the fleet's
+	// devices (perfquery -c: Tick, in symbol times); default 0, unknown:
+	// the evidence then gives ticks per second without a share of time.
+	XmitWaitTick time.Duration
 
 	ports  *Tracker
 	fabric *Tracker
@@ -271,6 +294,11 @@ type cnpPort struct {
 	// tx is what the port transmits (bytes), for the share of the CNPs a
 	// blind port may receive (see cnpBlind).
 	tx *Buckets
+	// wait holds the port_xmit_wait ticks and waitCovered the milliseconds
+	// with a usable reading of it; waitPinned: the latest reading was
+	// pinned at the counter's maximum.
+	wait, waitCovered *Buckets
+	waitPinned        bool
 	// has: counters the port ever exposed; prevOK: read with a real value
 	// in the previous reading, so this reading's delta spans one interval.
 	has, prevOK uint8
@@ -297,8 +325,9 @@ type cnpPort struct {
 
 func newCNPPort() *cnpPort {
 	// Every window of the port is updated on every sample: one group.
-	g := NewBucketsGroup(cnpCounters+4, cnpBuckets, cnpBucketWidth)
-	st := &cnpPort{covered: &g[cnpCounters], readings: &g[cnpCounters+1], ignoring: &g[cnpCounters+2], tx: &g[cnpCounters+3]}
+	g := NewBucketsGroup(cnpCounters+6, cnpBuckets, cnpBucketWidth)
+	st := &cnpPort{covered: &g[cnpCounters], readings: &g[cnpCounters+1], ignoring: &g[cnpCounters+2], tx: &g[cnpCounters+3],
+		wait: &g[cnpCounters+4], waitCovered: &g[cnpCounters+5]}
 	for i := range st.sums {
 		st.sums[i] = &g[i]
 	}
@@ -316,6 +345,9 @@ type cnpBlind struct {
 type cnpWindow struct {
 	c         [cnpCounters]float64
 	coveredMs float64
+	// waitTicks over waitMs: the port's port_xmit_wait where it was usable.
+	waitTicks, waitMs float64
+	waitPinned        bool
 	// readings and ignoring: clean readings, and those with ignored CNPs.
 	readings, ignoring float64
 }
@@ -337,6 +369,9 @@ func (st *cnpPort) window(from, to schemas.Millis) cnpWindow {
 	w.coveredMs = st.covered.Sum(from, to)
 	w.readings = st.readings.Sum(from, to)
 	w.ignoring = st.ignoring.Sum(from, to)
+	w.waitTicks = st.wait.Sum(from, to)
+	w.waitMs = st.waitCovered.Sum(from, to)
+	w.waitPinned = st.waitPinned
 	return w
 }
 
@@ -391,6 +426,7 @@ func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample
 		*st = *newCNPPort()
 	}
 	st.has |= present
+	observeXmitWait(st, s)
 	// Clean: every counter the port exposes gave a delta over exactly this
 	// interval (read now and at the previous reading).
 	clean := s.IntervalMs > 0 && usable&st.prevOK == st.has && present == st.has
@@ -422,6 +458,24 @@ func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample
 const cnpBlindFactor = 1.5
 
 var idPortXmitData = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_data")
+
+// observeXmitWait keeps the port's port_xmit_wait ticks over the intervals
+// whose delta is usable: not a baseline, a reset or a held glitch, and not
+// pinned at the counter's maximum (the delta of a saturated interval counts
+// up to the top and no further).
+func observeXmitWait(st *cnpPort, s *Sample) {
+	c, ok := s.CounterByID(idPortXmitWait)
+	if !ok {
+		return
+	}
+	st.waitPinned = c.Flags&schemas.FlagSaturated != 0
+	if s.IntervalMs <= 0 || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld|schemas.FlagSaturated) != 0 {
+		return
+	}
+	from, to := s.Since(), s.Time
+	spread(st.wait, from, to, float64(c.Delta))
+	spread(st.waitCovered, from, to, float64(to-from))
+}
 
 // cnpTxBytes is the sample's port_xmit_data delta in bytes (the counter
 // counts 4-byte words), if it has a usable one.
@@ -550,6 +604,30 @@ func (d *CNPECNImbalance) pending(t *Tracker, subject schemas.Subject) bool {
 
 func round3(v float64) float64 { return roundTo(v, 3) }
 
+// xmitWait adds the window's port_xmit_wait to evidence: ticks per second,
+// and the share of the time the port waited when the tick is known.
+func (d *CNPECNImbalance) xmitWait(w *cnpWindow, ev map[string]any) {
+	if w.waitPinned {
+		ev["xmit_wait_pinned"] = true
+	}
+	if w.waitMs <= 0 {
+		return
+	}
+	ev["xmit_wait_ticks_per_s"] = round3(w.waitTicks / (w.waitMs / 1000))
+	if share, ok := d.xmitWaitShare(w); ok {
+		ev["xmit_wait_share"] = round3(share)
+	}
+}
+
+// xmitWaitShare is the share of the window's usable time the port waited
+// to transmit, when the tick is configured.
+func (d *CNPECNImbalance) xmitWaitShare(w *cnpWindow) (float64, bool) {
+	if d.XmitWaitTick <= 0 || w.waitMs <= 0 {
+		return 0, false
+	}
+	return min(1, w.waitTicks*float64(d.XmitWaitTick)/float64(time.Millisecond)/w.waitMs), true
+}
+
 func (d *CNPECNImbalance) portEvidence(w *cnpWindow) map[string]any {
 	ratio := 0.0
 	if w.c[cnpMarked] > 0 {
@@ -560,7 +638,7 @@ func (d *CNPECNImbalance) portEvidence(w *cnpWindow) map[string]any {
 	if recv > 0 {
 		ignoredFraction = w.c[cnpIgnored] / recv
 	}
-	return map[string]any{
+	ev := map[string]any{
 		"marked_per_s":      round3(w.perS(cnpMarked)),
 		"cnp_sent_per_s":    round3(w.perS(cnpSent)),
 		"cnp_handled_per_s": round3(w.perS(cnpHandled)),
@@ -569,6 +647,8 @@ func (d *CNPECNImbalance) portEvidence(w *cnpWindow) map[string]any {
 		"ignored_fraction":  round3(ignoredFraction),
 		"window_s":          round3(w.seconds()),
 	}
+	d.xmitWait(w, ev)
+	return ev
 }
 
 func (d *CNPECNImbalance) portFinding(st *cnpPort, port *PortState, s *Sample, w *cnpWindow, np, rp bool) Finding {

@@ -659,3 +659,64 @@ func BenchmarkCNPECNImbalance(b *testing.B) {
 		f.run(h, 500) // 100 ports x 100 readings = 10k port-samples
 	}
 }
+
+// TestCNPECNImbalanceXmitWait: a reaction point that ignores CNPs keeps
+// sending into the congestion; the finding shows how long its transmit
+// waited (port_xmit_wait, ticks per second, and a share of the time once
+// the tick is configured). A pinned counter (32-bit, saturating) gives no
+// figure, only the note that it is pinned.
+func TestCNPECNImbalanceXmitWait(t *testing.T) {
+	cases := []struct {
+		name      string
+		tick      time.Duration
+		waitFlags schemas.Flag
+		noWait    bool
+		want      map[string]any // evidence keys and values; nil value: must be absent
+	}{
+		{name: "ticks per second without a known tick", waitFlags: 0,
+			want: map[string]any{"xmit_wait_ticks_per_s": 1e6, "xmit_wait_share": nil, "xmit_wait_pinned": nil}},
+		{name: "a share of the time with the tick configured", tick: 500 * time.Nanosecond,
+			want: map[string]any{"xmit_wait_ticks_per_s": 1e6, "xmit_wait_share": 0.5}},
+		{name: "a pinned counter says nothing", waitFlags: schemas.FlagSaturated,
+			want: map[string]any{"xmit_wait_ticks_per_s": nil, "xmit_wait_share": nil, "xmit_wait_pinned": true}},
+		{name: "a port without the counter shows none", noWait: true,
+			want: map[string]any{"xmit_wait_ticks_per_s": nil, "xmit_wait_pinned": nil}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := NewCNPECNImbalance()
+			d.Fabric = false
+			d.XmitWaitTick = c.tick
+			h := newHarness(t, d)
+			var wait uint64
+			for sec := 0.0; sec < 300; sec += 5 {
+				flags := schemas.Flag(0)
+				if sec == 0 {
+					flags = first
+				}
+				wait += 5_000_000
+				cs := []schemas.CounterDelta{
+					hw("np_ecn_marked_roce_packets", 0, 0, flags), hw("np_cnp_sent", 0, 0, flags),
+					hw("rp_cnp_handled", 100, 100, flags), hw("rp_cnp_ignored", 2000, 2000, flags),
+				}
+				if !c.noWait {
+					cs = append(cs, ctr("port_xmit_wait", wait, 5_000_000, flags|c.waitFlags))
+				}
+				h.feed(sample(portA, sec, "ACTIVE", cs...))
+			}
+			if len(h.events) == 0 || h.events[0].State != "open" {
+				t.Fatalf("events %v, want an open", h.states())
+			}
+			ev := h.events[0].Evidence
+			for k, v := range c.want {
+				got, ok := ev[k]
+				switch {
+				case v == nil && ok:
+					t.Errorf("%s = %v, want none", k, got)
+				case v != nil && got != v:
+					t.Errorf("%s = %v, want %v", k, got, v)
+				}
+			}
+		})
+	}
+}
