@@ -21,9 +21,21 @@ func init() {
 // and the time to act is before it drops packets.
 //
 // What it measures, per port, in data time:
-//   - Ethernet: pre-FEC BER = rx_corrected_bits_phy / rx_bits_phy (ethtool);
-//     rx_err_lane_N_phy names the lane, rx_pcs_symbol_err_phy gives the
-//     post-FEC figure for the evidence. Critical: 1e-6 pre-FEC.
+//   - Ethernet: pre-FEC BER = rx_corrected_bits_phy over the bits the PHY
+//     received (schemas.EthernetPHYBits: rx_bits_phy where the driver lists
+//     it, else the link rate x the interval, since a PHY receives symbols at
+//     its lane rate whether they carry frames or idles; upstream mlx5 before
+//     2026 and MLNX_OFED 5.x do not list rx_bits_phy). The evidence says
+//     which (bits_source). rx_err_lane_N_phy names the lane, with a BER per
+//     lane over the bits / lanes of the rate text; rx_pcs_symbol_err_phy and
+//     rx_symbol_err_phy (symbol errors FEC did not correct) and
+//     rx_crc_errors_phy (frames dropped after FEC, a share of
+//     rx_packets_phy) give the post-FEC figures. Critical: 1e-6 pre-FEC.
+//   - Ethernet without rx_corrected_bits_phy (no PHY statistics group, or
+//     FEC off): the same fit on the symbol errors FEC left
+//     (rx_symbol_err_phy, else rx_pcs_symbol_err_phy) over the same bits.
+//     Critical: 1e-12 post-FEC, where lost frames become steady; each such
+//     error is a frame lost already, so CRC errors make it critical.
 //   - InfiniBand: symbol BER = symbol_error over the bits the line carried
 //     (link rate x time, as ibdiagnet and UFM count it: idles are symbols
 //     too; port_rcv_data x 8 when the rate is unknown). Critical: 1e-12.
@@ -221,7 +233,16 @@ const (
 const (
 	berBucketData    uint8 = 1 << iota // bits were counted in the minute
 	berBucketBlind                     // symbol_error was pinned: errors invisible
-	berBucketRetrain                   // link_error_recovery rose: the errors are the retrain's
+	berBucketRetrain                   // link_error_recovery (IB) or link_down_events_phy (Ethernet) rose: the errors are the retrain's
+)
+
+// berMode is what an Ethernet port's series counts.
+type berMode uint8
+
+const (
+	berModeNone    berMode = iota // not yet known, or InfiniBand
+	berModePreFEC                 // rx_corrected_bits_phy: bits FEC corrected
+	berModePostFEC                // rx_symbol_err_phy: symbol errors FEC left
 )
 
 // berPort is the per-port state: ~1.2 KiB whatever the interval.
@@ -235,13 +256,23 @@ type berPort struct {
 	rateGbps float64
 
 	// Decayed (halved every minute) sums for the evidence: which lane, and
-	// the post-FEC error rate of the last few minutes.
+	// the post-FEC error rate of the last few minutes, over the PHY bits
+	// and the seconds they cover.
 	lanes      [8]float32
 	pcsErrs    float32
-	pcsBits    float32
-	recoveries uint64 // link_error_recovery increases seen on the port
-	symbolRaw  uint64 // latest symbol_error reading
-	blind      bool   // the latest symbol_error reading is pinned
+	symErrs    float32 // rx_symbol_err_phy
+	crcErrs    float32 // rx_crc_errors_phy
+	rxPackets  float32 // rx_packets_phy
+	phyBits    float32 // schemas.EthernetPHYBits
+	phySecs    float32
+	havePCS    bool
+	haveSym    bool
+	haveCRC    bool
+	mode       berMode         // Ethernet: what the series counts
+	bitsSrc    schemas.PHYBits // Ethernet: the latest denominator
+	recoveries uint64          // link_error_recovery increases seen on the port
+	symbolRaw  uint64          // latest symbol_error reading
+	blind      bool            // the latest symbol_error reading is pinned
 
 	// Figures of the open incident.
 	baseBER, openBER float64
@@ -255,10 +286,12 @@ func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	var errs, bits float64
 	ok, blind := false, false
 	st, have := LookupPortLocal[berPort](port, schemas.TypeBERDrift)
+	var mode berMode
+	var src schemas.PHYBits
 	if ib {
 		errs, bits, ok, blind = d.readIB(st, s)
 	} else {
-		errs, bits, ok = berReadEthernet(s)
+		errs, bits, ok, mode, src = berReadEthernet(s)
 	}
 	if !have {
 		if !ok && !blind {
@@ -271,7 +304,19 @@ func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	if ib {
 		retrain = d.readIBExtras(st, s)
 	} else {
-		st.readEthernetExtras(s)
+		if mode != berModeNone && mode != st.mode {
+			// The series changes what it counts (a driver that starts
+			// listing rx_corrected_bits_phy): the old minutes are not
+			// comparable with the new ones.
+			if st.mode != berModeNone {
+				st.errs, st.bits, st.flags = [berBuckets]float32{}, [berBuckets]float32{}, [berBuckets]uint8{}
+			}
+			st.mode = mode
+		}
+		if src != schemas.PHYBitsNone {
+			st.bitsSrc = src
+		}
+		retrain = st.readEthernetExtras(s, bits)
 	}
 	st.blind = blind
 
@@ -318,7 +363,11 @@ func (st *berPort) advance(minute int64) {
 		st.lanes[i] *= decay
 	}
 	st.pcsErrs *= decay
-	st.pcsBits *= decay
+	st.symErrs *= decay
+	st.crcErrs *= decay
+	st.rxPackets *= decay
+	st.phyBits *= decay
+	st.phySecs *= decay
 	st.minute = minute
 }
 
@@ -328,37 +377,67 @@ func berUsable(c schemas.CounterDelta) bool {
 	return c.Flags&(schemas.FlagFirst|schemas.FlagHeld) == 0
 }
 
-// berReadEthernet returns the sample's corrected bits and PHY bits.
-func berReadEthernet(s *Sample) (errs, bits float64, ok bool) {
-	ce, haveErrs := s.CounterByID(idRxCorrectedBitsPhy)
-	if haveErrs {
-		if !berUsable(ce) {
-			return 0, 0, false
+// berReadEthernet returns the sample's errors of the series and the bits
+// the PHY received (schemas.EthernetPHYBits, src says which). The series
+// is rx_corrected_bits_phy (pre-FEC) where the port lists it, else the
+// symbol errors FEC left (rx_symbol_err_phy, else rx_pcs_symbol_err_phy).
+// Over the line rate a reset error counter counts from an unknown moment
+// of the interval, so it is left out; rx_bits_phy resets with it.
+func berReadEthernet(s *Sample) (errs, bits float64, ok bool, mode berMode, src schemas.PHYBits) {
+	c, have := s.CounterByID(idRxCorrectedBitsPhy)
+	mode = berModePreFEC
+	if !have {
+		mode = berModePostFEC
+		if c, have = s.CounterByID(idRxSymbolErrPhy); !have {
+			c, have = s.CounterByID(idRxPCSSymbolErrPhy)
 		}
-		errs = float64(ce.Delta)
 	}
-	cb, haveBits := s.CounterByID(idRxBitsPhy)
-	if haveBits {
-		if !berUsable(cb) {
-			return 0, 0, false
-		}
-		bits = float64(cb.Delta)
+	if !have {
+		return 0, 0, false, berModeNone, schemas.PHYBitsNone
 	}
-	return errs, bits, haveErrs && haveBits && bits > 0
+	bits, src = schemas.EthernetPHYBits(s.PortSample)
+	if !berUsable(c) || src == schemas.PHYBitsNone || src == schemas.PHYBitsLineRate && c.Flags&schemas.FlagReset != 0 {
+		return 0, 0, false, mode, src
+	}
+	return float64(c.Delta), bits, bits > 0, mode, src
 }
 
-func (st *berPort) readEthernetExtras(s *Sample) {
+// readEthernetExtras keeps the decayed sums of the evidence (lanes,
+// post-FEC errors, the PHY bits) and reports whether the link went down in
+// this reading (link_down_events_phy): the errors around a retrain are the
+// retrain's, not the drift's.
+func (st *berPort) readEthernetExtras(s *Sample, bits float64) (retrain bool) {
 	if c, ok := s.CounterByID(idRxPCSSymbolErrPhy); ok && berUsable(c) {
 		st.pcsErrs += float32(c.Delta)
+		st.havePCS = true
 	}
-	if c, ok := s.CounterByID(idRxBitsPhy); ok && berUsable(c) {
-		st.pcsBits += float32(c.Delta)
+	if c, ok := s.CounterByID(idRxSymbolErrPhy); ok && berUsable(c) {
+		st.symErrs += float32(c.Delta)
+		st.haveSym = true
+	}
+	if c, ok := s.CounterByID(idRxCRCErrorsPhy); ok && berUsable(c) {
+		st.crcErrs += float32(c.Delta)
+		st.haveCRC = true
+	}
+	if c, ok := s.CounterByID(idRxPacketsPhy); ok && berUsable(c) {
+		st.rxPackets += float32(c.Delta)
+	}
+	if bits > 0 {
+		st.phyBits += float32(bits)
+		st.phySecs += float32(s.IntervalMs) / 1000
 	}
 	for lane, id := range idRxErrLanePhy {
 		if c, ok := s.CounterByID(id); ok && berUsable(c) {
 			st.lanes[lane] += float32(c.Delta)
 		}
 	}
+	if c, ok := s.CounterByID(idLinkDownEventsPhy); ok && berUsable(c) && c.Flags&schemas.FlagReset == 0 {
+		retrain = c.Delta > 0
+	}
+	if st.rateText != s.Rate {
+		st.rateText, st.rateGbps = s.Rate, rateGbps(s.Rate)
+	}
+	return retrain
 }
 
 // readIB returns the sample's symbol errors and line bits; blind is set
@@ -377,12 +456,13 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 		}
 		errs, haveErrs = float64(c.Delta), true
 	}
-	if !haveErrs || s.IntervalMs <= 0 || !linkUp(s.PortSample.State) {
+	if !haveErrs || s.IntervalMs <= 0 || !schemas.LinkActive(s.PortSample.State) {
 		return 0, 0, false, false
 	}
 	var rcvBytes float64
 	haveRcv := false
-	if c, found := s.CounterByID(idPortRcvData); found && berUsable(c) {
+	if c, found := s.CounterByID(idPortRcvData); found && berUsable(c) && c.Flags&schemas.FlagSaturated == 0 {
+		// A pinned 32-bit port_rcv_data counts nothing: no bits.
 		rcvBytes, haveRcv = float64(c.Delta), true
 	}
 	rate := 0.0
@@ -479,8 +559,11 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 	pending := t.Active() > 0 && !open && berHasActive(t, subject)
 	ser := st.series(minute-1, port.LastIntervalMs)
 	critical := CriticalPreFECBER
-	if s.LinkLayer == "InfiniBand" {
+	switch {
+	case s.LinkLayer == "InfiniBand":
 		critical = CriticalSymbolBER
+	case st.mode == berModePostFEC:
+		critical = criticalPostFECBER
 	}
 	if !open && !pending && !d.rising(ser) {
 		return
@@ -913,7 +996,10 @@ func berMinuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Roun
 
 func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Finding {
 	ib := s.LinkLayer == "InfiniBand"
-	what, measure := "pre-FEC BER", "rx_corrected_bits_phy / rx_bits_phy"
+	what, measure := "pre-FEC BER", "rx_corrected_bits_phy / "+berBitsWords(st.bitsSrc)
+	if !ib && st.mode == berModePostFEC {
+		what, measure = "post-FEC symbol BER", berPostFECCounter(st)+" / "+berBitsWords(st.bitsSrc)
+	}
 	if ib {
 		what, measure = "symbol BER", "symbol_error / line bits (rate x time)"
 		if st.rateGbps <= 0 {
@@ -962,6 +1048,10 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	} else if st.ethernetEvidence(ev) {
 		severity = schemas.SeverityCritical
 	}
+	if !ib && st.mode == berModePostFEC {
+		ev["post_fec_only"] = true
+		ev["post_fec_only_note"] = "no rx_corrected_bits_phy on this port: the series is the symbol errors FEC did not correct (or a link without FEC); each one costs a frame, the cliff is behind"
+	}
 	where := portName(s.ID, s.Netdev)
 	var summary string
 	if crossed {
@@ -972,6 +1062,9 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	}
 	if st.blind {
 		summary += "; symbol_error is saturated: the detector is blind until it is cleared"
+	}
+	if !ib && st.mode == berModePostFEC {
+		summary += "; no pre-FEC counter on this port, and these errors passed FEC: frames are being lost"
 	}
 	return Finding{
 		Subject:  s.ID.Subject(),
@@ -986,10 +1079,15 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	}
 }
 
-// ethernetEvidence adds the Ethernet figures to the evidence: the lane
-// with most corrected bits and its share, and the post-FEC BER; true when
-// the post-FEC BER is past criticalPostFECBER (packets are being lost).
+// ethernetEvidence adds the Ethernet figures to the evidence: what the
+// bits are (bits_source), the lane with most corrected bits, its share and
+// the BER of each lane over bits / lanes where the rate text gives the
+// lanes, and the post-FEC figures: the post-FEC BER, the symbol errors and
+// CRC errors per second, and the frames lost after FEC as a share of the
+// frames received. True when packets are being lost: the post-FEC BER past
+// criticalPostFECBER, or frames dropped for bad FCS after FEC.
 func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
+	ev["bits_source"] = st.bitsSrc.String()
 	var sum float32
 	lane, top := -1, float32(0)
 	for i, v := range st.lanes {
@@ -1001,16 +1099,64 @@ func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 	if lane >= 0 && sum > 0 {
 		ev["lane"] = lane
 		ev["lane_share"] = berSig(float64(top / sum))
-	}
-	if st.pcsBits > 0 {
-		post := float64(st.pcsErrs / st.pcsBits)
-		ev["post_fec_ber"] = berSig(post)
-		if st.pcsErrs >= berPostFECMinErrors && post > criticalPostFECBER {
-			ev["post_fec_critical"] = true
-			return true
+		if n := schemas.LaneCount(st.rateText); n > 0 && n <= len(st.lanes) && st.phyBits > 0 {
+			perLane := float64(st.phyBits) / float64(n)
+			bers := make([]float64, n)
+			for i := range bers {
+				bers[i] = berSig(float64(st.lanes[i]) / perLane)
+			}
+			ev["lane_ber"] = bers
+			ev["lanes"] = n
 		}
 	}
-	return false
+	if st.phyBits > 0 {
+		post, postErrs := float64(st.pcsErrs), st.pcsErrs
+		if !st.havePCS {
+			post, postErrs = float64(st.symErrs), st.symErrs
+		}
+		if st.havePCS || st.haveSym {
+			post /= float64(st.phyBits)
+			ev["post_fec_ber"] = berSig(post)
+			if postErrs >= berPostFECMinErrors && post > criticalPostFECBER {
+				ev["post_fec_critical"] = true
+				postFECCritical = true
+			}
+		}
+	}
+	if st.phySecs > 0 {
+		if st.haveSym {
+			ev["rx_symbol_err_per_s"] = berSig(float64(st.symErrs / st.phySecs))
+		}
+		if st.haveCRC {
+			ev["rx_crc_errors_per_s"] = berSig(float64(st.crcErrs / st.phySecs))
+		}
+	}
+	if st.haveCRC && st.crcErrs+st.rxPackets > 0 {
+		ev["frames_lost_after_fec_share"] = berSig(float64(st.crcErrs / (st.crcErrs + st.rxPackets)))
+	}
+	if st.haveCRC && st.crcErrs >= berPostFECMinErrors {
+		// Frames dropped for a bad FCS after FEC: the link already loses
+		// packets, whatever the projection says.
+		ev["frames_lost_after_fec"] = true
+		postFECCritical = true
+	}
+	return postFECCritical
+}
+
+// berBitsWords says what an Ethernet BER was measured against.
+func berBitsWords(src schemas.PHYBits) string {
+	if src == schemas.PHYBitsLineRate {
+		return "(link rate x interval)"
+	}
+	return "rx_bits_phy"
+}
+
+// berPostFECCounter names the counter of a post-FEC series.
+func berPostFECCounter(st *berPort) string {
+	if st.haveSym || !st.havePCS {
+		return "rx_symbol_err_phy"
+	}
+	return "rx_pcs_symbol_err_phy"
 }
 
 // checks are the commands that confirm a drift on the port.

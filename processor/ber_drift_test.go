@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -36,6 +37,13 @@ type berLink struct {
 	// reading, not a retrain (link_error_recovery stays).
 	burstNoRetrain bool
 	lane           int
+	// noBitsPhy: the driver does not list rx_bits_phy (upstream mlx5
+	// before 2026, MLNX_OFED 5.x): the bits are the link rate x interval.
+	noBitsPhy bool
+	// postFECOnly: the port lists no rx_corrected_bits_phy; its errors
+	// are the symbol errors FEC left (rx_symbol_err_phy), each a frame
+	// dropped for a bad FCS (rx_crc_errors_phy).
+	postFECOnly bool
 }
 
 func (l berLink) samples(id schemas.PortID) []*Sample {
@@ -139,17 +147,28 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 			if glitch {
 				ef, ed, ev = schemas.FlagHeld, 0, 0
 			}
-			cs = append(cs,
-				schemas.CounterDelta{Name: "rx_bits_phy", Source: schemas.SourceEthtool, Value: bitsV, Delta: d(bitsV, uint64(lineBits)), Flags: flags},
-				schemas.CounterDelta{Name: "rx_corrected_bits_phy", Source: schemas.SourceEthtool, Value: ev, Delta: ed, Flags: ef},
-				schemas.CounterDelta{Name: "rx_pcs_symbol_err_phy", Source: schemas.SourceEthtool, Value: 0, Delta: 0, Flags: flags},
-			)
-			for i, v := range lanes {
-				var ld uint64
-				if i == l.lane {
-					ld = errs
+			cs = append(cs, schemas.CounterDelta{Name: "link_down_events_phy", Source: schemas.SourceEthtool, Value: recV, Delta: d(recV, recV-recPrev), Flags: flags})
+			if !l.noBitsPhy {
+				cs = append(cs, schemas.CounterDelta{Name: "rx_bits_phy", Source: schemas.SourceEthtool, Value: bitsV, Delta: d(bitsV, uint64(lineBits)), Flags: flags})
+			}
+			if l.postFECOnly {
+				cs = append(cs,
+					schemas.CounterDelta{Name: "rx_symbol_err_phy", Source: schemas.SourceEthtool, Value: ev, Delta: ed, Flags: ef},
+					schemas.CounterDelta{Name: "rx_crc_errors_phy", Source: schemas.SourceEthtool, Value: ev, Delta: ed, Flags: ef},
+					schemas.CounterDelta{Name: "rx_packets_phy", Source: schemas.SourceEthtool, Value: rcvV / 1000, Delta: d(rcvV/1000, rcv/1000), Flags: flags},
+				)
+			} else {
+				cs = append(cs,
+					schemas.CounterDelta{Name: "rx_corrected_bits_phy", Source: schemas.SourceEthtool, Value: ev, Delta: ed, Flags: ef},
+					schemas.CounterDelta{Name: "rx_pcs_symbol_err_phy", Source: schemas.SourceEthtool, Value: 0, Delta: 0, Flags: flags},
+				)
+				for i, v := range lanes {
+					var ld uint64
+					if i == l.lane {
+						ld = errs
+					}
+					cs = append(cs, schemas.CounterDelta{Name: fmt.Sprintf("rx_err_lane_%d_phy", i), Source: schemas.SourceEthtool, Value: v, Delta: d(v, ld), Flags: flags})
 				}
-				cs = append(cs, schemas.CounterDelta{Name: fmt.Sprintf("rx_err_lane_%d_phy", i), Source: schemas.SourceEthtool, Value: v, Delta: d(v, ld), Flags: flags})
 			}
 		}
 		interval := int64(l.interval * 1000)
@@ -225,6 +244,18 @@ func TestBERDrift(t *testing.T) {
 				}
 				if evs[0].Evidence["lane"] != 2 {
 					t.Errorf("lane %v", evs[0].Evidence["lane"])
+				}
+				// The lane's BER is over a quarter of the bits (4X):
+				// four times the port's, on the one lane that errs.
+				lb, _ := evs[0].Evidence["lane_ber"].([]float64)
+				if len(lb) != 4 || evs[0].Evidence["lanes"] != 4 || lb[0] != 0 || lb[1] != 0 || lb[3] != 0 || lb[2] <= 0 {
+					t.Fatalf("lane_ber %v lanes %v", evs[0].Evidence["lane_ber"], evs[0].Evidence["lanes"])
+				}
+				if ratio := lb[2] / evs[0].Evidence["recent_ber"].(float64); ratio < 2 || ratio > 8 {
+					t.Errorf("lane BER %v is %.1f times the recent port BER %v, want about 4", lb[2], ratio, evs[0].Evidence["recent_ber"])
+				}
+				if src := evs[0].Evidence["bits_source"]; src != "rx_bits_phy" && src != "link_rate_x_interval" {
+					t.Errorf("bits_source %v", src)
 				}
 			},
 		},
@@ -334,6 +365,28 @@ func TestBERDrift(t *testing.T) {
 			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, symbolAt0: 65535,
 				ber: drift(1e-15, 1e-12, 30*m, 40*m, 0)},
 		},
+	}
+	// Every Ethernet case again without rx_bits_phy: a PHY receives bits at
+	// the line rate, traffic or not, so the same link is the same incident
+	// over the rate (the generator's rx_bits_phy counts the line rate too).
+	for _, c := range cases[:len(cases):len(cases)] {
+		if c.link.ib {
+			continue
+		}
+		c.name += " (no rx_bits_phy)"
+		c.link.noBitsPhy = true
+		inner := c.check
+		c.check = func(t *testing.T, evs []*schemas.Event) {
+			for _, ev := range evs {
+				if ev.Evidence["bits_source"] != "link_rate_x_interval" || ev.Evidence["measure"] != "rx_corrected_bits_phy / (link rate x interval)" {
+					t.Errorf("bits_source %v measure %v", ev.Evidence["bits_source"], ev.Evidence["measure"])
+				}
+			}
+			if inner != nil {
+				inner(t, evs)
+			}
+		}
+		cases = append(cases, c)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -498,6 +551,20 @@ func TestBERDriftRates(t *testing.T) {
 				ber: drift(logU(rng, -16, -14.5), 1e-12, 60*m, 40*m, 0)}
 		}},
 	}
+	// The Ethernet kinds again without rx_bits_phy (bits over the line
+	// rate): the same false-alarm and recall bounds hold.
+	for _, k := range kinds[:len(kinds):len(kinds)] {
+		if strings.Contains(k.name, "eth") {
+			mk := k.mk
+			k.name += " no-bits"
+			k.mk = func(rng *rand.Rand) berLink {
+				l := mk(rng)
+				l.noBitsPhy = true
+				return l
+			}
+			kinds = append(kinds, k)
+		}
+	}
 	for _, k := range kinds {
 		rng := rand.New(rand.NewPCG(99, 1))
 		var hits, fps, late int
@@ -557,6 +624,108 @@ func TestBERDriftRiseScalesWithDistance(t *testing.T) {
 		got := d.busyMinRise(tc.base, CriticalPreFECBER)
 		if math.Abs(got-tc.want) > 0.01 {
 			t.Errorf("base %g: rise %v, want %v", tc.base, got, tc.want)
+		}
+	}
+}
+
+// TestBERDriftPostFECOnly: a port without rx_corrected_bits_phy (no PHY
+// statistics group, or no FEC) and without rx_bits_phy still shows the
+// symbol errors FEC left (rx_symbol_err_phy) and the frames dropped for
+// them (rx_crc_errors_phy). The same fit judges them against the post-FEC
+// critical level; a drift there loses frames already, and says so.
+func TestBERDriftPostFECOnly(t *testing.T) {
+	const h, m = 3600.0, 60.0
+	cases := []struct {
+		name         string
+		link         berLink
+		want         []string
+		latestDetect float64
+	}{
+		{"post-FEC errors rising from silence: a drift that already loses frames",
+			berLink{rateGbps: 200, interval: 5, duration: 2 * h, ber: drift(1e-15, 1e-12, 50*m, 40*m, 0)},
+			[]string{"open"}, 84 * m},
+		{"steady post-FEC errors (a few an hour) are not drift",
+			berLink{rateGbps: 100, interval: 5, duration: 3 * h, ber: stable(3e-14)}, nil, 0},
+		{"a flap's burst of post-FEC errors is not drift (link_down_events_phy)",
+			berLink{rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-15), burstAt: []float64{70 * m}, burst: 80}, nil, 0},
+		{"resets, restarts and glitches with rare post-FEC errors are nothing",
+			berLink{rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-15),
+				restartAt: []float64{20 * m}, resetAt: []float64{40 * m}, glitchAt: []float64{30 * m, 70 * m}}, nil, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.link.seed, c.link.postFECOnly, c.link.noBitsPhy = 5, true, true
+			hn := newHarness(t, NewBERDrift())
+			for _, s := range c.link.samples(portA) {
+				hn.feed(s)
+			}
+			got := foldUpdates(hn.states())
+			if !equalStrings(got, c.want) {
+				for _, ev := range hn.events {
+					t.Logf("%s %s %s: %s %v", ev.State, ev.Severity, ev.DetectedAt, ev.Summary, ev.Evidence)
+				}
+				t.Fatalf("states %v, want %v", got, c.want)
+			}
+			if len(hn.events) == 0 {
+				return
+			}
+			open := hn.events[0]
+			t.Logf("%s %s: %s %v", open.DetectedAt, open.Severity, open.Summary, open.Evidence)
+			if float64(open.DetectedAt-t0)/1000 > c.latestDetect {
+				t.Errorf("detected at %s", open.DetectedAt)
+			}
+			ev := open.Evidence
+			if ev["post_fec_only"] != true || ev["critical_ber"] != criticalPostFECBER || ev["bits_source"] != "link_rate_x_interval" ||
+				ev["measure"] != "rx_symbol_err_phy / (link rate x interval)" || ev["rx_crc_errors_per_s"] == nil || ev["frames_lost_after_fec_share"] == nil {
+				t.Errorf("evidence %v", ev)
+			}
+			if !strings.Contains(open.Summary, "post-FEC symbol BER") || !strings.Contains(open.Summary, "frames are being lost") {
+				t.Errorf("summary %q", open.Summary)
+			}
+			last := hn.events[len(hn.events)-1]
+			if last.Severity != schemas.SeverityCritical || last.Evidence["frames_lost_after_fec"] != true {
+				t.Errorf("frames lost after FEC, yet %s: %v", last.Severity, last.Evidence)
+			}
+		})
+	}
+}
+
+// TestBERDriftLineRateJobs: over the line rate the bits are the same every
+// minute, busy or idle. Were a PHY to count its corrected bits only in
+// frames (RS-FEC corrects idles too, so it does not), a link's BER would
+// seem to follow its jobs: 5x between idle and busy blocks of 5 to 30
+// minutes. That is wander, not drift: the quasi-Poisson dispersion and the
+// still-rising test keep it quiet, on many seeds.
+func TestBERDriftLineRateJobs(t *testing.T) {
+	const h, m = 3600.0, 60.0
+	for seed := uint64(1); seed <= 12; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		var edges []float64
+		for at := 0.0; at < 4*h; at += (5 + 25*rng.Float64()) * m {
+			edges = append(edges, at)
+		}
+		base := math.Pow(10, -11+3*rng.Float64())
+		jobs := func(sec float64) float64 {
+			busy := false
+			for _, e := range edges {
+				if sec >= e {
+					busy = !busy
+				}
+			}
+			if busy {
+				return base
+			}
+			return base / 5
+		}
+		l := berLink{rateGbps: 100, interval: []float64{1, 5, 10}[seed%3], duration: 4 * h, noise: 0.3, ber: jobs, noBitsPhy: true, seed: seed}
+		hn := newHarness(t, NewBERDrift())
+		for _, s := range l.samples(portA) {
+			hn.feed(s)
+		}
+		for _, ev := range hn.events {
+			if ev.State == schemas.StateOpen {
+				t.Errorf("seed %d base %.2g: %s %s %v", seed, base, ev.DetectedAt, ev.Summary, ev.Evidence)
+			}
 		}
 	}
 }
