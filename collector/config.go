@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -27,13 +28,26 @@ const DefaultConfigInterval = 30 * time.Second
 //     which only MLNX_OFED's mlx5_core creates. The upstream driver has no
 //     such files (its DCQCN parameters are in debugfs, cc_params, without a
 //     per-priority enable): there the lists stay unknown.
-//   - PFC priorities and trust: DCB netlink (RTM_GETDCB, DCB_CMD_IEEE_GET),
-//     what mlnx_qos and iproute2's dcb read, upstream and MLNX_OFED alike.
+//   - PFC priorities, trust and the DSCP-to-priority map: DCB netlink
+//     (RTM_GETDCB, DCB_CMD_IEEE_GET), what mlnx_qos and iproute2's dcb
+//     read, upstream and MLNX_OFED alike.
+//   - The DSCP and 802.1p priority of the CNPs the notification point
+//     sends: class/net/<netdev>/ecn/roce_np/cnp_dscp and cnp_802p_prio
+//     (MLNX_OFED's en_sysfs.c, "%d\n"; upstream has neither).
+//   - The traffic class forced on the RDMA port's RoCE QPs:
+//     class/infiniband/<dev>/tc/<port>/traffic_class (MLNX_OFED's mlx5_ib,
+//     "Global tclass=<n>" when one is set, empty otherwise, then optional
+//     per-rule lines).
 const (
-	configNetDir   = "class/net"
-	configMTUFile  = "mtu"
-	configECNNPDir = "ecn/roce_np/enable"
-	configECNRPDir = "ecn/roce_rp/enable"
+	configNetDir       = "class/net"
+	configMTUFile      = "mtu"
+	configECNNPDir     = "ecn/roce_np/enable"
+	configECNRPDir     = "ecn/roce_rp/enable"
+	configCNPDSCPFile  = "ecn/roce_np/cnp_dscp"
+	configCNPPrioFile  = "ecn/roce_np/cnp_802p_prio"
+	configTCDir        = "tc"
+	configTClassFile   = "traffic_class"
+	configTClassPrefix = "Global tclass="
 )
 
 // ConfigReader reads the settings of a port's netdev. Anything the host
@@ -42,6 +56,7 @@ const (
 // and stays nil too.
 type ConfigReader struct {
 	netDir string
+	ibDir  string // <root>/class/infiniband: tc/<port>/traffic_class
 	// dcb answers DCB_CMD_IEEE_GET for a netdev; nil skips DCB.
 	dcb func(ctx context.Context, netdev string) (dcbConfig, error)
 }
@@ -49,7 +64,7 @@ type ConfigReader struct {
 // NewConfigReader returns a reader of the sysfs mounted at root ("/sys")
 // that asks the kernel's DCB netlink of the collector's network namespace.
 func NewConfigReader(root string) *ConfigReader {
-	return &ConfigReader{netDir: filepath.Join(root, configNetDir), dcb: queryDCB}
+	return &ConfigReader{netDir: filepath.Join(root, configNetDir), ibDir: filepath.Join(root, sysfsClassDir), dcb: queryDCB}
 }
 
 // Read reads netdev's settings. The config is nil when nothing is known;
@@ -80,11 +95,24 @@ func (r *ConfigReader) Read(ctx context.Context, netdev string) (*schemas.PortCo
 			errs = append(errs, err)
 		}
 	}
+	for _, f := range []struct {
+		file string
+		max  uint64
+		dest **int
+	}{{configCNPDSCPFile, schemas.NumDSCP - 1, &cfg.CNPDSCP}, {configCNPPrioFile, schemas.MaxPriority, &cfg.CNP8021pPrio}} {
+		v, err := readConfigSmall(filepath.Join(dir, f.file), f.max)
+		switch {
+		case err == nil:
+			*f.dest = &v
+		case !errors.Is(err, errConfigNotExposed):
+			errs = append(errs, err)
+		}
+	}
 	if r.dcb != nil {
 		d, err := r.dcb(ctx, netdev)
 		switch {
 		case err == nil:
-			cfg.PFCEnabled, cfg.Trust = d.pfc, d.trust
+			cfg.PFCEnabled, cfg.Trust, cfg.DSCPPrio = d.pfc, d.trust, d.dscpPrio
 		case !errors.Is(err, errDCBNotExposed):
 			errs = append(errs, fmt.Errorf("DCB of netdev %s: %w", netdev, err))
 		}
@@ -152,6 +180,54 @@ func parseConfigMTU(path string, b []byte) (int, error) {
 		return 0, fmt.Errorf("%s: mtu %d outside 68..65536", path, v)
 	}
 	return int(v), nil
+}
+
+// readConfigSmall reads an attribute holding one number in 0..max.
+func readConfigSmall(path string, max uint64) (int, error) {
+	b, err := readConfigAttr(path)
+	if err != nil {
+		return 0, err
+	}
+	v, err := parseConfigUint(path, b, max)
+	return int(v), err
+}
+
+// ReadTrafficClass reads the traffic class forced on the RoCE QPs of an
+// RDMA port: nil when the host has no such file (upstream kernels) or
+// none is forced (the file is empty, or lists only per-rule lines).
+func (r *ConfigReader) ReadTrafficClass(device string, port int) (*int, error) {
+	if r.ibDir == "" || device == "" || strings.ContainsAny(device, "/\x00") || device == "." || device == ".." || port < 1 {
+		return nil, nil
+	}
+	path := filepath.Join(r.ibDir, device, configTCDir, strconv.Itoa(port), configTClassFile)
+	b, err := readConfigAttr(path)
+	if errors.Is(err, errConfigNotExposed) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return parseTrafficClass(path, b)
+}
+
+// parseTrafficClass parses a tc/<port>/traffic_class file: a first line
+// "Global tclass=<0..255>" when a class is forced; no such line (an empty
+// file, or only the per-rule lines MLNX_OFED prints after it) is none.
+func parseTrafficClass(path string, b []byte) (*int, error) {
+	line, _, _ := strings.Cut(string(b), "\n")
+	rest, ok := strings.CutPrefix(line, configTClassPrefix)
+	if !ok {
+		if strings.HasPrefix(strings.TrimSpace(line), "Global") {
+			return nil, fmt.Errorf("%s: %s is not %q<n>", path, quoteConfigText([]byte(line)), configTClassPrefix)
+		}
+		return nil, nil
+	}
+	v, err := parseConfigUint(path, []byte(rest), schemas.MaxTrafficClass)
+	if err != nil {
+		return nil, err
+	}
+	tc := int(v)
+	return &tc, nil
 }
 
 // parseConfigEnable parses an ecn .../enable/<prio> attribute: 0 or 1.
@@ -257,17 +333,42 @@ func (h *HostSource) readConfig(ctx context.Context, rd *Reading) {
 		err error
 	}
 	seen := make(map[string]result)
+	read := func(netdev string) result {
+		res, ok := seen[netdev]
+		if !ok {
+			res.cfg, res.err = s.reader.Read(ctx, netdev)
+			seen[netdev] = res
+		}
+		return res
+	}
 	for i := range rd.Ports {
 		p := &rd.Ports[i]
 		if p.Netdev == "" {
 			continue // InfiniBand: no netdev to read
 		}
-		res, ok := seen[p.Netdev]
-		if !ok {
-			res.cfg, res.err = s.reader.Read(ctx, p.Netdev)
-			seen[p.Netdev] = res
+		res := read(p.Netdev)
+		if len(p.members) > 0 {
+			// A LAG's settings are its members' (the bond has no DCB and
+			// no ecn/): the first member's over the bond's own (its MTU).
+			// Whether the members agree is config_mismatch's to judge,
+			// from their own samples.
+			first := read(p.members[0])
+			res = result{cfg: res.cfg.Merge(first.cfg), err: errors.Join(res.err, first.err)}
+			if res.cfg.Empty() {
+				res.cfg = nil
+			}
 		}
 		p.Config = clonePortConfig(res.cfg)
+		if !p.lagMember {
+			tc, err := s.reader.ReadTrafficClass(p.Device, p.Port)
+			if tc != nil {
+				if p.Config == nil {
+					p.Config = &schemas.PortConfig{}
+				}
+				p.Config.TrafficClass = tc
+			}
+			res.err = errors.Join(res.err, err)
+		}
 		key := p.Device + "/" + strconv.Itoa(p.Port)
 		if res.err != nil {
 			s.errors++
@@ -297,10 +398,16 @@ func clonePortConfig(c *schemas.PortConfig) *schemas.PortConfig {
 		v := *c.MTU
 		out.MTU = &v
 	}
-	for _, f := range []**[]int{&out.PFCEnabled, &out.ECNNPEnabled, &out.ECNRPEnabled} {
+	for _, f := range []**[]int{&out.PFCEnabled, &out.ECNNPEnabled, &out.ECNRPEnabled, &out.DSCPPrio} {
 		if *f != nil {
 			l := slices.Clone(**f)
 			*f = &l
+		}
+	}
+	for _, f := range []**int{&out.CNPDSCP, &out.CNP8021pPrio, &out.TrafficClass} {
+		if *f != nil {
+			v := **f
+			*f = &v
 		}
 	}
 	return &out

@@ -56,6 +56,11 @@ type dcbConfig struct {
 	pfc *[]int
 	// trust is "dscp" or "pcp"; "" when the reply had no DCB_ATTR_IEEE.
 	trust string
+	// dscpPrio is the DSCP-to-priority map of the APP table, index DSCP;
+	// nil unless the table maps every DSCP exactly once to a priority 0-7
+	// (mlx5 lists all 64 while trust is dscp): a partial map would leave
+	// the rest to a driver default the reply does not give.
+	dscpPrio *[]int
 }
 
 // encodeDCBGet builds the DCB_CMD_IEEE_GET request for netdev.
@@ -160,7 +165,9 @@ func decodeDCBAttrs(b []byte) (dcbConfig, error) {
 // into the APP table exactly while trust is dscp: a DSCP entry in
 // DCB_ATTR_IEEE_APP_TABLE means dscp, none means pcp.
 func decodeDCBIEEE(b []byte, cfg *dcbConfig) error {
-	var appDSCP, sawApp bool
+	var appDSCP, sawApp, badDSCP bool
+	var dscpMap [64]int
+	var dscpSeen uint64
 	trust := ""
 	err := walkNlattrs(b, "DCB_ATTR_IEEE", func(typ uint16, v []byte) error {
 		switch typ {
@@ -187,6 +194,16 @@ func decodeDCBIEEE(b []byte, cfg *dcbConfig) error {
 				}
 				if app[0] == dcbAppSelDSCP {
 					appDSCP = true
+					// struct dcb_app {u8 selector; u8 priority; u16 protocol}:
+					// for the DSCP selector the protocol is the DSCP.
+					dscp, prio := binary.NativeEndian.Uint16(app[2:]), app[1]
+					switch {
+					case dscp >= 64 || prio > 7 || dscpSeen&(1<<dscp) != 0:
+						badDSCP = true // more than one priority for a DSCP, or out of range
+					default:
+						dscpSeen |= 1 << dscp
+						dscpMap[dscp] = int(prio)
+					}
 				}
 				return nil
 			})
@@ -210,6 +227,11 @@ func decodeDCBIEEE(b []byte, cfg *dcbConfig) error {
 	})
 	if err != nil {
 		return err
+	}
+	if !badDSCP && dscpSeen == ^uint64(0) {
+		m := dscpMap[:]
+		m = append([]int(nil), m...)
+		cfg.dscpPrio = &m
 	}
 	switch {
 	case trust != "":

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -82,7 +83,11 @@ type HostSource struct {
 
 	// mu serialises Next and Close: ethErr is per-source state.
 	mu  sync.Mutex
-	eth *EthtoolReader // nil when ethtool is off or after Close
+	eth ethtoolStats // nil when ethtool is off or after Close
+	// netDir is <root>/class/net: netdev ifindex, LAG members.
+	netDir string
+	// netErr is the last netdev read error per netdev, logged like ethErr.
+	netErr map[string]string
 	// ethErr is the last ethtool error per netdev, so a netdev that keeps
 	// failing is logged at warn once and at debug after that.
 	ethErr map[string]string
@@ -92,6 +97,13 @@ type HostSource struct {
 }
 
 var _ Source = (*HostSource)(nil)
+
+// ethtoolStats is what the host source needs of an EthtoolReader; tests
+// feed it what a host they cannot have (a LAG's members) would answer.
+type ethtoolStats interface {
+	Stats(netdev string) (map[string]uint64, error)
+	Close() error
+}
 
 // NewHostSource returns a source for node (the name readings carry; usually
 // the host name).
@@ -111,6 +123,8 @@ func NewHostSource(node string, opts ...HostOption) (*HostSource, error) {
 		logger: cfg.logger,
 		sysfs:  newSysfsReader(cfg.root, cfg.logger, cfg.now),
 		ethErr: make(map[string]string),
+		netDir: filepath.Join(cfg.root, configNetDir),
+		netErr: make(map[string]string),
 		cfg:    hostConfigState{reader: NewConfigReader(cfg.root), every: cfg.configEvery, failed: make(map[string]string)},
 	}
 	if cfg.ethtool {
@@ -146,6 +160,7 @@ func (h *HostSource) Next(ctx context.Context) (*Reading, error) {
 	if err != nil {
 		return rd, err
 	}
+	h.readNetdevs(rd)
 	if h.eth != nil {
 		h.readEthtool(rd.Ports)
 	}
@@ -153,39 +168,107 @@ func (h *HostSource) Next(ctx context.Context) (*Reading, error) {
 	return rd, nil
 }
 
-// readEthtool fills each port's Ethtool. A netdev shared by several ports
-// (a RoCE LAG bond) is read once per scrape; each port gets its own copy so
-// that nobody downstream mutates another port's map.
-func (h *HostSource) readEthtool(ports []PortReading) {
-	seen := make(map[string]map[string]uint64)
-	for i := range ports {
-		p := &ports[i]
+// readNetdevs reads each RoCE port's netdev ifindex (the delta engine's
+// restart signal) and, for a LAG, its members: their ifindexes, and a
+// port sample for each member that is up, appended to the reading.
+func (h *HostSource) readNetdevs(rd *Reading) {
+	n := len(rd.Ports)
+	for i := 0; i < n; i++ {
+		p := &rd.Ports[i]
 		if p.Netdev == "" {
 			continue
 		}
-		if stats, ok := seen[p.Netdev]; ok {
-			if stats != nil {
+		f, err := readNetdevFacts(h.netDir, p.Netdev)
+		h.noteNetdevErr(p.Netdev, err)
+		p.Ifindex = f.ifindex
+		if len(f.members) == 0 {
+			continue
+		}
+		p.members = f.members
+		p.LowerIfindex = make([]int, len(f.members))
+		for j, m := range f.members {
+			mf, err := readNetdevFacts(h.netDir, m)
+			h.noteNetdevErr(m, err)
+			p.LowerIfindex[j] = mf.ifindex
+		}
+		for _, m := range f.members {
+			if mr, ok := memberReading(&rd.Ports[i], h.netDir, m); ok {
+				mr.lagMember = true
+				rd.Ports = append(rd.Ports, mr)
+			}
+		}
+	}
+}
+
+func (h *HostSource) noteNetdevErr(netdev string, err error) {
+	if err == nil {
+		delete(h.netErr, netdev)
+		return
+	}
+	if msg := err.Error(); h.netErr[netdev] != msg {
+		h.logger.Warn("netdev facts unreadable", "netdev", netdev, "err", err)
+		h.netErr[netdev] = msg
+	}
+}
+
+// readEthtool fills each port's Ethtool. A netdev shared by several ports
+// (a RoCE LAG bond) is read once per scrape; each port gets its own copy so
+// that nobody downstream mutates another port's map.
+//
+// A LAG port gets the sum of its members' statistics but the physical-layer
+// ones, each member sample that member's physical-layer ones (bond.go).
+// When a member cannot be read the LAG's sum is unknown for the scrape
+// (nil): a sum without it would fall and read as a restart.
+func (h *HostSource) readEthtool(ports []PortReading) {
+	seen := make(map[string]map[string]uint64)
+	read := func(p *PortReading, netdev string) (map[string]uint64, bool) {
+		if stats, ok := seen[netdev]; ok {
+			return stats, stats != nil
+		}
+		stats, err := h.eth.Stats(netdev)
+		if err != nil {
+			stats = nil
+			msg := err.Error()
+			if h.ethErr[netdev] != msg {
+				h.logger.Warn("ethtool statistics unreadable", "device", p.Device, "port", p.Port, "netdev", netdev, "err", err)
+			} else {
+				h.logger.Debug("ethtool statistics still unreadable", "device", p.Device, "port", p.Port, "netdev", netdev, "err", err)
+			}
+			h.ethErr[netdev] = msg
+		} else if _, failed := h.ethErr[netdev]; failed {
+			h.logger.Info("ethtool statistics readable again", "netdev", netdev)
+			delete(h.ethErr, netdev)
+		}
+		seen[netdev] = stats
+		return stats, stats != nil
+	}
+	for i := range ports {
+		p := &ports[i]
+		switch {
+		case p.Netdev == "":
+		case len(p.members) > 0:
+			all := make(map[string]map[string]uint64, len(p.members))
+			for _, m := range p.members {
+				stats, ok := read(p, m)
+				if !ok {
+					all = nil
+					break
+				}
+				all[m] = stats
+			}
+			if all != nil {
+				p.Ethtool, _ = sumBondStats(p.members, all)
+			}
+		case p.lagMember:
+			if stats, ok := read(p, p.Netdev); ok {
+				_, phy := sumBondStats([]string{p.Netdev}, map[string]map[string]uint64{p.Netdev: stats})
+				p.Ethtool = phy[p.Netdev]
+			}
+		default:
+			if stats, ok := read(p, p.Netdev); ok {
 				p.Ethtool = maps.Clone(stats)
 			}
-			continue
 		}
-		stats, err := h.eth.Stats(p.Netdev)
-		seen[p.Netdev] = stats
-		if err != nil {
-			msg := err.Error()
-			if h.ethErr[p.Netdev] != msg {
-				h.logger.Warn("ethtool statistics unreadable", "device", p.Device, "port", p.Port, "netdev", p.Netdev, "err", err)
-			} else {
-				h.logger.Debug("ethtool statistics still unreadable", "device", p.Device, "port", p.Port, "netdev", p.Netdev, "err", err)
-			}
-			h.ethErr[p.Netdev] = msg
-			continue
-		}
-		if _, failed := h.ethErr[p.Netdev]; failed {
-			h.logger.Info("ethtool statistics readable again", "netdev", p.Netdev)
-			delete(h.ethErr, p.Netdev)
-		}
-		p.Ethtool = stats
 	}
 }
 

@@ -29,6 +29,11 @@ type PortReading struct {
 	// it read none. Fields it does not know are nil and keep the value
 	// known before (a trace may carry only what changed).
 	Config *schemas.PortConfig
+
+	// members are a LAG port's member netdevs as read this scrape (host
+	// source only); lagMember marks the port sample of one member.
+	members   []string
+	lagMember bool
 }
 
 // Reading is one scrape of one node.

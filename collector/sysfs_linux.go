@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -58,17 +59,31 @@ func (r *SysfsReader) Read(ctx context.Context) (*SysfsScrape, error) {
 			continue
 		}
 		sortSysfsPorts(ports)
-		for _, p := range ports {
+		// Device-wide hw_counters (mlx4: rq_num_oos, sq_num_wrfe, ...
+		// below the device, not a port) go with the lowest-numbered port:
+		// on a one-port-per-fabric HCA that is the port they describe, and
+		// on a two-port card always the same one, so their baseline never
+		// moves between ports. While that port is skipped they are not
+		// published: their next delta spans the gap.
+		devHW := r.counters(devDir, sysfsHWCountersDir)
+		lowest := slices.IndexFunc(ports, func(p string) bool { n, err := strconv.Atoi(p); return err == nil && n >= 1 })
+		for i, p := range ports {
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("sysfs scrape stopped before %s port %s: %w", dev, p, err)
 			}
-			r.readPort(sc, portsDir, dev, p)
+			var extra map[string]uint64
+			if i == lowest {
+				extra = devHW
+			}
+			r.readPort(sc, portsDir, dev, p, extra)
 		}
 	}
 	return sc, nil
 }
 
-func (r *SysfsReader) readPort(sc *SysfsScrape, portsDir *sysfsDir, dev, port string) {
+// readPort reads one port; devHW are the device-wide hw_counters to add to
+// its own (names the port lists itself win: per port is more precise).
+func (r *SysfsReader) readPort(sc *SysfsScrape, portsDir *sysfsDir, dev, port string, devHW map[string]uint64) {
 	num, err := strconv.Atoi(port)
 	if err != nil || num < 1 {
 		r.skip(sc, dev, port, "ports entry is not a port number")
@@ -103,6 +118,16 @@ func (r *SysfsReader) readPort(sc *SysfsScrape, portsDir *sysfsDir, dev, port st
 		// not see as a port of zeros.
 		r.skip(sc, dev, port, "no readable counter")
 		return
+	}
+	if len(devHW) > 0 {
+		if hw == nil {
+			hw = make(map[string]uint64, len(devHW))
+		}
+		for name, v := range devHW {
+			if _, own := hw[name]; !own {
+				hw[name] = v
+			}
+		}
 	}
 	pr := PortReading{
 		Device:     dev,

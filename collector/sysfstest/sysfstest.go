@@ -10,6 +10,10 @@
 //	<dir>/net/<netdev>  -> ../devices/virtual/net/<netdev>
 //	<dir>/devices/virtual/net/<netdev>/{mtu,...}
 //	<dir>/devices/virtual/net/<netdev>/ecn/roce_np|roce_rp/enable/<prio>
+//	<dir>/devices/virtual/net/<netdev>/ecn/roce_np/{cnp_dscp,cnp_802p_prio}
+//	<dir>/devices/virtual/net/<bond>/bonding/slaves, lower_<member> -> ../<member>
+//	<dir>/devices/<dev>/hw_counters/<name>        (device-wide, mlx4)
+//	<dir>/devices/<dev>/tc/<p>/traffic_class      (MLNX_OFED)
 //
 // rdmamap only lists entries of /sys/class/infiniband that are not
 // directories, so a device written as a plain directory would be invisible.
@@ -54,6 +58,11 @@ type Netdev struct {
 	// ecn/roce_rp/enable (MLNX_OFED's mlx5_core) by priority; nil: no such
 	// directory, as with the upstream driver.
 	ECNNP, ECNRP map[int]string
+	// NPFiles are further files of ecn/roce_np (cnp_dscp, cnp_802p_prio).
+	NPFiles map[string]string
+	// Members makes the netdev a bond: bonding/slaves lists them in this
+	// order and a lower_<member> link points at each.
+	Members []string
 }
 
 // RoCENetdev returns an MLNX_OFED-like netdev: mtu, and ECN enable files
@@ -85,6 +94,10 @@ type Device struct {
 	// hca_type, node_guid, ... name -> content (a newline is appended).
 	Files map[string]string
 	Ports []Port
+	// HWCounters are device-wide hw_counters (mlx4); nil: no directory.
+	HWCounters map[string]string
+	// TrafficClass is the content of tc/<port>/traffic_class by port.
+	TrafficClass map[int]string
 }
 
 // Port is one port of a device.
@@ -127,7 +140,7 @@ func (d *Device) Port(num int) *Port {
 func (s Spec) Clone() Spec {
 	out := Spec{Devices: make([]Device, len(s.Devices))}
 	for i, d := range s.Devices {
-		nd := Device{Name: d.Name, Files: maps.Clone(d.Files), Ports: make([]Port, len(d.Ports))}
+		nd := Device{Name: d.Name, Files: maps.Clone(d.Files), Ports: make([]Port, len(d.Ports)), HWCounters: maps.Clone(d.HWCounters), TrafficClass: maps.Clone(d.TrafficClass)}
 		for j, p := range d.Ports {
 			nd.Ports[j] = Port{
 				Num:        p.Num,
@@ -140,7 +153,8 @@ func (s Spec) Clone() Spec {
 		out.Devices[i] = nd
 	}
 	for _, n := range s.Netdevs {
-		out.Netdevs = append(out.Netdevs, Netdev{Name: n.Name, Files: maps.Clone(n.Files), ECNNP: maps.Clone(n.ECNNP), ECNRP: maps.Clone(n.ECNRP)})
+		out.Netdevs = append(out.Netdevs, Netdev{Name: n.Name, Files: maps.Clone(n.Files), ECNNP: maps.Clone(n.ECNNP), ECNRP: maps.Clone(n.ECNRP),
+			NPFiles: maps.Clone(n.NPFiles), Members: slices.Clone(n.Members)})
 	}
 	return out
 }
@@ -166,6 +180,16 @@ func Build(dir string, spec Spec) error {
 			}
 			if err := buildPort(filepath.Join(devDir, "ports", strconv.Itoa(p.Num)), p); err != nil {
 				return fmt.Errorf("sysfstest: device %s port %d: %w", d.Name, p.Num, err)
+			}
+		}
+		if d.HWCounters != nil {
+			if err := writeFiles(filepath.Join(devDir, string(HWCounters)), d.HWCounters); err != nil {
+				return fmt.Errorf("sysfstest: device %s: %w", d.Name, err)
+			}
+		}
+		for p, content := range d.TrafficClass {
+			if err := writeFiles(filepath.Join(devDir, "tc", strconv.Itoa(p)), map[string]string{"traffic_class": content}); err != nil {
+				return fmt.Errorf("sysfstest: device %s: %w", d.Name, err)
 			}
 		}
 		if len(d.Ports) == 0 {
@@ -204,6 +228,24 @@ func buildNetdev(dir string, n Netdev) error {
 		}
 		if err := writeFiles(filepath.Join(nd, "ecn", sub, "enable"), named); err != nil {
 			return err
+		}
+	}
+	if n.NPFiles != nil {
+		if err := writeFiles(filepath.Join(nd, "ecn", "roce_np"), n.NPFiles); err != nil {
+			return err
+		}
+	}
+	if n.Members != nil {
+		if err := writeFiles(filepath.Join(nd, "bonding"), map[string]string{"slaves": strings.Join(n.Members, " ")}); err != nil {
+			return err
+		}
+		for _, m := range n.Members {
+			if err := checkName(m); err != nil {
+				return err
+			}
+			if err := os.Symlink(filepath.Join("..", m), filepath.Join(nd, "lower_"+m)); err != nil {
+				return err
+			}
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "net"), 0o755); err != nil {
