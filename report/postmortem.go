@@ -12,7 +12,8 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
 
 // Incident is one incident of the report, in its latest state.
@@ -59,7 +60,7 @@ type Moved struct {
 // Postmortem writes report.md and one SVG per incident into dir for the
 // incidents overlapping p's range (p.Node filters as the events query
 // does), and returns the report's path.
-func Postmortem(ctx context.Context, conn driver.Conn, p Params, dir string) (string, []Incident, error) {
+func Postmortem(ctx context.Context, conn chdb.Conn, p Params, dir string) (string, []Incident, error) {
 	if p.From.IsZero() || p.To.IsZero() || !p.To.After(p.From) {
 		return "", nil, fmt.Errorf("postmortem: --from and --to must give a range (from %v to %v)", p.From, p.To)
 	}
@@ -108,7 +109,7 @@ func Postmortem(ctx context.Context, conn driver.Conn, p Params, dir string) (st
 	return path, incs, nil
 }
 
-func incidents(ctx context.Context, conn driver.Conn, p Params) ([]Incident, error) {
+func incidents(ctx context.Context, conn chdb.Conn, p Params) ([]Incident, error) {
 	rows, err := conn.Query(ctx, `SELECT id, type, state, severity, scope, layer, summary,
     if(scope = 'port' OR has_origin = 0, subject_node, origin_node),
     if(scope = 'port' OR has_origin = 0, subject_device, origin_device),
@@ -136,7 +137,7 @@ ORDER BY start_ms, type, id`, p.args()...)
 	return out, rows.Err()
 }
 
-func changes(ctx context.Context, conn driver.Conn, inc *Incident) error {
+func changes(ctx context.Context, conn chdb.Conn, inc *Incident) error {
 	rows, err := conn.Query(ctx, `SELECT detected_at_ms, revision, state, summary FROM events FINAL
 WHERE type = @type AND id = @id ORDER BY revision`, ch.Named("type", inc.Type), ch.Named("id", inc.ID))
 	if err != nil {
@@ -168,7 +169,7 @@ func (inc *Incident) portArgs(fromMs, toMs int64) []any {
 
 // moved compares every counter of the port during the incident with the
 // same length of time before its onset.
-func moved(ctx context.Context, conn driver.Conn, inc *Incident) error {
+func moved(ctx context.Context, conn chdb.Conn, inc *Incident) error {
 	start, end := inc.StartMs, max(inc.end(), inc.StartMs+1000)
 	length := end - start
 	rows, err := conn.Query(ctx, `SELECT name,
@@ -214,18 +215,26 @@ ORDER BY name`, append(inc.portArgs(start-length, end), ch.Named("start", start)
 }
 
 // series is one port's key figures over a window, one entry per sample.
+// The pause fractions are the busiest priority's or the IEEE 802.3x global
+// pause's (schemas.PortFigures); the Ethernet BERs are over rx_bits_phy
+// where the port lists it, else over the link rate x interval
+// (countedBits says whether any sample counted rx_bits_phy). A throughput
+// whose data counter is pinned at its 32-bit top is NaN (a gap), not 0.
 type series struct {
 	times                                                   []time.Time
 	rcv, xmit, txPause, rxPause, ber, symBER, cnpOut, cnpIn []float64
-	ecnMarked                                               []float64
+	ecnMarked, postBER                                      []float64
+	countedBits                                             bool
 }
 
-func portSeries(ctx context.Context, conn driver.Conn, node, device string, port int, fromMs, toMs int64) (*series, error) {
+func portSeries(ctx context.Context, conn chdb.Conn, node, device string, port int, fromMs, toMs int64) (*series, error) {
 	rows, err := conn.Query(ctx, `SELECT time_ms, rcv_gbps, xmit_gbps, tx_pause_fraction, rx_pause_fraction,
     pre_fec_ber, symbol_ber,
     if(interval_ms > 0, np_cnp_sent * 1000 / interval_ms, 0),
     if(interval_ms > 0, rp_cnp_handled * 1000 / interval_ms, 0),
-    if(interval_ms > 0, np_ecn_marked_roce_packets * 1000 / interval_ms, 0)
+    if(interval_ms > 0, np_ecn_marked_roce_packets * 1000 / interval_ms, 0),
+    post_fec_ber, toUInt8(rx_bits_phy > 0),
+    toUInt8(has(saturated, 'port_rcv_data')), toUInt8(has(saturated, 'port_xmit_data'))
 FROM port_samples FINAL
 WHERE node = @node AND device = @device AND port = @port AND time_ms >= @from_ms AND time_ms <= @to_ms AND first = 0
 ORDER BY time_ms`, ch.Named("node", node), ch.Named("device", device), ch.Named("port", port),
@@ -237,12 +246,21 @@ ORDER BY time_ms`, ch.Named("node", node), ch.Named("device", device), ch.Named(
 	s := &series{}
 	for rows.Next() {
 		var (
-			tms                               int64
-			r, x, tp, rp, b, sb, cs, chd, ecn float64
+			tms                                   int64
+			r, x, tp, rp, b, sb, cs, chd, ecn, pb float64
+			counted, rcvPinned, xmitPinned        uint8
 		)
-		if err := rows.Scan(&tms, &r, &x, &tp, &rp, &b, &sb, &cs, &chd, &ecn); err != nil {
+		if err := rows.Scan(&tms, &r, &x, &tp, &rp, &b, &sb, &cs, &chd, &ecn, &pb, &counted, &rcvPinned, &xmitPinned); err != nil {
 			return nil, fmt.Errorf("postmortem: series of %s/%s/%d: %w", node, device, port, err)
 		}
+		if rcvPinned != 0 {
+			r = math.NaN() // a pinned 32-bit counter: unknown, not idle
+		}
+		if xmitPinned != 0 {
+			x = math.NaN()
+		}
+		s.postBER = append(s.postBER, pb)
+		s.countedBits = s.countedBits || counted != 0
 		s.times = append(s.times, time.UnixMilli(tms).UTC())
 		s.rcv, s.xmit, s.txPause, s.rxPause = append(s.rcv, r), append(s.xmit, x), append(s.txPause, tp), append(s.rxPause, rp)
 		s.ber, s.symBER, s.cnpOut, s.cnpIn = append(s.ber, b), append(s.symBER, sb), append(s.cnpOut, cs), append(s.cnpIn, chd)
@@ -281,14 +299,15 @@ const (
 var victimColors = []string{"#9467bd", "#bcbd22", "#8c564b", "#7f7f7f", "#17becf"}
 
 // Critical BER levels (the contract's ber_drift labels): pre-FEC 1e-6 on
-// Ethernet, symbol 1e-12 on InfiniBand.
-const criticalPreFEC, criticalSymbol = 1e-6, 1e-12
+// Ethernet, symbol 1e-12 on InfiniBand; post-FEC 1e-12 where an Ethernet
+// port has no pre-FEC counter (ber_drift's post_fec_only).
+const criticalPreFEC, criticalSymbol, criticalPostFEC = 1e-6, 1e-12, 1e-12
 
 // portPlot draws the series that prove the incident's type: for a storm the
 // pauses its origin sends and those its victims receive; for a BER drift the
 // BER against the critical level and the projected crossing; for a CNP/ECN
 // imbalance ECN marks against the CNPs sent and handled.
-func portPlot(ctx context.Context, conn driver.Conn, inc *Incident) (*Plot, error) {
+func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error) {
 	start, end := inc.StartMs, inc.end()
 	pad := max((end-start)/4, 5*60*1000)
 	s, err := portSeries(ctx, conn, inc.Node, inc.Device, int(inc.Port), start-pad, end+pad)
@@ -307,8 +326,12 @@ func portPlot(ctx context.Context, conn driver.Conn, inc *Incident) (*Plot, erro
 		plot.Marks = append(plot.Marks, Mark{At: time.UnixMilli(c.DetectedAtMs).UTC(), Label: fmt.Sprintf("%s (revision %d)", c.State, c.Revision)})
 	}
 	throughput := Panel{Title: "Throughput", Unit: "Gb/s", Series: []Series{{Name: "received", Color: colorRcv, Values: s.rcv}, {Name: "sent", Color: colorXmit, Values: s.xmit}}}
-	pauses := Panel{Title: "Pause fraction (busiest priority)", Unit: "fraction", Series: []Series{{Name: "pauses sent (tx)", Color: colorTxPause, Values: s.txPause}, {Name: "paused by peer (rx)", Color: colorRx, Values: s.rxPause}}}
-	ber := Panel{Title: "Bit error rate", Log: true, Series: []Series{{Name: "pre-FEC BER", Color: colorBER, Values: s.ber}, {Name: "symbol BER (IB)", Color: colorSymBER, Values: s.symBER}}}
+	pauses := Panel{Title: "Pause fraction (busiest priority or 802.3x global pause)", Unit: "fraction", Series: []Series{{Name: "pauses sent (tx)", Color: colorTxPause, Values: s.txPause}, {Name: "paused by peer (rx)", Color: colorRx, Values: s.rxPause}}}
+	ethBits := "rx_bits_phy"
+	if !s.countedBits {
+		ethBits = "link rate x time"
+	}
+	ber := Panel{Title: "Bit error rate", Log: true, Series: []Series{{Name: "pre-FEC BER (over " + ethBits + ")", Color: colorBER, Values: s.ber}, {Name: "symbol BER (IB)", Color: colorSymBER, Values: s.symBER}}}
 	cnp := Panel{Title: "ECN marks and CNPs", Unit: "per s", Series: []Series{
 		{Name: "ECN-marked packets (NP)", Color: colorECN, Values: s.ecnMarked},
 		{Name: "CNPs sent (NP)", Color: colorCNPOut, Values: s.cnpOut},
@@ -324,10 +347,16 @@ func portPlot(ctx context.Context, conn driver.Conn, inc *Incident) (*Plot, erro
 		pauses.Series = append(pauses.Series, victims...)
 		plot.Panels = []Panel{pauses, throughput}
 	case "ber_drift":
-		if hasValues(s.symBER) && !hasValues(s.ber) {
+		switch {
+		case hasValues(s.symBER) && !hasValues(s.ber):
 			ber.Series = ber.Series[1:]
 			ber.Levels = []Level{{Name: "critical symbol BER 1e-12", Value: criticalSymbol, Color: colorCritical}}
-		} else {
+		case !hasValues(s.ber) && (hasValues(s.postBER) || postFECOnly(inc.Evidence)):
+			// A port without rx_corrected_bits_phy: ber_drift judged the
+			// symbol errors FEC left, against the post-FEC level.
+			ber.Series = []Series{{Name: "post-FEC BER (over " + ethBits + ")", Color: colorBER, Values: s.postBER}}
+			ber.Levels = []Level{{Name: "critical post-FEC BER 1e-12", Value: criticalPostFEC, Color: colorCritical}}
+		default:
 			ber.Series = ber.Series[:1]
 			ber.Levels = []Level{{Name: "critical pre-FEC BER 1e-6", Value: criticalPreFEC, Color: colorCritical}}
 		}
@@ -361,6 +390,17 @@ func hasValues(v []float64) bool {
 	return false
 }
 
+// postFECOnly reads post_fec_only from a ber_drift's evidence: the port
+// has no pre-FEC counter.
+func postFECOnly(evidence string) bool {
+	var ev map[string]any
+	if json.Unmarshal([]byte(evidence), &ev) != nil {
+		return false
+	}
+	v, _ := ev["post_fec_only"].(bool)
+	return v
+}
+
 // projectedCrossing reads projected_critical_at from a ber_drift's evidence.
 func projectedCrossing(evidence string) (time.Time, bool) {
 	var ev map[string]any
@@ -374,7 +414,7 @@ func projectedCrossing(evidence string) (time.Time, bool) {
 
 // victimPauses are the rx pause fractions of up to five ports the storm
 // reached, re-sampled onto the origin's times.
-func victimPauses(ctx context.Context, conn driver.Conn, inc *Incident, origin *series, fromMs, toMs int64) ([]Series, error) {
+func victimPauses(ctx context.Context, conn chdb.Conn, inc *Incident, origin *series, fromMs, toMs int64) ([]Series, error) {
 	rows, err := conn.Query(ctx, `SELECT affected_node, affected_device, affected_port FROM events_latest WHERE id = @id LIMIT 1`, ch.Named("id", inc.ID))
 	if err != nil {
 		return nil, fmt.Errorf("postmortem: ports reached by %s: %w", inc.ID, err)
