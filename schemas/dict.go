@@ -131,6 +131,9 @@ var counterDict = [...]struct {
 	{SourceHWCounters, "num_cqovf"}, {SourceHWCounters, "rq_num_udsdprd"},
 	// hw_counters of mlx5 kernels since 6.0 (optional counters, once enabled)
 	{SourceHWCounters, "cc_rx_ce_pkts"}, {SourceHWCounters, "cc_rx_cnp_pkts"}, {SourceHWCounters, "cc_tx_cnp_pkts"},
+	// hw_counters of mlx5 since kernel 6.11 (extended_err_cnts): the
+	// requester's error completions for retries run out, by kind
+	{SourceHWCounters, "req_transport_retries_exceeded"}, {SourceHWCounters, "req_rnr_retries_exceeded"},
 }
 
 type dictKey struct {
