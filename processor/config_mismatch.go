@@ -25,6 +25,15 @@ const (
 	settingPFC = "pfc_enabled"
 	settingNP  = "ecn_np_enabled"
 	settingRP  = "ecn_rp_enabled"
+	// The settings that decide which priority RoCE traffic and its CNPs
+	// travel on.
+	settingTrust  = "trust"
+	settingDSCP   = "dscp_prio"
+	settingTClass = "traffic_class"
+	// settingCNP names a CNP priority off the fabric's; the evidence says
+	// which setting decides it (cnp_dscp under trust dscp, cnp_802p_prio
+	// under trust pcp).
+	settingCNP = "cnp_priority"
 )
 
 // ConfigMismatch raises config_mismatch (layer link_network) when a RoCE
@@ -43,6 +52,24 @@ const (
 //     of the ports have it on. Congestion control is then broken for the
 //     port's flows, which cnp_ecn_imbalance sees in the counters; that
 //     incident names this one as its cause (causes.go).
+//   - Trust: the port classifies by PCP where a clear majority of the
+//     fabric's RoCE ports trust DSCP (or the reverse): its traffic lands on
+//     another priority than the one PFC protects.
+//   - DSCP map: under trust dscp, a DSCP that a clear majority of the
+//     ports reporting a map put on the lossless priority (the DSCPs the
+//     fabric's RoCE traffic uses), or the DSCP of the fabric's forced
+//     traffic class, goes to another priority on this port.
+//   - CNP priority: the priority the port's CNPs travel on (its map's
+//     entry for cnp_dscp under trust dscp, cnp_802p_prio under trust pcp)
+//     differs from the one a clear majority of the ports use: CNPs queued
+//     behind data or dropped, and congestion control reacts late.
+//   - Traffic class: the class forced on the port's RoCE QPs differs from
+//     the one a clear majority forces.
+//   - A RoCE LAG whose members disagree (their own port samples, devices
+//     schemas.BondMemberDevice): the incident is the bond port's, naming
+//     both members and the setting. Member samples are otherwise left out
+//     of the comparison: the bond port stands for them, and counting them
+//     too would count one host port two or three times.
 //
 // Unknown is never a mismatch: a setting the port or the fabric does not
 // report is not compared, and a fabric with no clear majority has no
@@ -117,6 +144,47 @@ type fabricNorm struct {
 	npShare        float64
 	rpShare        float64
 	pfcN, npN, rpN int
+	// trust ("" none), the CNP priority (-1 none) and the forced traffic
+	// class (-1 none) a clear majority uses, with shares and counts.
+	trust                 string
+	trustShare            float64
+	trustN                int
+	cnpPrio, tclass       int
+	cnpShare, tclassShare float64
+	cnpN, tclassN         int
+	// losslessDSCP are the DSCPs the fabric maps to its lossless priority
+	// (see ConfigMismatch); mapN the ports under trust dscp with a map.
+	losslessDSCP []int
+	mapN         int
+	// members are each LAG's member samples, by the bond's port.
+	members map[schemas.PortID][]*KnownConfig
+}
+
+// majority is the value a clear majority of total reports has.
+func (d *ConfigMismatch) majority(counts map[int]int, total int) (int, float64, bool) {
+	if total < d.MinPorts {
+		return 0, 0, false
+	}
+	best, count := 0, 0
+	for v, c := range counts {
+		if c > count || (c == count && v < best) {
+			best, count = v, c
+		}
+	}
+	share := float64(count) / float64(total)
+	return best, share, count > 0 && share >= d.MajorityShare
+}
+
+// lagMember reports whether kc is the sample of a LAG member whose bond
+// port the fabric knows, and that bond port.
+func lagMember(fabric FabricView, kc *KnownConfig) (schemas.PortID, bool) {
+	bond, _, ok := schemas.SplitBondMember(kc.ID.Device)
+	if !ok {
+		return schemas.PortID{}, false
+	}
+	id := schemas.PortID{Node: kc.ID.Node, Device: bond, Port: 1}
+	_, known := ConfigOf(fabric, id)
+	return id, known
 }
 
 // prioCount counts, for one priority list setting, the ports reporting it
@@ -169,11 +237,37 @@ func (d *ConfigMismatch) norm(fabric FabricView) fabricNorm {
 	var n fabricNorm
 	mtus := map[int]int{}
 	var pfc, np, rp prioCount
+	trusts, cnps, tclasses := map[int]int{}, map[int]int{}, map[int]int{}
+	var maps [][]int
+	n.members = map[schemas.PortID][]*KnownConfig{}
 	EachConfig(fabric, func(kc *KnownConfig) bool {
 		if !isRoCE(kc) {
 			return true
 		}
+		if bond, ok := lagMember(fabric, kc); ok {
+			n.members[bond] = append(n.members[bond], kc)
+			return true
+		}
 		n.ports++
+		switch kc.Config.Trust {
+		case "pcp":
+			trusts[0]++
+			n.trustN++
+		case "dscp":
+			trusts[1]++
+			n.trustN++
+			if m := kc.Config.DSCPPrio; m != nil && len(*m) == schemas.NumDSCP {
+				maps = append(maps, *m)
+			}
+		}
+		if p, _, ok := kc.Config.CNPPriority(); ok {
+			cnps[p]++
+			n.cnpN++
+		}
+		if tc := kc.Config.TrafficClass; tc != nil {
+			tclasses[*tc]++
+			n.tclassN++
+		}
 		if kc.Config.MTU != nil {
 			mtus[*kc.Config.MTU]++
 			n.mtuPorts++
@@ -194,6 +288,16 @@ func (d *ConfigMismatch) norm(fabric FabricView) fabricNorm {
 			n.mtu, n.mtuShare = best, share
 		}
 	}
+	if v, share, ok := d.majority(trusts, n.trustN); ok {
+		n.trust, n.trustShare = map[int]string{0: "pcp", 1: "dscp"}[v], share
+	}
+	n.cnpPrio, n.tclass = -1, -1
+	if v, share, ok := d.majority(cnps, n.cnpN); ok {
+		n.cnpPrio, n.cnpShare = v, share
+	}
+	if v, share, ok := d.majority(tclasses, n.tclassN); ok {
+		n.tclass, n.tclassShare = v, share
+	}
 	// The lossless priority is PFC's; without PFC reports, the one the
 	// ECN settings agree on.
 	n.prio = -1
@@ -211,6 +315,22 @@ func (d *ConfigMismatch) norm(fabric FabricView) fabricNorm {
 	n.pfc = pfc.known >= d.MinPorts && n.pfcShare >= d.MajorityShare
 	n.np = np.known >= d.MinPorts && n.npShare >= d.MajorityShare
 	n.rp = rp.known >= d.MinPorts && n.rpShare >= d.MajorityShare
+	// The DSCPs the fabric's RoCE traffic uses: those a clear majority of
+	// the maps put on the lossless priority, and the forced class's.
+	n.mapN = len(maps)
+	if n.mapN >= d.MinPorts {
+		for dscp := range schemas.NumDSCP {
+			on := 0
+			for _, m := range maps {
+				if m[dscp] == n.prio {
+					on++
+				}
+			}
+			if float64(on)/float64(n.mapN) >= d.MajorityShare || (n.tclass >= 0 && dscp == n.tclass>>2) {
+				n.losslessDSCP = append(n.losslessDSCP, dscp)
+			}
+		}
+	}
 	return n
 }
 
@@ -223,6 +343,9 @@ func (d *ConfigMismatch) OnWatermark(_ context.Context, fabric FabricView, wm sc
 	}
 	EachConfig(fabric, func(kc *KnownConfig) bool {
 		port, owned := fabric.Port(kc.ID)
+		if _, member := lagMember(fabric, kc); member {
+			return true // judged through its bond port
+		}
 		if !owned || !isRoCE(kc) || (d.SilentResolveAfter > 0 && port.SilentFor(wm) >= d.SilentResolveAfter) {
 			// A silent port's incident is left to Sweep: it can neither
 			// confirm nor clear its configuration.
@@ -285,6 +408,8 @@ func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConf
 		ms = append(ms, mismatch{setting: s.setting, critical: s.setting == settingPFC,
 			words: fmt.Sprintf("%s off on priority %d, which %s of the fabric's %d RoCE ports reporting it have on", s.what, n.prio, percent(s.share), s.known)})
 	}
+	ms = append(ms, d.qosMismatches(n, kc, ev)...)
+	ms = append(ms, bondMismatches(n.members[kc.ID], ev)...)
 	if len(ms) == 0 {
 		return Finding{}, false
 	}
@@ -378,7 +503,139 @@ func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev str
 			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/%d", nd, prio), "1: the notification point answers ECN marks with CNPs"))
 		case settingRP:
 			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/%d", nd, prio), "1: the reaction point slows down on CNPs"))
+		case settingTrust, settingDSCP:
+			out = append(out, onHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("trust mode and dscp2prio mapping, as on the rest of the fabric (%v)", ev["fabric_"+m.setting])))
+		case settingCNP:
+			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/cnp_dscp /sys/class/net/%s/ecn/roce_np/cnp_802p_prio", nd, nd),
+				fmt.Sprintf("CNPs on priority %v here, %v on the rest of the fabric", ev[settingCNP], ev["fabric_"+settingCNP])),
+				onHost(id.Node, "mlnx_qos -i "+nd, "the dscp2prio entry of cnp_dscp under trust dscp"))
+		case settingTClass:
+			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/infiniband/%s/tc/%d/traffic_class", id.Device, id.Port),
+				fmt.Sprintf("Global tclass=%v on the rest of the fabric", ev["fabric_"+settingTClass])))
+		default:
+			if members, ok := ev["bond_members"].([]string); ok && strings.HasPrefix(m.setting, "bond_") {
+				for _, mb := range members {
+					out = append(out, onHost(id.Node, "mlnx_qos -i "+mb, "the member's "+strings.TrimPrefix(m.setting, "bond_")+"; a LAG's members must agree"))
+				}
+			}
 		}
 	}
 	return append(out, onSwitch(fabric, id, "PFC and ECN settings of the switch port"))
+}
+
+// qosMismatches compares the settings that place RoCE traffic and CNPs on
+// a priority with the fabric's norm.
+func (d *ConfigMismatch) qosMismatches(n *fabricNorm, kc *KnownConfig, ev map[string]any) []mismatch {
+	c := kc.Config
+	var ms []mismatch
+	if n.trust != "" && c.Trust != "" && c.Trust != n.trust {
+		ev[settingTrust], ev["fabric_"+settingTrust], ev["fabric_trust_share"] = c.Trust, n.trust, round3(n.trustShare)
+		ms = append(ms, mismatch{setting: settingTrust, critical: true,
+			words: fmt.Sprintf("trust %s where %s of the fabric's %d RoCE ports reporting it trust %s", c.Trust, percent(n.trustShare), n.trustN, n.trust)})
+	}
+	if c.Trust == "dscp" && c.DSCPPrio != nil && len(*c.DSCPPrio) == schemas.NumDSCP && n.prio >= 0 {
+		var off []string
+		for _, dscp := range n.losslessDSCP {
+			if p := (*c.DSCPPrio)[dscp]; p != n.prio {
+				off = append(off, fmt.Sprintf("DSCP %d on priority %d", dscp, p))
+			}
+		}
+		if len(off) > 0 {
+			ev[settingDSCP], ev["fabric_"+settingDSCP] = off, fmt.Sprintf("DSCP %v on priority %d", n.losslessDSCP, n.prio)
+			ms = append(ms, mismatch{setting: settingDSCP, critical: true,
+				words: fmt.Sprintf("%s, which the fabric's RoCE traffic uses on priority %d (%d ports reporting a map)", strings.Join(off, ", "), n.prio, n.mapN)})
+		}
+	}
+	if p, by, ok := c.CNPPriority(); ok && n.cnpPrio >= 0 && p != n.cnpPrio {
+		ev[settingCNP], ev["fabric_"+settingCNP], ev["fabric_cnp_priority_share"], ev["cnp_setting"] = p, n.cnpPrio, round3(n.cnpShare), by
+		if c.CNPDSCP != nil {
+			ev["cnp_dscp"] = *c.CNPDSCP
+		}
+		if c.CNP8021pPrio != nil {
+			ev["cnp_802p_prio"] = *c.CNP8021pPrio
+		}
+		ms = append(ms, mismatch{setting: settingCNP,
+			words: fmt.Sprintf("CNPs on priority %d (by %s) where %s of the fabric's %d RoCE ports reporting it send them on %d", p, by, percent(n.cnpShare), n.cnpN, n.cnpPrio)})
+	}
+	if tc := c.TrafficClass; tc != nil && n.tclass >= 0 && *tc != n.tclass {
+		ev[settingTClass], ev["fabric_"+settingTClass], ev["fabric_traffic_class_share"] = *tc, n.tclass, round3(n.tclassShare)
+		ms = append(ms, mismatch{setting: settingTClass,
+			words: fmt.Sprintf("traffic class %d (DSCP %d) forced where %s of the fabric's %d RoCE ports reporting it force %d (DSCP %d)", *tc, *tc>>2, percent(n.tclassShare), n.tclassN, n.tclass, n.tclass>>2)})
+	}
+	return ms
+}
+
+// bondSettings are the settings a LAG's members must agree on, with how
+// each is shown.
+var bondSettings = []struct {
+	key string
+	get func(c *schemas.PortConfig) (string, bool)
+}{
+	{settingMTU, func(c *schemas.PortConfig) (string, bool) { return intText(c.MTU) }},
+	{settingPFC, func(c *schemas.PortConfig) (string, bool) { return prioText(c.PFCEnabled) }},
+	{settingNP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNNPEnabled) }},
+	{settingRP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNRPEnabled) }},
+	{settingTrust, func(c *schemas.PortConfig) (string, bool) { return c.Trust, c.Trust != "" }},
+	{settingDSCP, func(c *schemas.PortConfig) (string, bool) {
+		if c.DSCPPrio == nil {
+			return "", false
+		}
+		return fmt.Sprint(*c.DSCPPrio), true
+	}},
+	{"cnp_dscp", func(c *schemas.PortConfig) (string, bool) { return intText(c.CNPDSCP) }},
+	{"cnp_802p_prio", func(c *schemas.PortConfig) (string, bool) { return intText(c.CNP8021pPrio) }},
+}
+
+func intText(v *int) (string, bool) {
+	if v == nil {
+		return "", false
+	}
+	return strconv.Itoa(*v), true
+}
+
+func prioText(l *[]int) (string, bool) {
+	if l == nil {
+		return "", false
+	}
+	s := slices.Clone(*l)
+	slices.Sort(s)
+	return fmt.Sprint(slices.Compact(s)), true
+}
+
+// bondMismatches compares a LAG's members with its first (by device name,
+// so the same pair is named on every run): a LAG hashes flows over both
+// cables, so a setting that differs treats half the flows differently.
+func bondMismatches(members []*KnownConfig, ev map[string]any) []mismatch {
+	if len(members) < 2 {
+		return nil
+	}
+	members = slices.Clone(members)
+	slices.SortFunc(members, func(a, b *KnownConfig) int { return strings.Compare(a.ID.Device, b.ID.Device) })
+	name := func(kc *KnownConfig) string {
+		if _, m, ok := schemas.SplitBondMember(kc.ID.Device); ok {
+			return m
+		}
+		return kc.Netdev
+	}
+	var ms []mismatch
+	var names []string
+	for _, s := range bondSettings {
+		a, aok := s.get(members[0].Config)
+		if !aok {
+			continue
+		}
+		for _, other := range members[1:] {
+			b, bok := s.get(other.Config)
+			if !bok || a == b {
+				continue
+			}
+			names = []string{name(members[0]), name(other)}
+			ev["bond_members"] = names
+			ev["bond_"+s.key] = map[string]string{names[0]: a, names[1]: b}
+			ms = append(ms, mismatch{setting: "bond_" + s.key, critical: s.key == settingPFC || s.key == settingTrust,
+				words: fmt.Sprintf("its LAG members %s and %s differ in %s (%s and %s)", names[0], names[1], s.key, a, b)})
+			break
+		}
+	}
+	return ms
 }

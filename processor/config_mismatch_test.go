@@ -66,6 +66,46 @@ func roce() *schemas.PortConfig {
 	return &schemas.PortConfig{MTU: &mtu, PFCEnabled: &[]int{3}, ECNNPEnabled: &[]int{3}, ECNRPEnabled: &[]int{3}, Trust: "dscp"}
 }
 
+func cfgInt(v int) *int { return &v }
+
+// qos is roce() with the settings that place RoCE traffic and CNPs: DSCP
+// 26 on priority 3, CNPs on DSCP 48 (priority 6) and 802.1p 6, traffic
+// class 106 (DSCP 26) forced.
+func qos() *schemas.PortConfig {
+	c := roce()
+	m := make([]int, schemas.NumDSCP)
+	m[26], m[48] = 3, 6
+	c.DSCPPrio, c.CNPDSCP, c.CNP8021pPrio, c.TrafficClass = &m, cfgInt(48), cfgInt(6), cfgInt(106)
+	return c
+}
+
+func pcp(c *schemas.PortConfig)   { c.Trust, c.DSCPPrio = "pcp", nil }
+func tc104(c *schemas.PortConfig) { c.TrafficClass = cfgInt(104) }
+
+func fleetQoS(n int, change map[int]func(*schemas.PortConfig)) []fleetPort {
+	var out []fleetPort
+	for i := range n {
+		c := qos()
+		if ch, ok := change[i]; ok {
+			ch(c)
+		}
+		out = append(out, fleetPort{id: host(i), cfg: c})
+	}
+	return out
+}
+
+// lag is a fleet of n ports where gpu-003's is a RoCE LAG (mlx5_bond_0 over
+// ens1f0np0 and ens1f1np1) with its first member's config, as the
+// collector publishes it.
+func lag(n int, m0, m1 *schemas.PortConfig) []fleetPort {
+	out := fleetQoS(n, nil)
+	bond := schemas.PortID{Node: host(3).Node, Device: "mlx5_bond_0", Port: 1}
+	out[3] = fleetPort{id: bond, cfg: m0}
+	return append(out,
+		fleetPort{id: schemas.PortID{Node: bond.Node, Device: schemas.BondMemberDevice(bond.Device, "ens1f0np0"), Port: 1}, cfg: m0},
+		fleetPort{id: schemas.PortID{Node: bond.Node, Device: schemas.BondMemberDevice(bond.Device, "ens1f1np1"), Port: 1}, cfg: m1})
+}
+
 func with(c *schemas.PortConfig, change func(c *schemas.PortConfig)) *schemas.PortConfig {
 	change(c)
 	return c
@@ -159,7 +199,38 @@ func TestConfigMismatch(t *testing.T) {
 			summary: "gpu-007 mlx5_0/1 (ens1f0np0): configuration differs from the fabric's: the ECN notification point off on priority 3, which 88% of the fabric's 8 RoCE ports reporting it have on"},
 		{name: "ECN reaction point and MTU off together", ports: fleet(8, map[int]*schemas.PortConfig{1: with(roce(), func(c *schemas.PortConfig) { c.ECNRPEnabled = &[]int{0}; c.MTU = nil; *c = *with(c, mtuOf(9000)) })}),
 			want: map[string]string{"gpu-001": "warning"}, settings: []string{settingMTU, settingRP}, checks: []string{"roce_rp/enable/3"}},
-		{name: "unknown is never a mismatch", ports: fleet(8, map[int]*schemas.PortConfig{3: {Trust: "pcp"}, 4: {MTU: roce().MTU}}), want: map[string]string{}},
+		{name: "unknown is never a mismatch", ports: fleet(8, map[int]*schemas.PortConfig{3: {Trust: "dscp"}, 4: {MTU: roce().MTU}}), want: map[string]string{}},
+		{name: "trust differs from the fabric", ports: fleet(8, map[int]*schemas.PortConfig{3: {Trust: "pcp"}}),
+			want: map[string]string{"gpu-003": "critical"}, settings: []string{settingTrust}, checks: []string{"ssh gpu-003 'mlnx_qos -i ens1f0np0'"},
+			summary: "trust pcp where 88% of the fabric's 8 RoCE ports reporting it trust dscp"},
+		{name: "QoS settings agree", ports: fleetQoS(8, nil), want: map[string]string{}},
+		{name: "cnp_802p_prio off the fabric's under trust pcp", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){
+			0: pcp, 1: pcp, 2: pcp, 3: pcp, 4: pcp, 5: pcp, 6: pcp, 7: func(c *schemas.PortConfig) { pcp(c); c.CNP8021pPrio = cfgInt(3) }}),
+			want: map[string]string{"gpu-007": "warning"}, settings: []string{settingCNP},
+			checks:  []string{"ssh gpu-007 'cat /sys/class/net/ens1f0np0/ecn/roce_np/cnp_dscp /sys/class/net/ens1f0np0/ecn/roce_np/cnp_802p_prio'"},
+			summary: "CNPs on priority 3 (by cnp_802p_prio) where 88% of the fabric's 8 RoCE ports reporting it send them on 6"},
+		{name: "cnp_dscp on a DSCP the port maps elsewhere under trust dscp", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){5: func(c *schemas.PortConfig) { c.CNPDSCP = cfgInt(26) }}),
+			want: map[string]string{"gpu-005": "warning"}, settings: []string{settingCNP}, summary: "CNPs on priority 3 (by cnp_dscp)"},
+		{name: "cnp_802p_prio differing under trust dscp is not compared", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){5: func(c *schemas.PortConfig) { c.CNP8021pPrio = cfgInt(0) }}),
+			want: map[string]string{}},
+		{name: "the DSCP of the fabric's RoCE traffic mapped elsewhere", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){2: func(c *schemas.PortConfig) { (*c.DSCPPrio)[26] = 0 }}),
+			want: map[string]string{"gpu-002": "critical"}, settings: []string{settingDSCP}, checks: []string{"ssh gpu-002 'mlnx_qos -i ens1f0np0'"},
+			summary: "DSCP 26 on priority 0, which the fabric's RoCE traffic uses on priority 3"},
+		{name: "a map differing on a DSCP nobody uses is no mismatch", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){2: func(c *schemas.PortConfig) { (*c.DSCPPrio)[10] = 5 }}),
+			want: map[string]string{}},
+		{name: "forced traffic class differs", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){4: func(c *schemas.PortConfig) { c.TrafficClass = cfgInt(96) }}),
+			want: map[string]string{"gpu-004": "warning"}, settings: []string{settingTClass}, checks: []string{"ssh gpu-004 'cat /sys/class/infiniband/mlx5_0/tc/1/traffic_class'"},
+			summary: "traffic class 96 (DSCP 24) forced where 88% of the fabric's 8 RoCE ports reporting it force 106 (DSCP 26)"},
+		{name: "a forced class whose DSCP the port maps elsewhere", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){
+			0: tc104, 1: tc104, 2: tc104, 3: tc104, 4: tc104, 5: tc104, 6: func(c *schemas.PortConfig) { tc104(c); (*c.DSCPPrio)[26] = 0 }, 7: tc104}),
+			want: map[string]string{"gpu-006": "critical"}, settings: []string{settingDSCP}},
+		{name: "LAG members agree: one port, no double count", ports: lag(8, qos(), qos()), want: map[string]string{}},
+		{name: "LAG members disagree on cnp_802p_prio", ports: lag(8, qos(), with(qos(), func(c *schemas.PortConfig) { c.CNP8021pPrio = cfgInt(5) })),
+			want: map[string]string{"gpu-003": "warning"}, settings: []string{"bond_cnp_802p_prio"},
+			checks:  []string{"ssh gpu-003 'mlnx_qos -i ens1f0np0'", "ssh gpu-003 'mlnx_qos -i ens1f1np1'"},
+			summary: "its LAG members ens1f0np0 and ens1f1np1 differ in cnp_802p_prio (6 and 5)"},
+		{name: "LAG members disagree on PFC", ports: lag(8, qos(), with(qos(), func(c *schemas.PortConfig) { c.PFCEnabled = &[]int{3, 4} })),
+			want: map[string]string{"gpu-003": "critical"}, settings: []string{"bond_pfc_enabled"}},
 		{name: "a port without any config", ports: append(fleet(6, nil), fleetPort{id: host(9)}), want: map[string]string{}},
 		{name: "the whole fabric without ECN is no mismatch", ports: fleet(6, map[int]*schemas.PortConfig{
 			0: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} }), 1: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} }),
