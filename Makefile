@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test tools test-unit test-chaos test-cluster fuzz bench bench-e2e lint fmt clickhouse stop clean
+.PHONY: all build run test test-modern tools test-unit test-chaos test-cluster fuzz bench bench-e2e lint fmt clickhouse stop clean
 
 all: build
 
@@ -32,6 +32,21 @@ test: build tools
 
 tools:
 	@deploy/tools.sh
+
+# The modern-ClickHouse tier: the project's own code (migrations, rollups,
+# retention, topology, every shipped query, the postmortem's reads, the
+# Grafana dashboard's SQL, the sink's rows) on ClickHouse 26.x through the
+# chDB library, and every answer compared with 18.16's on the same replayed
+# fabric. deploy/chdb/fetch.sh fetches the library once into .cache/chdb; a
+# failed fetch fails the target. The chdb build tag keeps the library out of
+# the product binary. About 30 s once fetched.
+CHDB_VERSION ?= 26.7.3-stable.1
+test-modern:
+	@lib=$$(CHDB_VERSION=$(CHDB_VERSION) deploy/chdb/fetch.sh) && dsn=$$($(CH) up | tail -n 1) && \
+	  echo "chDB: $$lib" && echo "ClickHouse: $$dsn" && \
+	  RDMAWATCH_CHDB_LIB="$$lib" RDMAWATCH_REQUIRE_CHDB=1 RDMAWATCH_CLICKHOUSE="$$dsn" RDMAWATCH_REQUIRE_CLICKHOUSE=1 \
+	  $(GO) test -tags chdb -count=1 -timeout 10m -v ./internal/chdb/chdblib/
+	$(GO) vet -tags chdb ./internal/chdb/chdblib/
 
 # Real clusters started by deploy/cluster (a 3-node NATS cluster on
 # 127.0.0.1:14950-14952, ZooKeeper on 15000 and two ClickHouse 18.16 replicas

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
 
 // PortConfig is one row of a port's configuration history around an
@@ -30,7 +31,7 @@ const codeUnknownTable = 60
 
 // portConfig reads what the incident's port was configured with at the
 // onset and every change until its end (or last detection).
-func portConfig(ctx context.Context, conn driver.Conn, inc *Incident) error {
+func portConfig(ctx context.Context, conn chdb.Conn, inc *Incident) error {
 	from := time.UnixMilli(inc.StartMs).UTC()
 	to := time.UnixMilli(max(inc.end(), inc.StartMs)).UTC().Truncate(time.Second).Add(time.Second)
 	res, err := Run(ctx, conn, "config_history", Params{From: from, To: to, Node: inc.Node, Device: inc.Device, Port: int(inc.Port)})

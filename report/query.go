@@ -17,7 +17,6 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
@@ -149,7 +148,7 @@ func bytesIEC(b float64) string {
 }
 
 // Run runs the shipped query name with p.
-func Run(ctx context.Context, conn driver.Conn, name string, p Params) (*Result, error) {
+func Run(ctx context.Context, conn chdb.Conn, name string, p Params) (*Result, error) {
 	q, err := chdb.QueryByName(name)
 	if err != nil {
 		return nil, err
@@ -158,7 +157,7 @@ func Run(ctx context.Context, conn driver.Conn, name string, p Params) (*Result,
 }
 
 // RunQuery runs q with p.
-func RunQuery(ctx context.Context, conn driver.Conn, q chdb.Query, p Params) (*Result, error) {
+func RunQuery(ctx context.Context, conn chdb.Conn, q chdb.Query, p Params) (*Result, error) {
 	if err := p.validate(q); err != nil {
 		return nil, err
 	}
@@ -331,7 +330,7 @@ func deref(v any) any {
 // EventWindow looks up incident id and returns its subject and the window
 // around it: from a quarter of its length (at least five minutes) before
 // the onset to as long after its end (or its last detection while open).
-func EventWindow(ctx context.Context, conn driver.Conn, id string) (Params, error) {
+func EventWindow(ctx context.Context, conn chdb.Conn, id string) (Params, error) {
 	var (
 		node, device string
 		port         uint16
@@ -358,7 +357,7 @@ FROM events_latest WHERE id = @id`, ch.Named("id", id)).Scan(&node, &device, &po
 
 // DataRange is the span of data time the database holds: samples and
 // incidents. ok is false when it holds nothing.
-func DataRange(ctx context.Context, conn driver.Conn) (from, to time.Time, ok bool, err error) {
+func DataRange(ctx context.Context, conn chdb.Conn) (from, to time.Time, ok bool, err error) {
 	var sMin, sMax, eMin, eMax int64
 	if err := conn.QueryRow(ctx, `SELECT min(time_ms), max(time_ms) FROM port_samples`).Scan(&sMin, &sMax); err != nil {
 		return from, to, false, fmt.Errorf("data range: %w", err)

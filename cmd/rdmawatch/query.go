@@ -31,7 +31,7 @@ func (k *eventKinds) apply(p *report.Params) {
 // withDataRange fills a range the user left open from what the database
 // holds: a newcomer's first query should show the data, whenever it was
 // recorded (a replayed trace's data time is not now).
-func (r *rangeFlags) withDataRange(ctx context.Context, conn driver.Conn, p *report.Params) error {
+func (r *rangeFlags) withDataRange(ctx context.Context, conn chdb.Conn, p *report.Params) error {
 	if r.from != "" {
 		return nil
 	}
@@ -47,7 +47,7 @@ func (r *rangeFlags) withDataRange(ctx context.Context, conn driver.Conn, p *rep
 }
 
 // hintEmpty says where the data is when a range the user gave holds none.
-func hintEmpty(ctx context.Context, conn driver.Conn, w io.Writer, p report.Params) {
+func hintEmpty(ctx context.Context, conn chdb.Conn, w io.Writer, p report.Params) {
 	from, to, ok, err := report.DataRange(ctx, conn)
 	if err != nil || !ok || (p.From.Before(to) && p.To.After(from)) {
 		return

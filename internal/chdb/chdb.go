@@ -150,7 +150,7 @@ func (v Version) AtLeast(o Version) bool {
 func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
 
 // ServerVersion asks the server for its release.
-func ServerVersion(ctx context.Context, conn driver.Conn) (Version, error) {
+func ServerVersion(ctx context.Context, conn Conn) (Version, error) {
 	var s string
 	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&s); err != nil {
 		return Version{}, fmt.Errorf("clickhouse server version: %w", err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // layout is where a database's rows live, read from the database itself so
@@ -27,7 +25,7 @@ var distributedCluster = regexp.MustCompile(`^Distributed\(\s*'?([A-Za-z_][A-Za-
 
 // layoutOf reads the connection's database's layout. A database without
 // schema_migrations (never migrated) reads as single-server mode.
-func layoutOf(ctx context.Context, conn driver.Conn) (layout, error) {
+func layoutOf(ctx context.Context, conn Conn) (layout, error) {
 	var l layout
 	if err := conn.QueryRow(ctx, "SELECT currentDatabase()").Scan(&l.db); err != nil {
 		return l, fmt.Errorf("current database: %w", err)

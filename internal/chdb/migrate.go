@@ -15,7 +15,6 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Migration files are migrations/NNNN_name.sql, applied in NNNN order, each
@@ -58,7 +57,7 @@ type migration struct {
 // Migrate applies every embedded migration the database has not seen, in
 // order, and returns the names of the files it applied (none on a second
 // run). It works in the connection's database, the one the DSN names.
-func Migrate(ctx context.Context, conn driver.Conn) (applied []string, err error) {
+func Migrate(ctx context.Context, conn Conn) (applied []string, err error) {
 	server, err := ServerVersion(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -71,7 +70,7 @@ func Migrate(ctx context.Context, conn driver.Conn) (applied []string, err error
 // under Distributed ones that keep the user-facing names. The connection's
 // database must have the same name on every node (EnsureDatabaseOnCluster).
 // A database migrated in one mode is refused by the other.
-func MigrateCluster(ctx context.Context, conn driver.Conn, c Cluster) (applied []string, err error) {
+func MigrateCluster(ctx context.Context, conn Conn, c Cluster) (applied []string, err error) {
 	server, err := ServerVersion(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -101,12 +100,12 @@ const createMigrationsTable = `CREATE TABLE IF NOT EXISTS ` + migrationsTable + 
     applied_at DateTime
 ) ENGINE = MergeTree() ORDER BY version`
 
-func migrate(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, server Version) ([]string, error) {
+func migrate(ctx context.Context, conn Conn, fsys fs.FS, dir string, server Version) ([]string, error) {
 	return migrateWith(ctx, conn, fsys, dir, server, nil)
 }
 
 // migrateWith runs the plan as written, or rewritten by rw (cluster mode).
-func migrateWith(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, server Version, rw *clusterRewriter) ([]string, error) {
+func migrateWith(ctx context.Context, conn Conn, fsys fs.FS, dir string, server Version, rw *clusterRewriter) ([]string, error) {
 	plan, err := plan(fsys, dir, server)
 	if err != nil {
 		return nil, err
@@ -178,7 +177,7 @@ func migrateWith(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, 
 
 // checkMode refuses to migrate a database in the other mode than the one it
 // was created in: cluster mode's schema_migrations is a Distributed table.
-func checkMode(ctx context.Context, conn driver.Conn, cluster bool) error {
+func checkMode(ctx context.Context, conn Conn, cluster bool) error {
 	rows, err := conn.Query(ctx, "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = '"+migrationsTable+"'")
 	if err != nil {
 		return fmt.Errorf("migrate: read %s engine: %w", migrationsTable, err)
@@ -223,7 +222,7 @@ func columnsExist(stmt string, err error) bool {
 // racing another migrator's: 18.16 then answers MULTIPLE_EXPRESSIONS_FOR_ALIAS
 // about its own temporary aliases (seen with four migrators at once). Run
 // again once the other is done, the ALTER finds its columns there.
-func execRacing(ctx context.Context, conn driver.Conn, stmt string) error {
+func execRacing(ctx context.Context, conn Conn, stmt string) error {
 	var err error
 	for attempt := 0; attempt < 10; attempt++ {
 		if err = conn.Exec(ctx, stmt); !alterRaced(stmt, err) {
@@ -281,7 +280,7 @@ var ErrSchemaNotReady = errors.New("clickhouse schema not migrated")
 // else an error naming the missing files. It only reads (schema_migrations,
 // version()), so a role without DDL rights can ask; `rdmawatch migrate` as
 // an admin is what applies them.
-func CheckSchema(ctx context.Context, conn driver.Conn) error {
+func CheckSchema(ctx context.Context, conn Conn) error {
 	server, err := ServerVersion(ctx, conn)
 	if err != nil {
 		return err
@@ -289,7 +288,7 @@ func CheckSchema(ctx context.Context, conn driver.Conn) error {
 	return checkSchema(ctx, conn, migrationFS, "migrations", server)
 }
 
-func checkSchema(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, server Version) error {
+func checkSchema(ctx context.Context, conn Conn, fsys fs.FS, dir string, server Version) error {
 	plan, err := plan(fsys, dir, server)
 	if err != nil {
 		return err
@@ -314,7 +313,7 @@ func checkSchema(ctx context.Context, conn driver.Conn, fsys fs.FS, dir string, 
 	return nil
 }
 
-func appliedVersions(ctx context.Context, conn driver.Conn) (map[uint32]bool, error) {
+func appliedVersions(ctx context.Context, conn Conn) (map[uint32]bool, error) {
 	rows, err := conn.Query(ctx, "SELECT version FROM "+migrationsTable)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read %s: %w", migrationsTable, err)
@@ -334,7 +333,7 @@ func appliedVersions(ctx context.Context, conn driver.Conn) (map[uint32]bool, er
 	return done, nil
 }
 
-func record(ctx context.Context, conn driver.Conn, m migration) error {
+func record(ctx context.Context, conn Conn, m migration) error {
 	// An explicit column list: 18.16 rejects the driver's column-less INSERT.
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+migrationsTable+" (version, name, applied_at)")
 	if err != nil {

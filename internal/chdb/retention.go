@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Retention is how long each table keeps its rows. 18.16 has no TTL, so
@@ -63,7 +61,7 @@ var retained = []struct {
 // over the shards), and each is dropped on every shard (layout.alter):
 // replication carries the drop to the other replicas of a shard, also to
 // one that is down and comes back later.
-func ApplyRetention(ctx context.Context, conn driver.Conn, r Retention, now time.Time, dryRun bool) ([]Partition, error) {
+func ApplyRetention(ctx context.Context, conn Conn, r Retention, now time.Time, dryRun bool) ([]Partition, error) {
 	l, err := layoutOf(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("retention: %w", err)
@@ -93,7 +91,7 @@ func ApplyRetention(ctx context.Context, conn driver.Conn, r Retention, now time
 	return out, nil
 }
 
-func partitions(ctx context.Context, conn driver.Conn, l layout, table, idLayout string) ([]Partition, error) {
+func partitions(ctx context.Context, conn Conn, l layout, table, idLayout string) ([]Partition, error) {
 	rows, err := conn.Query(ctx, `SELECT partition, sum(rows), sum(bytes_on_disk)
 FROM `+l.partsSource()+`
 WHERE database = @db AND table = @table AND active

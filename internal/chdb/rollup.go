@@ -12,7 +12,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas/ddl"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Rollups (migration 0012): rollup_minute holds one row per port per minute
@@ -84,7 +83,7 @@ const unrolledSearch = 7 * 24 * time.Hour
 // partial range rolls whole minutes or hours. In cluster mode the rollup
 // rows are written through the Distributed table synchronously, so a roll
 // that returns nil has them on their shards.
-func Roll(ctx context.Context, conn driver.Conn, r Rollup, from, to time.Time) error {
+func Roll(ctx context.Context, conn Conn, r Rollup, from, to time.Time) error {
 	stmt, err := r.stmt()
 	if err != nil {
 		return err
@@ -111,7 +110,7 @@ func Roll(ctx context.Context, conn driver.Conn, r Rollup, from, to time.Time) e
 // the read small) is read first, and since is moved back to it minus
 // lookback when that is earlier, so a sink that was down long still finds
 // the minutes written before it died.
-func UnrolledMinutes(ctx context.Context, conn driver.Conn, since time.Time, lookback time.Duration) ([]time.Time, error) {
+func UnrolledMinutes(ctx context.Context, conn Conn, since time.Time, lookback time.Duration) ([]time.Time, error) {
 	var newest time.Time
 	if err := conn.QueryRow(ctx, "SELECT max(minute) FROM rollup_minute WHERE minute >= toDateTime(@floor)",
 		ch.Named("floor", since.Add(-unrolledSearch).Unix())).Scan(&newest); err != nil {

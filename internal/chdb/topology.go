@@ -7,7 +7,6 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -22,7 +21,7 @@ import (
 // the rows go through the Distributed tables with insert_distributed_sync,
 // so that when LoadTopology returns every shard has its rows and the
 // per-leaf queries see the new fabric.
-func LoadTopology(ctx context.Context, conn driver.Conn, t *schemas.Topology) (ports, links int, err error) {
+func LoadTopology(ctx context.Context, conn Conn, t *schemas.Topology) (ports, links int, err error) {
 	fabric := t.Fabric
 	now := time.Now().UTC().Truncate(time.Second)
 	l, err := layoutOf(ctx, conn)
