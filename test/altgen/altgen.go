@@ -87,7 +87,10 @@ type Config struct {
 	SaturatedFromStart bool
 	// StableHighBER gives a few links a high but stable BER (never a drift).
 	StableHighBER bool
-	Faults        []Fault
+	// NIC is the counter set the hosts' driver lists (nic.go): NICFull
+	// (""), NICUpstream, NICGlobalPause or NICBonded.
+	NIC    string
+	Faults []Fault
 }
 
 type counterDef struct {
@@ -126,6 +129,9 @@ type port struct {
 	driftFrom         float64 // ln BER at the onset
 	app               appState
 	satSeen           map[string]bool // saturating counters that reached their max
+	devIdx            int             // the port's index on its host
+	bond              [2]string       // member netdevs of a RoCE LAG (nic.go); "" otherwise
+	m1                *member1        // the LAG's second member's PHY
 }
 
 type node struct {
@@ -207,6 +213,9 @@ func ts(start time.Time, sec float64) string {
 
 // Generate writes trace.jsonl[.gz], topology.json and labels.jsonl to dir.
 func Generate(cfg Config, dir string, gz bool) error {
+	if !validNIC(cfg.NIC) {
+		return fmt.Errorf("NIC profile %q is not one of %s", cfg.NIC, strings.Join(NICs, ", "))
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -268,6 +277,9 @@ func newGen(cfg Config) *gen {
 		cfg.PortsPerHost = 1
 	}
 	g := &gen{cfg: cfg, r: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	if g.nicProfile() == NICGlobalPause {
+		g.conf() // every host reports its config: pfc_enabled [] (nic.go)
+	}
 	g.prio = []int{3, 5}[g.r.IntN(2)]
 	iv := cfg.Interval.Seconds()
 	for l := 0; l < cfg.Leaves; l++ {
@@ -304,7 +316,7 @@ var ethRates = []struct {
 }{{100, "100 Gb/sec (2X HDR)"}, {200, "200 Gb/sec (4X HDR)"}, {400, "400 Gb/sec (4X NDR)"}}
 
 func (g *gen) newPort(nodeName string, p int, ib bool, leaf, host int) *port {
-	pt := &port{node: nodeName, dev: fmt.Sprintf("mlx5_%d", p), num: 1, ib: ib, leaf: leaf, host: host, idx: map[string]int{}}
+	pt := &port{node: nodeName, dev: fmt.Sprintf("mlx5_%d", p), num: 1, ib: ib, leaf: leaf, host: host, idx: map[string]int{}, devIdx: p}
 	if ib {
 		r := ibRates[g.r.IntN(len(ibRates))]
 		pt.rateGbps, pt.rateText = r.g, r.t
@@ -411,6 +423,7 @@ func (g *gen) newPort(nodeName string, p int, ib bool, leaf, host int) *port {
 	pt.markProb = 0.004 + g.r.Float64()*0.02
 	pt.weight = math.Exp(g.r.NormFloat64() * 0.4)
 	pt.laneBias = g.r.IntN(4)
+	g.bondPort(pt, p)
 	return pt
 }
 
@@ -487,7 +500,7 @@ func (g *gen) plan() {
 			if ib {
 				crit = 1e-12
 			}
-			l := Label{Type: "ber_drift", Start: ts(g.cfg.Start, at), Subject: g.subject(p),
+			l := Label{Type: "ber_drift", Start: ts(g.cfg.Start, at), Subject: g.phySubject(p),
 				CriticalAt: ts(g.cfg.Start, at+ff.Ramp.Seconds())}
 			_ = crit
 			g.labels = append(g.labels, l)
@@ -667,6 +680,15 @@ func (g *gen) subject(p *port) map[string]any {
 	return map[string]any{"node": p.node, "device": p.dev, "port": p.num}
 }
 
+// phySubject is the sample whose PHY statistics show p's link: p's own, or
+// on a RoCE LAG its member 0 (whose cable carries p's PHY physics).
+func (g *gen) phySubject(p *port) map[string]any {
+	if p.bond[0] != "" {
+		return map[string]any{"node": p.node, "device": p.dev + "." + p.bond[0], "port": 1}
+	}
+	return g.subject(p)
+}
+
 func poisson(r *rand.Rand, mu float64) float64 {
 	if mu <= 0 {
 		return 0
@@ -778,6 +800,9 @@ func (g *gen) apply(e event, hot map[int]int, seq *int) {
 		if e.p.down {
 			g.add(e.p, "link_downed", 1)
 			g.add(e.p, "link_down_events_phy", 1)
+			if e.p.m1 != nil {
+				e.p.m1.acc["link_down_events_phy"]++
+			}
 		}
 	case "restart":
 		*seq++
@@ -795,6 +820,11 @@ func (g *gen) apply(e event, hot map[int]int, seq *int) {
 				p.acc[i] = 0
 			}
 			p.acc[p.idx["link_downed"]] = e.v // 0 or 1 after a reload
+			if p.m1 != nil {
+				for k := range p.m1.acc {
+					p.m1.acc[k], p.m1.prev[k] = 0, 0
+				}
+			}
 		}
 		e.n.silentTo = math.Max(e.n.silentTo, e.at+3+g.r.Float64()*10)
 	case "clear":
@@ -907,6 +937,9 @@ func (g *gen) step(t float64, hot map[int]int) {
 		} else {
 			g.stepEth(p, t, rxB, c, txPause, rxPause, &cnpSent)
 			txWeight += txB
+		}
+		if p.m1 != nil {
+			g.stepMember1(p)
 		}
 	}
 	// CNPs reach the reaction points: the senders, by what they send.
@@ -1023,8 +1056,32 @@ func (g *gen) stepIB(p *port, t float64) {
 	}
 }
 
-// read emits one port's line at time rt (seconds), interpolating.
+// read emits one port's line at time rt (seconds), interpolating; on a RoCE
+// LAG, the bond's line and one line per member (nic.go).
 func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
+	g.readView(ni, p, rt, frac, seq, viewPort)
+	if p.bond[0] != "" {
+		g.readView(ni, p, rt, frac, seq, viewMember0)
+		g.readView(ni, p, rt, frac, seq, viewMember1)
+	}
+}
+
+// Views of a port's reading: the port (or a bond's RDMA port) and a LAG's
+// two member netdevs.
+const (
+	viewPort = iota
+	viewMember0
+	viewMember1
+)
+
+func (g *gen) readView(ni int, p *port, rt, frac float64, seq *int, view int) {
+	bonded := p.bond[0] != ""
+	// The member lines' read noise draws from the member's own source, so
+	// the port's line and the physics keep the main source's sequence.
+	r := g.r
+	if view != viewPort {
+		r = p.m1.r
+	}
 	var b strings.Builder
 	state := "ACTIVE"
 	if p.down {
@@ -1038,17 +1095,28 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 			state = "4: ACTIVE"
 		}
 	}
-	fmt.Fprintf(&b, `{"kind":"sample","ts":%q,"node":%q,"device":%q,"port":%d`, ts(g.cfg.Start, rt), p.node, p.dev, p.num)
-	if p.netdev != "" {
-		fmt.Fprintf(&b, `,"netdev":%q`, p.netdev)
+	if view != viewPort && g.cfg.Noise && r.Float64() < 0.002 {
+		// A member's statistics come from one ethtool ioctl: a failed
+		// read loses the whole sample, never one statistic of it.
+		return
+	}
+	dev, netdev := p.dev, p.netdev
+	if view != viewPort {
+		netdev = p.bond[view-viewMember0]
+		dev += "." + netdev
+	}
+	fmt.Fprintf(&b, `{"kind":"sample","ts":%q,"node":%q,"device":%q,"port":%d`, ts(g.cfg.Start, rt), p.node, dev, p.num)
+	if netdev != "" {
+		fmt.Fprintf(&b, `,"netdev":%q`, netdev)
 	}
 	ll := "Ethernet"
 	if p.ib {
 		ll = "InfiniBand"
 	}
 	fmt.Fprintf(&b, `,"link_layer":%q,"state":%q,"rate":%q`, ll, state, p.rateText)
+	vals := map[string]uint64{}
 	for src, key := range []string{"counters", "hw_counters", "ethtool"} {
-		if src == 1 && !p.hwOK || src == 2 && !p.ethOK {
+		if src == 1 && !p.hwOK || src == 2 && !p.ethOK || view != viewPort && src != 2 {
 			continue
 		}
 		fmt.Fprintf(&b, `,%q:{`, key)
@@ -1057,7 +1125,25 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 			if d.src != src {
 				continue
 			}
+			name := d.name
+			if src == 2 {
+				// What the profile lists, under its name: a bond's line
+				// has the non-PHY statistics, a member's the PHY ones.
+				name = g.outName(d.name)
+				if bonded && phyStat(d.name) != (view != viewPort) {
+					name = ""
+				}
+				if view == viewMember1 && name != "" && !p.m1.has(d.name) {
+					name = ""
+				}
+			}
 			v := p.prev[i] + (p.acc[i]-p.prev[i])*frac
+			if view == viewMember1 {
+				v = p.m1.prev[d.name] + (p.m1.acc[d.name]-p.m1.prev[d.name])*frac
+			}
+			if bonded && view == viewPort && src == 2 && perLink(d.name) {
+				v *= 2 // the sum over the two member links
+			}
 			v = math.Floor(v)
 			if d.max > 0 && v >= d.max {
 				v = d.max
@@ -1069,8 +1155,8 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 			} else {
 				u = uint64(v)
 			}
-			if g.cfg.Noise {
-				x := g.r.Float64()
+			if g.cfg.Noise && view == viewPort {
+				x := r.Float64()
 				if x < 0.0004 {
 					continue // the file could not be read
 				}
@@ -1078,11 +1164,15 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 					u = 0 // rdmamap read 0
 				}
 			}
+			if name == "" {
+				continue // drawn above all the same: one seed, one physics
+			}
+			vals[name] = u
 			if !first {
 				b.WriteByte(',')
 			}
 			first = false
-			b.WriteString(strconv.Quote(d.name))
+			b.WriteString(strconv.Quote(name))
 			b.WriteByte(':')
 			b.WriteString(strconv.FormatUint(u, 10))
 		}
@@ -1092,9 +1182,20 @@ func (g *gen) read(ni int, nd *node, p *port, rt, frac float64, seq *int) {
 			}
 			b.WriteString(`"lifespan":12`)
 		}
+		if src == 2 {
+			for _, kv := range g.derivedStats(vals, !bonded || view != viewPort) {
+				if !first {
+					b.WriteByte(',')
+				}
+				first = false
+				b.WriteString(kv)
+			}
+		}
 		b.WriteByte('}')
 	}
-	g.writeConfig(&b, p, rt)
+	if view == viewPort {
+		g.writeConfig(&b, p, rt)
+	}
 	b.WriteByte('}')
 	*seq++
 	g.lines = append(g.lines, line{key: rt, node: ni, seq: *seq, text: []byte(b.String())})

@@ -119,6 +119,9 @@ func (g *gen) confPortOf(p *port) *confPort {
 		if r.Float64() < 0.15 {
 			c.trust = "pcp"
 		}
+		if g.nicProfile() == NICGlobalPause {
+			c.pfc = []int{} // link-level flow control: PFC on no priority
+		}
 	}
 	cs.ports[p] = c
 	return c

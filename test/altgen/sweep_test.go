@@ -29,6 +29,13 @@ import (
 //
 //	RDMAWATCH_SWEEP=1 go test -run TestSweep -v -timeout 2h ./test/altgen
 //
+// Every run is generated under each NIC profile of RDMAWATCH_SWEEP_NICS
+// (default all of altgen.NICs: full, mlx5-upstream, global-pause, bonded;
+// the InfiniBand-only ber-ib runs under full alone, the profiles being
+// about RoCE ports); the table is per profile, and the targets hold for
+// each. RDMAWATCH_SWEEP_NICS=full is the sweep as it was before the
+// profiles.
+//
 // RDMAWATCH_SWEEP_SEEDS (1-3, or 1,4,9), RDMAWATCH_SWEEP_PRESETS (all),
 // RDMAWATCH_SWEEP_INTERVALS (5s,10s), RDMAWATCH_SWEEP_PARALLEL (2) narrow or
 // widen it; RDMAWATCH_SWEEP_KEEP=DIR keeps the traces of the runs with a
@@ -56,27 +63,41 @@ func TestSweep(t *testing.T) {
 		t.Fatalf("RDMAWATCH_SWEEP_PARALLEL: %q is not a positive number", os.Getenv("RDMAWATCH_SWEEP_PARALLEL"))
 	}
 	keep := os.Getenv("RDMAWATCH_SWEEP_KEEP")
+	nics := strings.Split(envOr("RDMAWATCH_SWEEP_NICS", strings.Join(altgen.NICs, ",")), ",")
+	for i, n := range nics {
+		nics[i] = strings.TrimSpace(n)
+	}
 
 	type run struct {
 		name     string
 		preset   string
 		seed     uint64
 		interval time.Duration
+		nic      string
 	}
 	var runs []run
-	for _, p := range presets {
-		for _, iv := range intervals {
-			for _, s := range seeds {
-				runs = append(runs, run{fmt.Sprintf("%s/seed%d/%s", p, s, iv), strings.TrimSpace(p), s, iv})
+	for _, nic := range nics {
+		for _, p := range presets {
+			p = strings.TrimSpace(p)
+			if p == "ber-ib" && nic != altgen.NICFull {
+				continue // an InfiniBand fabric: no RoCE port to profile
+			}
+			for _, iv := range intervals {
+				for _, s := range seeds {
+					runs = append(runs, run{fmt.Sprintf("%s/%s/seed%d/%s", nic, p, s, iv), p, s, iv, nic})
+				}
 			}
 		}
 	}
 	var (
 		mu      sync.Mutex
-		sum     eval.Sum
+		sums    = map[string]*eval.Sum{}
 		samples uint64
 		elapsed time.Duration
 	)
+	for _, nic := range nics {
+		sums[nic] = &eval.Sum{}
+	}
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	ctx := t.Context()
@@ -91,6 +112,7 @@ func TestSweep(t *testing.T) {
 				t.Error(err)
 				return
 			}
+			cfg.NIC = r.nic
 			dir := filepath.Join(t.TempDir(), strings.ReplaceAll(r.name, "/", "_"))
 			if err := altgen.Generate(cfg, dir, false); err != nil {
 				t.Errorf("%s: generate: %v", r.name, err)
@@ -103,7 +125,7 @@ func TestSweep(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			rep := sum.Add(r.name, evs, labels, eval.Options{Interval: r.interval})
+			rep := sums[r.nic].Add(r.name, evs, labels, eval.Options{Interval: r.interval})
 			samples += res.Engine.Samples
 			elapsed += res.Elapsed
 			bad := len(rep.Misses) > 0 || len(rep.FalseAlarms) > 0
@@ -121,8 +143,11 @@ func TestSweep(t *testing.T) {
 	}
 	wg.Wait()
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "sweep: presets %s, seeds %s, intervals %s\n", strings.Join(presets, ","), envOr("RDMAWATCH_SWEEP_SEEDS", "1-3"), envOr("RDMAWATCH_SWEEP_INTERVALS", "5s,10s"))
-	sum.WriteText(&buf)
+	fmt.Fprintf(&buf, "sweep: presets %s, seeds %s, intervals %s, NIC profiles %s\n", strings.Join(presets, ","), envOr("RDMAWATCH_SWEEP_SEEDS", "1-3"), envOr("RDMAWATCH_SWEEP_INTERVALS", "5s,10s"), strings.Join(nics, ","))
+	for _, nic := range nics {
+		fmt.Fprintf(&buf, "\nNIC profile %s:\n", nic)
+		sums[nic].WriteText(&buf)
+	}
 	if elapsed > 0 {
 		fmt.Fprintf(&buf, "replayed %d samples in %s of replay time (%.0f samples/s per run, %d at a time)\n", samples, elapsed.Round(time.Second), float64(samples)/elapsed.Seconds(), par)
 	}
@@ -133,8 +158,10 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	if os.Getenv("RDMAWATCH_SWEEP_TARGETS") != "0" {
-		for _, miss := range sum.Check(eval.Issue12) {
-			t.Errorf("target missed: %s", miss)
+		for _, nic := range nics {
+			for _, miss := range sums[nic].Check(eval.Issue12) {
+				t.Errorf("NIC profile %s: target missed: %s", nic, miss)
+			}
 		}
 	}
 }

@@ -146,7 +146,7 @@ func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) b
 		p.app.lossPeers = g.peersOf(p, 2+r.IntN(3))
 		p.app.lossFromBER = true
 		crit := at + ff.Ramp.Seconds()
-		g.labels = append(g.labels, Label{Type: "ber_drift", Start: ts(g.cfg.Start, at), Subject: g.subject(p), CriticalAt: ts(g.cfg.Start, crit)})
+		g.labels = append(g.labels, Label{Type: "ber_drift", Start: ts(g.cfg.Start, at), Subject: g.phySubject(p), CriticalAt: ts(g.cfg.Start, crit)})
 		// Post-FEC loss starts as the BER passes critical.
 		l := label(Retransmissions, crit, dur+1)
 		l.Cause = &LabelCause{Type: "ber_drift", Subject: g.subject(p)}

@@ -18,6 +18,7 @@ func main() {
 	minutes := flag.Int("minutes", 0, "duration in minutes (0: the preset's)")
 	out := flag.String("out", "", "output directory")
 	gz := flag.Bool("gz", true, "gzip the trace")
+	nic := flag.String("nic", "full", "what the hosts' driver lists: full | mlx5-upstream | global-pause | bonded (see altgen's nic.go)")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "-out is required")
@@ -28,6 +29,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	cfg.NIC = *nic
 	if *minutes > 0 {
 		cfg.Duration = time.Duration(*minutes) * time.Minute
 	}
