@@ -30,6 +30,9 @@ type Params struct {
 	Limit    int       // rows, for the queries that rank (0: 20)
 	// Event filters (the events query): comma-separated lists, "" = all.
 	Type, Severity, State, Layer string
+	// Trends: the group (leaf, node, fabric; "" = leaf) and the bucket
+	// (hour, day, week; "" = day).
+	By, Bucket string
 }
 
 func (p Params) validate(q chdb.Query) error {
@@ -42,6 +45,12 @@ func (p Params) validate(q chdb.Query) error {
 	if p.Port < 0 || p.Port > math.MaxUint16 {
 		return fmt.Errorf("query %s: --port %d out of range", q.Name, p.Port)
 	}
+	if !oneOf(p.By, "", "leaf", "node", "fabric") {
+		return fmt.Errorf("query %s: --by %q: want leaf, node or fabric (rack and spine: topology format v1 names no racks, and a host port reaches every spine)", q.Name, p.By)
+	}
+	if !oneOf(p.Bucket, "", "hour", "day", "week") {
+		return fmt.Errorf("query %s: --bucket %q: want hour, day or week", q.Name, p.Bucket)
+	}
 	for _, n := range q.Needs {
 		if n == "node" && p.Node == "" {
 			return fmt.Errorf("query %s needs --node (or --event)", q.Name)
@@ -50,10 +59,26 @@ func (p Params) validate(q chdb.Query) error {
 	return nil
 }
 
+func oneOf(s string, set ...string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
 func (p Params) args() []any {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 20
+	}
+	by, bucket := p.By, p.Bucket
+	if by == "" {
+		by = "leaf"
+	}
+	if bucket == "" {
+		bucket = "day"
 	}
 	return []any{
 		ch.Named("from", p.From.Unix()),
@@ -66,6 +91,8 @@ func (p Params) args() []any {
 		ch.Named("severity", p.Severity),
 		ch.Named("state", p.State),
 		ch.Named("layer", p.Layer),
+		ch.Named("by", by),
+		ch.Named("bucket", bucket),
 	}
 }
 

@@ -105,6 +105,8 @@ type queryFlags struct {
 	rf     rangeFlags
 	ef     eventKinds
 	format string
+	by     string
+	bucket string
 	list   bool
 	wide   bool
 }
@@ -114,6 +116,8 @@ func (o *queryFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.rf.event, "event", "", "incident id: the window around it and its subject port")
 	f.IntVar(&o.rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend, saturation_flaps); other queries refuse it")
+	f.StringVar(&o.by, "by", "leaf", "trends: group by leaf, node or fabric")
+	f.StringVar(&o.bucket, "bucket", "day", "trends: hour, day or week buckets")
 	f.StringVar(&o.format, "format", "table", "output: table, json (one object per line) or csv")
 	f.BoolVar(&o.list, "list", false, "list the shipped queries")
 	f.BoolVar(&o.wide, "wide", false, "table: do not cut long text (summaries) to the terminal")
@@ -166,7 +170,7 @@ func listQueries(out io.Writer) error {
 // bound every query.
 var filterFlags = []struct{ flag, param string }{
 	{"node", "node"}, {"device", "device"}, {"port", "port"}, {"event", "node"},
-	{"limit", "limit"}, {"type", "type"}, {"severity", "severity"}, {"state", "state"}, {"layer", "layer"},
+	{"limit", "limit"}, {"by", "by"}, {"bucket", "bucket"}, {"type", "type"}, {"severity", "severity"}, {"state", "state"}, {"layer", "layer"},
 }
 
 // refuseUnused fails when a filter flag was given that query q does not
@@ -208,6 +212,7 @@ func runQuery(cmd *cobra.Command, g *global, name string, o queryFlags) error {
 	}
 	defer conn.Close()
 	o.ef.apply(&p)
+	p.By, p.Bucket = o.by, o.bucket
 	if o.rf.event != "" {
 		w, err := report.EventWindow(cmd.Context(), conn, o.rf.event)
 		if err != nil {

@@ -7,7 +7,7 @@ func TestShippedQueriesParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ber_trend", "causes", "cnp_balance", "config_history", "events", "leaf_capacity", "port_timeline", "saturation_flaps", "storm_spread"}
+	want := []string{"ber_trend", "causes", "cnp_balance", "config_history", "events", "leaf_capacity", "port_timeline", "saturation_flaps", "storm_spread", "trends"}
 	if len(qs) != len(want) {
 		t.Fatalf("%d queries, want %v", len(qs), want)
 	}
