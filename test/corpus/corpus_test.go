@@ -44,6 +44,13 @@ var fixtures = []fixture{
 	{file: "cx4lx-upstream4.15-ethtool.txt", family: "mlx5 upstream <5.x", dumps: 1},
 	{file: "mlx5-100g-ofed-ethtool.txt", family: "MLNX_OFED 5.x", dumps: 1,
 		detectors: []string{"link_flap", "receive_starvation"}},
+	// ConnectX-7 on NDR InfiniBand: an IB port's hw_counters have no
+	// congestion counters.
+	{file: "cx7-ib-ndr-counters.txt", family: "InfiniBand HCA", dumps: 1,
+		detectors: []string{"ber_drift", "completion_errors", "counter_saturated", "link_flap", "receive_starvation", "retransmissions"}},
+	{file: "mlx5-ib-pinned-counters.txt", family: "InfiniBand HCA", dumps: 1,
+		detectors: []string{"counter_saturated", "link_flap"}},
+	{file: "cx5-roce-prio-before-after-ethtool.txt", family: "mlx5", dumps: 2},
 	{file: legacyCapture, family: "InfiniBand HCA", dumps: 1,
 		detectors: []string{"ber_drift", "completion_errors", "counter_saturated", "link_flap", "receive_starvation", "retransmissions"}},
 }
@@ -306,6 +313,18 @@ func TestCorpusWidths(t *testing.T) {
 		{"cx2-mlx4-ib-ubuntu18.04-4.15-counters.txt", "mlx4_0", 2, schemas.SourceCounters, "port_xmit_wait", schemas.Sat32, 49578},
 		{legacyCapture, "mlx4_0", 1, schemas.SourceCounters, "port_xmit_wait", schemas.Sat32, 3599},
 		{legacyCapture, "mlx5_0", 1, schemas.SourceCounters, "port_xmit_data", schemas.Ext64Sat32, 2880761508848},
+		// ConnectX-7 on NDR InfiniBand: 64-bit data counters, a 32-bit
+		// q-counter close to its wrap, port_xmit_wait below its pin.
+		{"cx7-ib-ndr-counters.txt", "mlx5_0", 1, schemas.SourceCounters, "port_xmit_data", schemas.Ext64Sat32, 230442669431839},
+		{"cx7-ib-ndr-counters.txt", "mlx5_0", 1, schemas.SourceCounters, "port_xmit_wait", schemas.Sat32, 2489603687},
+		{"cx7-ib-ndr-counters.txt", "mlx5_0", 1, schemas.SourceHWCounters, "rx_write_requests", schemas.Wrap32, 3809045607},
+		// An mlx5 IB port whose PMA PortCounters fields stuck at their
+		// maxima while the extended data counters went on.
+		{"mlx5-ib-pinned-counters.txt", "mlx5_1", 1, schemas.SourceCounters, "port_xmit_wait", schemas.Sat32, 4294967295},
+		{"mlx5-ib-pinned-counters.txt", "mlx5_1", 1, schemas.SourceCounters, "port_xmit_discards", schemas.Sat16, 65535},
+		{"mlx5-ib-pinned-counters.txt", "mlx5_1", 1, schemas.SourceCounters, "link_downed", schemas.Sat8, 255},
+		{"mlx5-ib-pinned-counters.txt", "mlx5_1", 1, schemas.SourceCounters, "excessive_buffer_overrun_errors", schemas.Sat4, 15},
+		{"mlx5-ib-pinned-counters.txt", "mlx5_1", 1, schemas.SourceCounters, "port_rcv_data", schemas.Ext64Sat32, 205128687774249},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name+"@"+tc.file, func(t *testing.T) {
@@ -471,6 +490,66 @@ func TestCorpusPairedDeltas(t *testing.T) {
 				t.Fatalf("%s delta %d flags %05b (present %v), want %d as the notes print it", tc.name, cd.Delta, cd.Flags, ok, tc.delta)
 			}
 		})
+	}
+}
+
+// TestCorpusEthtoolPairDeltas: the ConnectX-5 greps before and after a
+// benchmark run; the engine's deltas must be the differences of the
+// published values (worked out in the file's header), unflagged.
+func TestCorpusEthtoolPairDeltas(t *testing.T) {
+	c := load(t, fixtureByFile(t, "cx5-roce-prio-before-after-ethtool.txt"))
+	e := collector.NewEngine(nil)
+	var b *schemas.CounterBatch
+	var prs []collector.PortReading
+	for i := range 2 {
+		at := base.Add(c.dumps[i].at)
+		prs = readings(t, c, c.dumps[i], at)
+		b = e.Apply(&collector.Reading{Node: "corpus", Time: at, Ports: prs})
+	}
+	if len(prs) != 1 {
+		t.Fatalf("%d readings, want enp178s0f0 alone", len(prs))
+	}
+	p := sampleOf(t, b, prs[0].Device, prs[0].Port, "enp178s0f0")
+	for name, want := range map[string]uint64{
+		"rx_prio0_bytes": 136571931490, "rx_prio0_packets": 126736411,
+		"tx_prio0_bytes": 136566416532, "tx_prio0_packets": 126724196,
+		"rx_prio3_bytes": 0, "tx_prio4_bytes": 0,
+	} {
+		cd, ok := deltaOf(p, schemas.SourceEthtool, name)
+		if !ok || cd.Delta != want || cd.Flags != 0 {
+			t.Errorf("%s: delta %d flags %05b (present %v), want %d", name, cd.Delta, cd.Flags, ok, want)
+		}
+	}
+	// Cut from the second grep: not in the sample at all, rather than a
+	// delta against nothing.
+	if cd, ok := deltaOf(p, schemas.SourceEthtool, "tx_prio7_packets"); ok {
+		t.Errorf("tx_prio7_packets, absent from the second dump, came out as %+v", cd)
+	}
+}
+
+// TestCorpusPinnedPMA replays the mlx5 IB port whose PortCounters fields
+// read their maxima: read twice unchanged (they cannot move), the pinned
+// ones must come out FlagSaturated with no delta, the 64-bit data and
+// packet counters beside them must not.
+func TestCorpusPinnedPMA(t *testing.T) {
+	c := load(t, fixtureByFile(t, "mlx5-ib-pinned-counters.txt"))
+	e := collector.NewEngine(nil)
+	var b *schemas.CounterBatch
+	for i := range 2 {
+		at := base.Add(time.Duration(i) * 10 * time.Second)
+		b = e.Apply(&collector.Reading{Node: "corpus", Time: at, Ports: readings(t, c, c.dumps[0], at)})
+	}
+	p := sampleOf(t, b, "mlx5_1", 1, "")
+	for _, name := range []string{"port_xmit_wait", "port_xmit_discards", "link_downed", "excessive_buffer_overrun_errors"} {
+		cd, ok := deltaOf(p, schemas.SourceCounters, name)
+		if !ok || cd.Flags&schemas.FlagSaturated == 0 || cd.Delta != 0 {
+			t.Errorf("%s = %d: delta %d flags %05b (present %v), want pinned", name, cd.Value, cd.Delta, cd.Flags, ok)
+		}
+	}
+	for _, name := range []string{"port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_switch_relay_errors"} {
+		if cd, _ := deltaOf(p, schemas.SourceCounters, name); cd.Flags&schemas.FlagSaturated != 0 {
+			t.Errorf("%s = %d came out saturated", name, cd.Value)
+		}
 	}
 }
 
