@@ -37,16 +37,22 @@ type ConfigRow struct {
 	PFCKnown, NPKnown, RPKnown bool
 	Trust                      string
 	BootID                     string
+	// Which priority CNPs and RoCE traffic travel on (migration 0015):
+	// DSCPPrio is empty when the map is unknown; nil pointers are NULL.
+	DSCPPrio                 []uint8
+	CNPDSCP, CNPPrio, TClass *uint8
 }
 
 // ConfigColumns is the port_config column list, in Values order.
 var ConfigColumns = []string{"node", "device", "port", "netdev", "time_ms", "ts", "mtu",
-	"pfc_known", "pfc_enabled", "ecn_np_known", "ecn_np_enabled", "ecn_rp_known", "ecn_rp_enabled", "trust", "boot_id"}
+	"pfc_known", "pfc_enabled", "ecn_np_known", "ecn_np_enabled", "ecn_rp_known", "ecn_rp_enabled", "trust", "boot_id",
+	"dscp_prio", "cnp_dscp", "cnp_802p_prio", "traffic_class"}
 
 // Values returns the row in ConfigColumns order.
 func (r *ConfigRow) Values() []any {
 	return []any{r.Node, r.Device, r.Port, r.Netdev, r.TimeMs, dateTime(r.TimeMs), r.MTU,
-		u8(r.PFCKnown), r.PFC, u8(r.NPKnown), r.NP, u8(r.RPKnown), r.RP, r.Trust, r.BootID}
+		u8(r.PFCKnown), r.PFC, u8(r.NPKnown), r.NP, u8(r.RPKnown), r.RP, r.Trust, r.BootID,
+		r.DSCPPrio, r.CNPDSCP, r.CNPPrio, r.TClass}
 }
 
 // ConfigRows converts a node's inventory: one row per port whose config is
@@ -70,6 +76,13 @@ func ConfigRows(inv *schemas.Inventory) []ConfigRow {
 		r.PFC, r.PFCKnown = priorityColumn(c.PFCEnabled)
 		r.NP, r.NPKnown = priorityColumn(c.ECNNPEnabled)
 		r.RP, r.RPKnown = priorityColumn(c.ECNRPEnabled)
+		r.DSCPPrio = []uint8{}
+		if c.DSCPPrio != nil {
+			for _, p := range *c.DSCPPrio {
+				r.DSCPPrio = append(r.DSCPPrio, uint8(p&7))
+			}
+		}
+		r.CNPDSCP, r.CNPPrio, r.TClass = optU8(c.CNPDSCP), optU8(c.CNP8021pPrio), optU8(c.TrafficClass)
 		rows = append(rows, r)
 	}
 	return rows
@@ -89,9 +102,22 @@ func priorityColumn(list *[]int) ([]uint8, bool) {
 	return slices.Compact(out), true
 }
 
+// optU8 is an optional setting the decoder validated (0-255) as a column.
+func optU8(v *int) *uint8 {
+	if v == nil {
+		return nil
+	}
+	u := uint8(min(max(*v, 0), 255))
+	return &u
+}
+
+func sameU8(a, b *uint8) bool { return (a == nil && b == nil) || (a != nil && b != nil && *a == *b) }
+
 // sameConfig compares two rows' settings (not their time or netdev).
 func sameConfig(a, b *ConfigRow) bool {
-	return ((a.MTU == nil && b.MTU == nil) || (a.MTU != nil && b.MTU != nil && *a.MTU == *b.MTU)) &&
+	return sameU8(a.CNPDSCP, b.CNPDSCP) && sameU8(a.CNPPrio, b.CNPPrio) && sameU8(a.TClass, b.TClass) &&
+		slices.Equal(a.DSCPPrio, b.DSCPPrio) &&
+		((a.MTU == nil && b.MTU == nil) || (a.MTU != nil && b.MTU != nil && *a.MTU == *b.MTU)) &&
 		a.PFCKnown == b.PFCKnown && slices.Equal(a.PFC, b.PFC) &&
 		a.NPKnown == b.NPKnown && slices.Equal(a.NP, b.NP) &&
 		a.RPKnown == b.RPKnown && slices.Equal(a.RP, b.RP) && a.Trust == b.Trust

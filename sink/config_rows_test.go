@@ -18,11 +18,20 @@ import (
 // the given MTU and PFC on 3, mlx5_1/1 (InfiniBand, nothing known) and
 // mlx5_2/1 with only PFC known (on for no priority).
 func configInventory(atMin int64, mtu int) *schemas.Inventory {
+	// mlx5_0/1 classifies DSCP d to priority d/8 (26 -> 3), marks CNPs
+	// with DSCP 48 and 802.1p priority 6 and forces traffic class 106
+	// (DSCP 26, ECT(0)).
+	dscp := make([]int, schemas.NumDSCP)
+	for d := range dscp {
+		dscp[d] = d / 8
+	}
+	cnpDSCP, cnpPrio, tclass := 48, 6, 106
 	return &schemas.Inventory{
 		Version: schemas.Version, Node: "gpu-017", BootID: "boot-a", TimeMs: 1767225600000 + atMin*60_000,
 		Ports: []schemas.PortInventory{
 			{Device: "mlx5_0", Port: 1, Netdev: "eth2", LinkLayer: "Ethernet", State: "ACTIVE",
-				Config: &schemas.PortConfig{MTU: &mtu, PFCEnabled: &[]int{3}, ECNNPEnabled: &[]int{3}, ECNRPEnabled: &[]int{3}, Trust: "dscp"}},
+				Config: &schemas.PortConfig{MTU: &mtu, PFCEnabled: &[]int{3}, ECNNPEnabled: &[]int{3}, ECNRPEnabled: &[]int{3}, Trust: "dscp",
+					DSCPPrio: &dscp, CNPDSCP: &cnpDSCP, CNP8021pPrio: &cnpPrio, TrafficClass: &tclass}},
 			{Device: "mlx5_1", Port: 1, LinkLayer: "InfiniBand", State: "ACTIVE"},
 			{Device: "mlx5_2", Port: 1, Netdev: "eth3", LinkLayer: "Ethernet", State: "ACTIVE",
 				Config: &schemas.PortConfig{PFCEnabled: &[]int{}}},
@@ -102,6 +111,14 @@ func TestSinkWritesPortConfigHistory(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("port_config FINAL\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The settings that decide the CNPs' priority (migration 0015): known
+	// on mlx5_0/1, NULL and an empty map on mlx5_2/1.
+	cnp := chtest.Strings(t, conn, `SELECT concat(device, ' ', toString(length(dscp_prio)), ' ', toString(dscp_prio[27]), ' ',
+		ifNull(toString(cnp_dscp), 'NULL'), ' ', ifNull(toString(cnp_802p_prio), 'NULL'), ' ', ifNull(toString(traffic_class), 'NULL')) FROM port_config FINAL
+		WHERE node = 'gpu-017' AND time_ms = 1767225600000 ORDER BY device`)
+	if want := []string{"mlx5_0 64 3 48 6 106", "mlx5_2 0 0 NULL NULL NULL"}; !slices.Equal(cnp, want) {
+		t.Errorf("port_config CNP settings %q, want %q", cnp, want)
 	}
 	dl := deadLetters(t, js, 1)
 	if d, ok := dl[schemas.InventorySubject("gpu-017")]; !ok || !strings.Contains(d.reason, "undecodable") {

@@ -132,7 +132,8 @@ func TestClusterOneNode(t *testing.T) {
 		for _, q := range qs {
 			rows, err := conn.Query(ctx, q.SQL, ch.Named("from", ts.Add(-time.Hour).Unix()), ch.Named("to", ts.Add(time.Hour).Unix()),
 				ch.Named("node", "n1"), ch.Named("device", ""), ch.Named("port", uint16(0)), ch.Named("limit", uint64(10)),
-				ch.Named("type", ""), ch.Named("severity", ""), ch.Named("state", ""), ch.Named("layer", ""))
+				ch.Named("type", ""), ch.Named("severity", ""), ch.Named("state", ""), ch.Named("layer", ""),
+				ch.Named("by", "leaf"), ch.Named("bucket", "day"))
 			if err != nil {
 				t.Errorf("query %s: %v", q.Name, err)
 				continue
