@@ -110,6 +110,19 @@ var records = []Record{
 		Config: &schemas.PortConfig{MTU: ptr(4200), PFCEnabled: ptr([]int{3}), ECNNPEnabled: ptr([]int(nil)), Trust: "dscp"}},
 	{Kind: KindSample, Time: time.Date(2026, 3, 14, 0, 0, 9, 0, time.UTC), Node: "gpu-017", Device: "mlx5_0", Port: 1,
 		Counters: []Counter{}, Config: &schemas.PortConfig{ECNRPEnabled: ptr([]int{3, 4})}},
+	// The settings that decide the CNPs' priority, and a RoCE LAG member.
+	{Kind: KindSample, Time: time.Date(2026, 3, 14, 0, 0, 10, 0, time.UTC), Node: "gpu-018", Device: "mlx5_bond_0.ens1f0np0", Port: 1,
+		Netdev: "ens1f0np0", LinkLayer: "Ethernet", State: "ACTIVE", Rate: "100 Gb/sec", Ethtool: []Counter{{"rx_corrected_bits_phy", 7}},
+		Config: &schemas.PortConfig{Trust: "dscp", DSCPPrio: ptr(dscpByEight()), CNPDSCP: ptr(48), CNP8021pPrio: ptr(6), TrafficClass: ptr(106)}},
+}
+
+// dscpByEight is a DSCP-to-priority map that sends DSCP d to priority d/8.
+func dscpByEight() []int {
+	m := make([]int, schemas.NumDSCP)
+	for d := range m {
+		m[d] = d / 8
+	}
+	return m
 }
 
 func ptr[T any](v T) *T { return &v }
