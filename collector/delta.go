@@ -383,8 +383,13 @@ func (e *Engine) heldUnreadable(ps *portState, rc rawCounter) (schemas.CounterDe
 //   - a 64-bit counter (or a data counter that is 64-bit where it is not
 //     pinned) falling to a non-zero value: it neither wraps in a lifetime
 //     nor reads as a glitch (a misread file reads 0 or nothing);
-//   - an ethtool statistic falling at all: the ioctl returns every
-//     statistic or an error, never one 0 in place of a value;
+//   - an ethtool statistic falling to a non-zero value: the ioctl returns
+//     every statistic or an error. One falling to exactly 0 while the
+//     others hold is read as a misread like a sysfs file's (held, see
+//     counterDelta): traces from other collectors and simulators carry
+//     such single zeros, and taking one for a restart would turn the
+//     statistic's next reading into a fresh count (a link_down_events_phy
+//     of 2 read as two new link downs);
 //   - several counters falling at once: a misread is one file, a wrap is a
 //     32-bit counter past half its range (not counted here), and a
 //     hand-cleared IB error counter is one too. Two falling may still be
@@ -402,10 +407,7 @@ func looksLikePortRestart(ps *portState, raws []rawCounter) bool {
 		if rc.value >= cs.value {
 			continue
 		}
-		if rc.key.src == schemas.SourceEthtool {
-			return true
-		}
-		if (rc.kind == schemas.Counter64 || rc.kind == schemas.Ext64Sat32) && rc.value > 0 {
+		if (rc.key.src == schemas.SourceEthtool || rc.kind == schemas.Counter64 || rc.kind == schemas.Ext64Sat32) && rc.value > 0 {
 			return true
 		}
 		if rc.kind == schemas.Wrap32 && cs.value > rc.kind.Max()/2 && rc.value > 0 {

@@ -109,6 +109,7 @@ func TestEngineRestartSignals(t *testing.T) {
 		ifindex int
 		lower   []int
 		c, hw   map[string]uint64
+		et      map[string]uint64
 		want    map[string]wantDelta
 	}
 	c := func(se, data uint64) map[string]uint64 {
@@ -145,6 +146,18 @@ func TestEngineRestartSignals(t *testing.T) {
 			{at: 10, c: map[string]uint64{"symbol_error": 0, "port_rcv_errors": 0, "VL15_dropped": 0, "link_downed": 1, "port_xmit_data": 20, "port_rcv_data": 20, "port_xmit_packets": 20, "port_rcv_packets": 20},
 				want: map[string]wantDelta{"symbol_error": {0, reset}, "port_xmit_data": {0, reset}, "port_rcv_packets": {0, reset}}},
 		}, 1},
+		// One statistic read as 0 once (a trace's misread; an alt
+		// generator's healthy fleet carried link_down_events_phy 2, 0, 2):
+		// held, so the next 2 is no new link down.
+		{"one ethtool statistic read 0 once is held, not a restart", []rd{
+			{at: 0, et: map[string]uint64{"link_down_events_phy": 2, "rx_discards_phy": 100}, want: map[string]wantDelta{"link_down_events_phy": {0, first}}},
+			{at: 10, et: map[string]uint64{"link_down_events_phy": 0, "rx_discards_phy": 110}, want: map[string]wantDelta{"link_down_events_phy": {0, held}, "rx_discards_phy": {10, 0}}},
+			{at: 20, et: map[string]uint64{"link_down_events_phy": 2, "rx_discards_phy": 120}, want: map[string]wantDelta{"link_down_events_phy": {0, 0}, "rx_discards_phy": {10, 0}}},
+		}, 0},
+		{"an ethtool statistic falling to a non-zero value is a restart", []rd{
+			{at: 0, et: map[string]uint64{"link_down_events_phy": 2, "rx_discards_phy": 100}, want: map[string]wantDelta{"rx_discards_phy": {0, first}}},
+			{at: 10, et: map[string]uint64{"link_down_events_phy": 2, "rx_discards_phy": 7}, want: map[string]wantDelta{"link_down_events_phy": {0, reset}, "rx_discards_phy": {0, reset}}},
+		}, 1},
 		{"a wrap and a misread are not a restart", []rd{
 			{at: 0, hw: map[string]uint64{"out_of_buffer": 4294967000, "out_of_sequence": 50, "packet_seq_err": 9}, want: map[string]wantDelta{"out_of_buffer": {0, first}}},
 			{at: 10, hw: map[string]uint64{"out_of_buffer": 4, "out_of_sequence": 0, "packet_seq_err": 10},
@@ -157,7 +170,7 @@ func TestEngineRestartSignals(t *testing.T) {
 			for i, r := range tc.readings {
 				ts := t0.Add(time.Duration(r.at) * time.Second)
 				b := e.Apply(&Reading{Node: "n1", Time: ts, Ports: []PortReading{{Device: "mlx5_bond_0", Port: 1, Time: ts,
-					Ifindex: r.ifindex, LowerIfindex: r.lower, Counters: r.c, HWCounters: r.hw}}})
+					Ifindex: r.ifindex, LowerIfindex: r.lower, Counters: r.c, HWCounters: r.hw, Ethtool: r.et}}})
 				if b == nil {
 					t.Fatalf("reading %d: no batch", i)
 				}
@@ -165,6 +178,9 @@ func TestEngineRestartSignals(t *testing.T) {
 					c, ok := b.Ports[0].Counter(schemas.SourceCounters, name)
 					if !ok {
 						c, ok = b.Ports[0].Counter(schemas.SourceHWCounters, name)
+					}
+					if !ok {
+						c, ok = b.Ports[0].Counter(schemas.SourceEthtool, name)
 					}
 					if !ok || c.Delta != w.delta || c.Flags != w.flags {
 						t.Errorf("reading %d: %s: delta %d flags %05b (found %v), want delta %d flags %05b", i, name, c.Delta, c.Flags, ok, w.delta, w.flags)

@@ -528,7 +528,11 @@ func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev str
 func (d *ConfigMismatch) qosMismatches(n *fabricNorm, kc *KnownConfig, ev map[string]any) []mismatch {
 	c := kc.Config
 	var ms []mismatch
-	if n.trust != "" && c.Trust != "" && c.Trust != n.trust {
+	// Trust decides which priority a RoCE packet lands on, and so whether
+	// PFC keeps it lossless. A fabric on IEEE 802.3x global pause (PFC on
+	// no priority) pauses every priority alike: there the trust mode
+	// decides nothing about loss, and a mix of modes is not a mismatch.
+	if n.pfc && n.trust != "" && c.Trust != "" && c.Trust != n.trust {
 		ev[settingTrust], ev["fabric_"+settingTrust], ev["fabric_trust_share"] = c.Trust, n.trust, round3(n.trustShare)
 		ms = append(ms, mismatch{setting: settingTrust, critical: true,
 			words: fmt.Sprintf("trust %s where %s of the fabric's %d RoCE ports reporting it trust %s", c.Trust, percent(n.trustShare), n.trustN, n.trust)})

@@ -203,6 +203,16 @@ func TestConfigMismatch(t *testing.T) {
 		{name: "trust differs from the fabric", ports: fleet(8, map[int]*schemas.PortConfig{3: {Trust: "pcp"}}),
 			want: map[string]string{"gpu-003": "critical"}, settings: []string{settingTrust}, checks: []string{"ssh gpu-003 'mlnx_qos -i ens1f0np0'"},
 			summary: "trust pcp where 88% of the fabric's 8 RoCE ports reporting it trust dscp"},
+		// 802.3x global pause pauses every priority: which one a packet
+		// lands on (the trust mode) decides nothing about loss there.
+		{name: "trust differing on a global-pause fabric is not a mismatch", ports: func() []fleetPort {
+			ports := fleet(8, nil)
+			for i := range ports {
+				ports[i].cfg = with(roce(), func(c *schemas.PortConfig) { c.PFCEnabled = &[]int{}; c.Trust = "dscp" })
+			}
+			ports[3].cfg.Trust = "pcp"
+			return ports
+		}(), want: map[string]string{}},
 		{name: "QoS settings agree", ports: fleetQoS(8, nil), want: map[string]string{}},
 		{name: "cnp_802p_prio off the fabric's under trust pcp", ports: fleetQoS(8, map[int]func(*schemas.PortConfig){
 			0: pcp, 1: pcp, 2: pcp, 3: pcp, 4: pcp, 5: pcp, 6: pcp, 7: func(c *schemas.PortConfig) { pcp(c); c.CNP8021pPrio = cfgInt(3) }}),
