@@ -477,14 +477,15 @@ func observeXmitWait(st *cnpPort, s *Sample) {
 	spread(st.waitCovered, from, to, float64(to-from))
 }
 
-// cnpTxBytes is the sample's port_xmit_data delta in bytes (the counter
-// counts 4-byte words), if it has a usable one.
+// cnpTxBytes is the sample's port_xmit_data delta in bytes (the delta
+// engine already turned the counter's 4-byte words into bytes), if it has a
+// usable one: a 32-bit counter pinned at its top counts nothing any more.
 func cnpTxBytes(s *Sample) (float64, bool) {
 	c, ok := s.CounterByID(idPortXmitData)
-	if !ok || s.IntervalMs <= 0 || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0 {
+	if !ok || s.IntervalMs <= 0 || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld|schemas.FlagSaturated) != 0 {
 		return 0, false
 	}
-	return 4 * float64(c.Delta), true
+	return float64(c.Delta), true
 }
 
 // observeBlind keeps what a RoCE port without congestion counters
