@@ -274,3 +274,32 @@ FROM numbers(%d)`, start, 40*24*3)); err != nil {
 		t.Errorf("second run: %s", out)
 	}
 }
+
+// TestBERTrendWithoutRxBitsPhy: on the realnic-upstream scenario (mlx5 as
+// upstream kernels before 2026 and MLNX_OFED 5.x list it: no rx_bits_phy),
+// ber_trend still ranks the drifting port first, its BER measured over the
+// link rate, and the sink's pre_fec_ber column holds the same figure.
+func TestBERTrendWithoutRxBitsPhy(t *testing.T) {
+	dsn := chtest.NewDatabase(t, chtest.DSN(t))
+	replay(t, "realnic-upstream", "--clickhouse", dsn)
+	rows := queryRows(t, dsn, "ber_trend", "--from", "2000-01-01", "--to", "2100-01-01", "--limit", "3")
+	if len(rows) == 0 {
+		t.Fatal("ber_trend: no rows on a fabric without rx_bits_phy")
+	}
+	if rows[0]["node"] != "gpu-002" || rows[0]["device"] != "mlx5_0" {
+		t.Errorf("ber_trend's first row %v, want the drifting gpu-002/mlx5_0", rows[0])
+	}
+	if last, _ := rows[0]["ber_last"].(float64); last < 1e-7 || last > 1e-4 {
+		t.Errorf("gpu-002's last minute BER %v: not a pre-FEC BER near the critical 1e-6", rows[0]["ber_last"])
+	}
+	conn := chtest.Open(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var withBits, maxBER float64
+	if err := conn.QueryRow(ctx, "SELECT toFloat64(sum(rx_bits_phy)), toFloat64(max(pre_fec_ber)) FROM port_samples WHERE node = 'gpu-002' AND device = 'mlx5_0'").Scan(&withBits, &maxBER); err != nil {
+		t.Fatal(err)
+	}
+	if withBits != 0 || maxBER <= 0 {
+		t.Errorf("gpu-002: rx_bits_phy sum %v, max pre_fec_ber %v; want no rx_bits_phy and a pre-FEC BER from the link rate", withBits, maxBER)
+	}
+}

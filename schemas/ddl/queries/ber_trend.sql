@@ -1,4 +1,4 @@
--- question: Which links' bit error rate rises fastest? Per port over --from..--to, from the minute rollup: BER per minute (pre-FEC on Ethernet, symbol BER over line bits on InfiniBand), its fitted slope per hour, first and last minute's BER and the worst minute; steepest first (--limit rows).
+-- question: Which links' bit error rate rises fastest? Per port over --from..--to, from the minute rollup: BER per minute (pre-FEC on Ethernet, over rx_bits_phy or the link rate where the NIC does not list it; symbol BER over line bits on InfiniBand), its fitted slope per hour, first and last minute's BER and the worst minute; steepest first (--limit rows).
 SELECT
     node,
     device,
@@ -22,7 +22,12 @@ FROM
         anyLastMerge(link_layer) AS link_layer,
         if(link_layer = 'InfiniBand',
            if(maxMerge(rate_gbps) * sumMerge(interval_ms) > 0, sumMerge(symbol_error) / (maxMerge(rate_gbps) * 1e6 * sumMerge(interval_ms)), 0),
-           if(sumMerge(rx_bits_phy) > 0, sumMerge(rx_corrected_bits_phy) / sumMerge(rx_bits_phy), 0)) AS ber
+           -- Ethernet: corrected bits over rx_bits_phy, or over the link
+           -- rate times the time where the NIC does not list rx_bits_phy
+           -- (upstream mlx5 before 2026, MLNX_OFED 5.x), as
+           -- schemas.EthernetPHYBits measures it.
+           if(sumMerge(rx_bits_phy) > 0, sumMerge(rx_corrected_bits_phy) / sumMerge(rx_bits_phy),
+              if(maxMerge(rate_gbps) * sumMerge(interval_ms) > 0, sumMerge(rx_corrected_bits_phy) / (maxMerge(rate_gbps) * 1e6 * sumMerge(interval_ms)), 0))) AS ber
     FROM rollup_minute FINAL
     WHERE minute >= toStartOfMinute(toDateTime(@from)) AND minute < toDateTime(@to)
       AND (@node = '' OR node = @node)
