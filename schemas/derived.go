@@ -173,7 +173,7 @@ type Figures struct {
 	TxPauseFraction float64 // PauseFraction of the busiest priority, or of the global pause
 	RxPauseFraction float64
 	PreFECBER       float64 // Ethernet: rx_corrected_bits_phy / EthernetPHYBits
-	PostFECBER      float64 // Ethernet: rx_pcs_symbol_err_phy / EthernetPHYBits
+	PostFECBER      float64 // Ethernet: rx_pcs_symbol_err_phy (else rx_symbol_err_phy) / EthernetPHYBits
 	SymbolBER       float64 // InfiniBand: symbol_error / LineBits
 }
 
@@ -184,6 +184,7 @@ var (
 	figRxBitsPhy    = MustCounterID(SourceEthtool, "rx_bits_phy")
 	figCorrectedPhy = MustCounterID(SourceEthtool, "rx_corrected_bits_phy")
 	figPCSSymbolErr = MustCounterID(SourceEthtool, "rx_pcs_symbol_err_phy")
+	figSymbolErrPhy = MustCounterID(SourceEthtool, "rx_symbol_err_phy")
 	figTxPauseDur   [8]CounterID
 	figRxPauseDur   [8]CounterID
 	// IEEE 802.3x global pause: a pause of every priority (mlx5 and mlx4_en
@@ -267,7 +268,14 @@ func PortFigures(p *PortSample) Figures {
 			if corrected, _, ok := get(figCorrectedPhy); ok {
 				f.PreFECBER = ErrorRatio(float64(corrected), bits)
 			}
-			if pcs, _, ok := get(figPCSSymbolErr); ok {
+			// The symbol errors FEC left: the PCS's count where the NIC
+			// has the statistical group, else IEEE 802.3's symbol errors
+			// during carrier (ports without it list only that one).
+			pcs, havePCS, ok := get(figPCSSymbolErr)
+			if !havePCS {
+				pcs, _, ok = get(figSymbolErrPhy)
+			}
+			if ok {
 				f.PostFECBER = ErrorRatio(float64(pcs), bits)
 			}
 		}

@@ -114,6 +114,9 @@ func TestPortFigures(t *testing.T) {
 		{"roce without rx_bits_phy: BER over the line rate",
 			port("Ethernet", "100 Gb/sec (4X EDR)", 2000, c(eth, "rx_corrected_bits_phy", 2000, 0), c(eth, "rx_pcs_symbol_err_phy", 20, 0)),
 			Figures{RateGbps: 100, PreFECBER: 1e-8, PostFECBER: 1e-10}},
+		{"post-FEC BER from rx_symbol_err_phy where the PCS count is not listed",
+			port("Ethernet", "100 Gb/sec (4X EDR)", 2000, c(eth, "rx_symbol_err_phy", 40, 0)),
+			Figures{RateGbps: 100, PostFECBER: 2e-10}},
 		{"roce without rx_bits_phy and without a rate: no BER",
 			port("Ethernet", "", 2000, c(eth, "rx_corrected_bits_phy", 2000, 0)), Figures{}},
 		// mlx4 without PortCountersExtended: port_rcv_data pinned at
