@@ -61,6 +61,20 @@ func TestMlx4Counters(t *testing.T) {
 			mlx4: run{recv: recv4, send: send4, sendKV: []any{"sq_num_oos", 500}, phrase: "sq_num_oos 100/s"},
 		},
 		{
+			name: "receive_starvation: a receiver that posts no buffers refuses packets",
+			det:  func() Detector { return NewReceiveStarvation() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: portA, send: portB, recvKV: []any{"out_of_buffer", 5000}, sendKV: []any{"rnr_nak_retry_err", 100},
+				want: []string{"out_of_buffer"}, notWant: []string{"rq_num_rnr"}, phrase: "out_of_buffer 1k/s"},
+			mlx4: run{recv: recv4, send: send4, recvKV: []any{"rq_num_rnr", 5000}, sendKV: []any{"sq_num_rnr", 100},
+				want: []string{"rq_num_rnr"}, notWant: []string{"out_of_buffer"}, phrase: "rq_num_rnr 1k/s"},
+		},
+		{
+			name: "receive_starvation: senders whose RNR retries run out name an unmonitored receiver",
+			det:  func() Detector { return NewReceiveStarvation() }, states: []string{"open", "resolved"}, sendSubject: true,
+			mlx5: run{recv: portA, send: portB, sendKV: []any{"rnr_nak_retry_err", 500}, phrase: "rnr_nak_retry_err 100/s"},
+			mlx4: run{recv: recv4, send: send4, sendKV: []any{"sq_num_rnr", 500}, phrase: "sq_num_rnr 100/s"},
+		},
+		{
 			name: "completion_errors: remote access errors of an application",
 			det:  func() Detector { return NewCompletionErrors() }, states: []string{"open", "resolved"},
 			mlx5: run{recv: portA, send: portB, recvKV: []any{"req_remote_access_errors", 250, "req_cqe_error", 250, "req_cqe_flush_error", 3000},

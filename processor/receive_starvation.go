@@ -35,9 +35,14 @@ func NewReceiveStarvation() *ReceiveStarvation {
 	d := &ReceiveStarvation{judged: judged{
 		typ:   schemas.TypeReceiveStarvation,
 		layer: schemas.LayerApplication,
-		primary: append(jc(schemas.SourceHWCounters, "out_of_buffer"),
+		// mlx4 (see counterids_mlx4.go): rq_num_rnr counts the RNR NAKs
+		// the responder sends because no receive was posted, each a
+		// refused packet; rq_num_udsdprd the UD packets it silently
+		// dropped for want of a receive descriptor. sq_num_rnr and
+		// sq_num_rree are the requester's side, like rnr_nak_retry_err.
+		primary: append(jc(schemas.SourceHWCounters, "out_of_buffer", "rq_num_rnr", "rq_num_udsdprd"),
 			jc(schemas.SourceEthtool, "rx_out_of_buffer", "rx_discards_phy")...),
-		secondary:    jc(schemas.SourceHWCounters, "rnr_nak_retry_err"),
+		secondary:    jc(schemas.SourceHWCounters, "rnr_nak_retry_err", "sq_num_rnr", "sq_num_rree"),
 		factor:       8,
 		floor:        20, // dropped packets per second
 		minRate:      20,
@@ -82,8 +87,14 @@ func describeStarvation(j *judged, s *Sample, st *judgedPort, secondaryOnly bool
 	severity := schemas.SeverityWarning
 	var summary string
 	if secondaryOnly {
-		summary = fmt.Sprintf("%s: its receive-not-ready retries run out (rnr_nak_retry_err %s/s) and no monitored receiver reports dropping: a peer does not post receive buffers",
-			where, human(j.rateOf(st, "rnr_nak_retry_err")))
+		var parts []string
+		for _, c := range j.secondary {
+			if r := j.rateOf(st, c.name); r > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s/s", c.name, human(r)))
+			}
+		}
+		summary = fmt.Sprintf("%s: its receive-not-ready retries run out (%s) and no monitored receiver reports dropping: a peer does not post receive buffers",
+			where, strings.Join(parts, ", "))
 	} else {
 		if st.primRate >= 1000 || j.rateOf(st, "rx_discards_phy") >= j.floor {
 			severity = schemas.SeverityCritical
