@@ -52,9 +52,12 @@ const (
 //     of the ports have it on. Congestion control is then broken for the
 //     port's flows, which cnp_ecn_imbalance sees in the counters; that
 //     incident names this one as its cause (causes.go).
-//   - Trust: the port classifies by PCP where a clear majority of the
-//     fabric's RoCE ports trust DSCP (or the reverse): its traffic lands on
-//     another priority than the one PFC protects.
+//   - Trust is compared but alone is no mismatch: under trust pcp a RoCE
+//     packet's priority is its VLAN tag's, which no host counter or setting
+//     shows, and fleets run both modes losslessly side by side. What decides
+//     loss is the priority the traffic lands on, which the DSCP map (under
+//     trust dscp) and the CNP priority below judge; a port whose trust
+//     differs carries it in the evidence of those mismatches.
 //   - DSCP map: under trust dscp, a DSCP that a clear majority of the
 //     ports reporting a map put on the lossless priority (the DSCPs the
 //     fabric's RoCE traffic uses), or the DSCP of the fabric's forced
@@ -528,14 +531,11 @@ func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev str
 func (d *ConfigMismatch) qosMismatches(n *fabricNorm, kc *KnownConfig, ev map[string]any) []mismatch {
 	c := kc.Config
 	var ms []mismatch
-	// Trust decides which priority a RoCE packet lands on, and so whether
-	// PFC keeps it lossless. A fabric on IEEE 802.3x global pause (PFC on
-	// no priority) pauses every priority alike: there the trust mode
-	// decides nothing about loss, and a mix of modes is not a mismatch.
-	if n.pfc && n.trust != "" && c.Trust != "" && c.Trust != n.trust {
+	// Trust alone is evidence, not a mismatch (see ConfigMismatch): the
+	// priority a packet lands on under trust pcp is its VLAN tag's, which
+	// nothing here shows.
+	if n.trust != "" && c.Trust != "" && c.Trust != n.trust {
 		ev[settingTrust], ev["fabric_"+settingTrust], ev["fabric_trust_share"] = c.Trust, n.trust, round3(n.trustShare)
-		ms = append(ms, mismatch{setting: settingTrust, critical: true,
-			words: fmt.Sprintf("trust %s where %s of the fabric's %d RoCE ports reporting it trust %s", c.Trust, percent(n.trustShare), n.trustN, n.trust)})
 	}
 	if c.Trust == "dscp" && c.DSCPPrio != nil && len(*c.DSCPPrio) == schemas.NumDSCP && n.prio >= 0 {
 		var off []string
