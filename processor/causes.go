@@ -17,7 +17,8 @@ import (
 //   - a pfc_storm whose origin port is a receive_starvation subject: the
 //     receiver does not drain its queue, so its NIC pauses the fabric;
 //   - retransmissions on a port whose own link shows a ber_drift past the
-//     critical level, or a link_flap: the link loses the packets;
+//     critical level, or a link_flap: the link loses the packets (a RoCE
+//     LAG's members are its links, see lossyLink);
 //   - a cnp_ecn_imbalance whose port has, by configuration, the ECN point
 //     off that its counters show broken: a config_mismatch on the same port
 //     naming ecn_np_enabled explains a notification point that sends no
@@ -114,7 +115,7 @@ func (c *Causes) Resume(typ, scope string, subject schemas.Subject, id string, s
 
 func (c *Causes) note(ev *schemas.Event) {
 	switch ev.Type {
-	case schemas.TypeReceiveStarvation, schemas.TypeBERDrift, schemas.TypeLinkFlap, TypeConfigMismatch:
+	case schemas.TypeReceiveStarvation, schemas.TypeBERDrift, schemas.TypeLinkFlap, TypeConfigMismatch, schemas.TypeCNPECNImbalance:
 	default:
 		return // explains nothing
 	}
@@ -130,6 +131,7 @@ func (c *Causes) note(ev *schemas.Event) {
 	if ok, why := because(ev); ok {
 		e.eligible, e.because = true, why
 	}
+
 	if s, ok := ev.Evidence["settings"].([]string); ok {
 		e.settings = s
 	}
@@ -244,7 +246,7 @@ func (c *Causes) Link(typ string, f *Finding, now schemas.Millis) (*schemas.Caus
 		}
 		return c.find(now, causeKey{schemas.TypeReceiveStarvation, subject})
 	case schemas.TypeRetransmissions:
-		return c.find(now, causeKey{schemas.TypeBERDrift, f.Subject}, causeKey{schemas.TypeLinkFlap, f.Subject})
+		return c.lossyLink(f.Subject, now)
 	case schemas.TypeCNPECNImbalance:
 		// Only the setting behind the kind of imbalance the port shows.
 		k := causeKey{TypeConfigMismatch, f.Subject}
@@ -260,6 +262,77 @@ func (c *Causes) Link(typ string, f *Finding, now schemas.Millis) (*schemas.Caus
 		}
 	}
 	return nil, ""
+}
+
+// lossyLink finds what explains a loss on subject's link: a ber_drift past
+// critical or a link_flap of the port itself, or of a member of its RoCE
+// LAG. A drift still under critical is no cause (docs/formats.md): the
+// Tracker asks again on every holding sample, so the link lands with the
+// update in which the drift crosses.
+func (c *Causes) lossyLink(subject schemas.Subject, now schemas.Millis) (*schemas.Cause, string) {
+	return c.find(now, c.linkKeys(subject)...)
+}
+
+// linkKeys are the incidents of subject's own link(s): the port's, and
+// its RoCE LAG members' (the physical layer is read per member: device
+// <bond>.<member>), in a stable order.
+func (c *Causes) linkKeys(subject schemas.Subject) []causeKey {
+	keys := []causeKey{{schemas.TypeBERDrift, subject}, {schemas.TypeLinkFlap, subject}}
+	var members []causeKey
+	for k := range c.known {
+		if (k.typ == schemas.TypeBERDrift || k.typ == schemas.TypeLinkFlap) && k.subject.Node == subject.Node &&
+			strings.HasPrefix(k.subject.Device, subject.Device+".") {
+			members = append(members, k)
+		}
+	}
+	slices.SortFunc(members, func(a, b causeKey) int {
+		if a.typ != b.typ {
+			return strings.Compare(a.typ, b.typ)
+		}
+		return strings.Compare(a.subject.String(), b.subject.String())
+	})
+	return append(keys, members...)
+}
+
+// LinkFailing implements LinkHealth: whether subject's own link has an
+// open ber_drift (past critical or not: a drift's BER estimate can lag
+// the loss counters by minutes) or a link_flap open or resolved within
+// CauseLinger.
+func (c *Causes) LinkFailing(subject schemas.Subject, now schemas.Millis) bool {
+	if len(c.known) == 0 {
+		return false
+	}
+	for _, k := range c.linkKeys(subject) {
+		e, ok := c.known[k]
+		if !ok {
+			continue
+		}
+		switch {
+		case k.typ == schemas.TypeBERDrift && (e.end == 0 || e.eligible && now-e.end <= millis(CauseLinger)):
+			return true
+		case k.typ == schemas.TypeLinkFlap && (e.end == 0 || now-e.end <= millis(CauseLinger)):
+			return true
+		}
+	}
+	return false
+}
+
+// CongestionLoss implements LinkHealth: whether subject has an open
+// cnp_ecn_imbalance. Its senders are not slowed down (a notification point
+// that sends no CNPs), so the port drops and the drops come back as
+// out-of-sequence packets: that loss is the imbalance's symptom, one fault,
+// not a retransmissions incident of its own.
+func (c *Causes) CongestionLoss(subject schemas.Subject, _ schemas.Millis) bool {
+	e, ok := c.known[causeKey{schemas.TypeCNPECNImbalance, subject}]
+	return ok && e.end == 0
+}
+
+// LinkHealth is implemented by an Emitter that knows the physical-layer
+// incidents around (Causes): retransmissions asks it whether a port's own
+// link is known to fail.
+type LinkHealth interface {
+	LinkFailing(subject schemas.Subject, now schemas.Millis) bool
+	CongestionLoss(subject schemas.Subject, now schemas.Millis) bool
 }
 
 func (c *Causes) find(now schemas.Millis, keys ...causeKey) (*schemas.Cause, string) {

@@ -25,6 +25,15 @@ func init() {
 // Their sq_/rq_num_wrfe count every error CQE, flushes included, so like
 // mlx5's flush counters they are evidence only.
 //
+// One fault is one incident (judged_group.go): the requester whose work
+// requests fail (req_* errors and flushes, mlx4 sq_*) is the subject; the
+// responders counting resp_remote_access_errors, resp_local_length_error
+// and the like at the same moment are `affected`, each with its rate and
+// counter (schemas.Affected RatePerS, Counter). When no monitored
+// requester shows errors, the responders of one moment are one incident:
+// the subject is the one with the highest error rate, the others
+// affected.
+//
 // RNR NAKs the requester got (rnr_nak_retry_err, mlx4 sq_num_rnr) and RNR
 // retries run out (mlx4 sq_num_rree) say the completions failed because a
 // receiver posted no buffer: the summary says so, and causes.go links the
@@ -45,6 +54,7 @@ func NewCompletionErrors() *CompletionErrors {
 			jc(schemas.SourceHWCounters, completionPrimaryMlx4...)...),
 		evidenceOnly: append(jc(schemas.SourceHWCounters, "req_cqe_flush_error", "resp_cqe_flush_error", "rnr_nak_retry_err"),
 			jc(schemas.SourceHWCounters, completionEvidenceMlx4...)...),
+		group:    true,
 		factor:   5,
 		floor:    0.5, // errors per second
 		minRate:  0.5,

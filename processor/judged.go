@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor/stats"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -36,6 +37,14 @@ type judged struct {
 	// (port_rcv_packets): reordering and loss scale with traffic, so a
 	// job starting on a port with healthy reordering is not an incident.
 	perPacket bool
+	// loss replaces factor and floor for the primary counters by the
+	// statistical loss test of retransmissions (lossJudge): against the
+	// port's quiet history, with a minimum effect in lost packets.
+	loss bool
+	// group makes one incident of the ports whose errors are one fault's
+	// (completion_errors: a requester and its responders; see groupHold).
+	group   bool
+	members map[schemas.Subject]*groupMember
 	// factor and floor: a sample is in excess when its figure is above
 	// factor x reference + floor (reference: the larger of the port's own
 	// baseline and the fabric's median baseline).
@@ -143,6 +152,14 @@ const (
 	// peak reaches 1.5 times what was last told; smaller rises would flood
 	// the events stream with updates that say nothing new.
 	judgedProgressFactor = 1.5
+	// judgedPeerP, judgedPeerMinCount and judgedPeerMinExpect: a sender
+	// is a peer of a loss (evidence only) when its NAKs of one sample
+	// have a Poisson p-value of at most 1e-4 against its usual, are at
+	// least 3, and the usual is taken as at least 0.02 a sample (a port
+	// that never NAKed is not a peer for its first one).
+	judgedPeerP         = 1e-4
+	judgedPeerMinCount  = 3
+	judgedPeerMinExpect = 0.02
 )
 
 // judgedPort is a port's state: a few numbers, created on the first sample
@@ -161,6 +178,8 @@ type judgedPort struct {
 	total     [judgedMax]uint64  // counts since the onset
 	packetsPS float64
 	told      float64 // peak last told in an update
+	// loss is the loss test's state (retransmissions only).
+	loss *lossPort
 }
 
 func (j *judged) Name() string { return j.typ }
@@ -265,8 +284,24 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 	if !ok {
 		return
 	}
+	if j.loss {
+		pk, _ := s.CounterByID(idPortRcvPackets)
+		v.primExcess = j.lossJudge(port, s, st, prim, float64(pk.Delta), t.IsOpen(subject), em)
+	}
 	figure, primRate, secRate := v.figure, v.primRate, v.secRate
 	primExcess, secExcess := v.primExcess, v.secExcess
+	if j.loss && !secExcess && sec >= judgedPeerMinCount && st.baseN >= j.warm {
+		// A sender whose NAKs rise above its own usual, if too little to
+		// judge it a subject, is evidence of a lossy receiver: the loss
+		// test finds losses of 1e-6, whose NAKs are a few a second.
+		xp, _ := s.CounterByID(idPortXmitPackets)
+		if stats.PoissonTail(sec, math.Max(st.secBase*float64(xp.Delta), judgedPeerMinExpect)) <= judgedPeerP {
+			if j.peers == nil {
+				j.peers = map[schemas.Subject]schemas.Millis{}
+			}
+			j.peers[subject] = s.Time
+		}
+	}
 
 	if primExcess || secExcess || t.IsOpen(subject) || st.run > 0 {
 		// Keep the per-counter figures of a port worth telling about.
@@ -290,6 +325,10 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 		st.run++
 		st.secRun = 0
 		st.peak = math.Max(st.peak, figure)
+		if j.group {
+			j.groupHold(s, st, em)
+			return
+		}
 		t.Hold(s.Time, j.finding(s, st, false), em)
 		return
 	}
@@ -420,6 +459,11 @@ func (j *judged) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Mi
 				delete(j.peers, s)
 			}
 		}
+		for s, m := range j.members {
+			if wm-m.last > judgedPeerForgetMs && !j.track().IsOpen(s) && !j.leadsOpen(s) {
+				delete(j.members, s)
+			}
+		}
 	}
 	j.track().Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
 		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
@@ -460,6 +504,19 @@ func (j *judged) finding(s *Sample, st *judgedPort, secondaryOnly bool) Finding 
 	if j.perPacket {
 		ev["per_received_packet"] = sig(st.figure)
 		ev["received_packets_per_s"] = sig(st.packetsPS)
+	}
+	if lp := st.loss; lp != nil && !secondaryOnly {
+		// The loss test's figures (retransmissions.go): the last two
+		// minutes against the port's quiet history.
+		ev["baseline"] = sig(lp.base)
+		ev["window_s"] = float64(lossWindowMs) / 1000
+		ev["p_value"] = sig(lp.p)
+		ev["dispersion"] = sig(lp.phi)
+		ev["excess_per_received_packet"] = sig(lp.excess)
+		ev["oos_per_loss"] = sig(lp.factor)
+		ev["lost_per_received_packet"] = sig(lp.lost)
+		ev["lost_per_s"] = sig(lp.lostPerS)
+		ev["loss_explained_by_link"] = lp.explained
 	}
 	if peers := j.peerNames(s.ID.Subject(), s.Time); len(peers) > 0 {
 		ev["peers"] = peers

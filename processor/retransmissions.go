@@ -2,8 +2,10 @@ package processor
 
 import (
 	"fmt"
+	"math"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor/stats"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -17,18 +19,78 @@ func init() {
 }
 
 // Retransmissions raises retransmissions (layer transport) when a port's
-// out-of-sequence packets (out_of_sequence, and duplicate_request: the
-// resent packets it already had) per received packet rise well above the
-// port's own history and the fabric's: packets are lost on its link and
-// Go-Back-N resends them. A RoCE port that always sees some reordering
-// (ECMP, adaptive routing) has that reordering in its baseline, and it
-// scales with traffic, which is why the figure is per received packet.
+// receiver counts more out-of-sequence packets (out_of_sequence, and
+// duplicate_request: the resent packets it already had) than its own quiet
+// history explains, by a statistical test, and by at least a minimum
+// effect: packets are lost on its link and Go-Back-N resends them.
+//
+// The model. A port's out-of-sequence count over a window is quasi-Poisson
+// with mean r0 x received packets, r0 the port's usual share (healthy
+// reordering from ECMP or adaptive routing, 0 to about 1e-5, which scales
+// with traffic: hence per received packet) and a variance phi times the
+// mean, phi estimated from the same history (reordering comes in bursts).
+// Both are learnt from the port's quiet samples over about an hour of data
+// (lossSpan), frozen while its counts are in excess or an incident is
+// open. Every sample, the last two minutes (lossWindow, in 10 s buckets, so
+// 1 s, 5 s and 10 s intervals are judged alike) are compared with the
+// history by the conditional binomial test of two Poisson rates on the
+// counts divided by phi (stats.RateTestQuasi), which carries the history's
+// own uncertainty: a port quiet for an hour with zero out-of-sequence
+// packets needs only a handful to be significant, a port that always
+// reorders needs a rise well outside its own noise.
+//
+// Open: the window's p-value is at most lossAlpha = 1e-9 and the excess is
+// at least the minimum effect, for OpenAfter (1 min) and 3 samples in a
+// row. False-alarm rate: at most one evaluation per second (1 s
+// intervals) is 86,400 a port-day, so by Bonferroni at most 8.6e-5 false
+// openings per port-day from the test alone, under 1 in 10,000 port-days;
+// requiring a minute of consecutive holds only lowers it.
+// TestRetransFalseAlarms replays 1000 port-hours of healthy Poisson and
+// overdispersed reordering (1e-7 to 1e-4 of packets, traffic that changes
+// 20-fold) and finds none.
+//
+// Minimum effect, in lost packets. One loss makes between 1 and about 40
+// out-of-sequence packets (Go-Back-N resends what was in flight; the
+// bandwidth-delay product and the message size decide), so the
+// out-of-sequence excess alone cannot tell a loss of 1e-6 (which shows at
+// least 1e-6 out of sequence) from one of 1e-7 with long windows (up to
+// 4e-6). What tells them apart is the clumping: a loss's out-of-sequence
+// packets arrive together, so the index of dispersion of the excess
+// counts over the samples since the excess began (Pearson's statistic)
+// estimates the out-of-sequence packets per loss; its upper 95% bound
+// (stats.PearsonIndexUpper), clipped to [1, 40], divides the excess into
+// a lower bound of the loss: 40 per loss until enough samples say less,
+// as the conservative conversion must. The incident needs
+//
+//   - an out-of-sequence excess of at least lossMinExcess = 5e-7 of
+//     received packets (any loss of 1e-6 shows twice that),
+//   - a lower bound of the loss of at least lossMinLoss = 2e-7 of received
+//     packets (five times below the 1e-6 from which every sustained loss
+//     must be found, twice above the 1e-7 that must not page: the margins
+//     absorb the bound's width while the samples are few), and
+//   - at least lossMinLostPerS = 0.02 lost packets per second (one a
+//     minute: on an idle port a share means nothing).
+//
+// On a port whose own link is known to fail (an open ber_drift, past
+// critical or still drifting, or a link_flap of the same link, in
+// causes.go's book: LinkHealth), loss is expected, and it comes in bursts
+// around the flaps or with the BER's swings, whose clumping says nothing
+// of the Go-Back-N window: every out-of-sequence packet is then taken as a
+// loss (factor 1). The significance test still decides. A port with an
+// open cnp_ecn_imbalance of its own (LinkHealth.CongestionLoss) loses
+// packets because its senders are not slowed down: that loss is the
+// imbalance's symptom and opens no incident of its own.
+//
+// Resolution has hysteresis: an open incident holds while the window stays
+// significant at 1e-3 and at half the minimum effect, and resolves after 3
+// minutes below that.
 //
 // The subject is the port whose link loses packets. The senders whose
 // packet_seq_err, implied_nak_seq_err or local_ack_timeout_err rise because
 // of it are evidence ("peers"); one of them becomes a subject only when no
 // port of the fabric shows out-of-sequence excess for QuietFor (the lossy
-// receiver is not monitored).
+// receiver is not monitored): that path keeps the factor-and-floor test of
+// the judged engine (JudgedTunables, MinRate and the secondary floor).
 //
 // ConnectX-3 (mlx4) ports count the same events under other names:
 // rq_num_oos and rq_num_dup on the receiver, sq_num_oos and sq_num_to on
@@ -36,7 +98,8 @@ func init() {
 // (rx_crc_errors_phy, mlx4_en's rx_crc_errors and rx_errors) are reported
 // with the incident, never judged: they say the loss is on the link itself.
 type Retransmissions struct {
-	// JudgedTunables: the figure they judge is out-of-sequence packets per received packet.
+	// JudgedTunables: the factor and floor judge the senders' NAKs of a
+	// port whose receiver is not monitored; the policy is the incident's.
 	JudgedTunables
 	judged
 }
@@ -52,18 +115,19 @@ func NewRetransmissions() *Retransmissions {
 			jc(schemas.SourceHWCounters, retransSecondaryMlx4...)...),
 		evidenceOnly: jc(schemas.SourceEthtool, retransPhysical...),
 		perPacket:    true,
+		loss:         true,
 		factor:       8,
-		floor:        2e-4, // out of sequence per received packet
-		minRate:      20,   // excess out-of-sequence packets per second
+		floor:        2e-4, // out of sequence per received packet (secondary-only path)
+		minRate:      20,   // NAKs per second of a secondary-only subject
 		secFloor:     2e-5, // NAKs per transmitted packet
 		secondaryRun: 4,
 		quietFor:     2 * time.Minute,
 		warm:         12,
 		baseSpan:     30 * time.Minute,
 		policy: Policy{
-			OpenAfterSamples:   2,
-			OpenAfter:          10 * time.Second,
-			ResolveAfter:       2 * time.Minute,
+			OpenAfterSamples:   3,
+			OpenAfter:          time.Minute,
+			ResolveAfter:       3 * time.Minute,
 			MinUpdateInterval:  time.Minute,
 			SilentResolveAfter: 30 * time.Minute,
 		},
@@ -71,6 +135,161 @@ func NewRetransmissions() *Retransmissions {
 	d.describe = describeRetransmissions
 	d.exportTunables(&d.JudgedTunables)
 	return d
+}
+
+// The loss test's constants (see Retransmissions).
+const (
+	lossAlpha       = 1e-9 // p-value to open
+	lossKeepAlpha   = 1e-3 // p-value to stay open
+	lossSegAlpha    = 1e-4 // p-value that starts an excess segment
+	lossSegEndAlpha = 1e-2 // p-value above which the segment ends
+	lossMinExcess   = 5e-7 // out of sequence per received packet above the usual
+	lossMinLoss     = 2e-7 // estimated lost packets per received packet
+	lossMinLostPerS = 0.02 // estimated lost packets per second
+	lossMaxFactor   = 40   // out-of-sequence packets per loss, at most
+	lossSpan        = time.Hour
+	lossWarm        = 5 * time.Minute // quiet history before the port is judged
+	lossRelearn     = 30 * time.Minute
+	lossBucketMs    = 10_000
+	lossWindowMs    = 120_000
+	lossBuckets     = lossWindowMs/lossBucketMs + 1
+	// lossPhiPrior and lossSegPrior: pseudo-observations of a Poisson
+	// count behind the history's and the segment's dispersion.
+	lossPhiPrior = 10
+	lossSegPrior = 2
+	// lossClumpZ: the one-sided 95% normal quantile of the bound on the
+	// out-of-sequence packets per loss.
+	lossClumpZ = 1.645
+)
+
+// lossPort is a port's loss-test state: about 400 bytes, kept only on
+// ports whose counters ever moved.
+type lossPort struct {
+	kh, nh  float64 // the quiet history: out-of-sequence and received packets, decayed
+	disp    stats.Dispersion
+	histMs  int64 // data time the history covers (not decayed: for lossWarm)
+	buckets [lossBuckets]lossBucket
+	// The current excess segment: since the window turned significant.
+	seg              bool
+	segFrom          schemas.Millis
+	segK, segN, segQ float64 // sums of k, n and k^2/n
+	segM             int
+
+	// What the latest sample said, for the finding.
+	p, ratio, base, excess, phi, factor, lost, lostPerS, pps float64
+	explained, congestion                                    bool
+}
+
+type lossBucket struct {
+	id   int64
+	k, n float64
+}
+
+// window sums the buckets of the last lossWindowMs up to bucket id cur.
+func (lp *lossPort) window(cur int64) (k, n float64) {
+	for _, b := range lp.buckets {
+		if b.id > cur-lossBuckets && b.id <= cur && b.n > 0 {
+			k, n = k+b.k, n+b.n
+		}
+	}
+	return k, n
+}
+
+// lossJudge judges the sample's out-of-sequence count k over n received
+// packets; it returns whether the port holds (an incident opens or stays
+// open on it) and updates the port's history when it is quiet.
+func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n float64, open bool, em Emitter) bool {
+	lp := st.loss
+	secs := float64(s.IntervalMs) / 1000
+	if lp == nil {
+		lp = &lossPort{}
+		st.loss = lp
+		// Every sample before this one was quiet (the state is made on
+		// the first that moved a counter): as many packets as now.
+		lp.nh = float64(port.Samples) * n * math.Min(1, lossSpan.Seconds()/math.Max(1, float64(port.Samples)*secs))
+		lp.histMs = int64(port.Samples) * s.IntervalMs
+	}
+	id := int64(s.Time) / lossBucketMs
+	b := &lp.buckets[id%lossBuckets]
+	if b.id != id {
+		*b = lossBucket{id: id}
+	}
+	b.k, b.n = b.k+k, b.n+n
+	kw, nw := lp.window(id)
+
+	lp.base = 0
+	if lp.nh > 0 {
+		lp.base = lp.kh / lp.nh
+	}
+	lp.phi = min(lp.disp.Index(lossPhiPrior), 100)
+	lp.p = stats.RateTestQuasi(kw, nw, lp.kh, lp.nh, lp.phi)
+	lp.ratio = kw / math.Max(nw, 1)
+	lp.excess = lp.ratio - lp.base
+	winSecs := math.Min(float64(lossWindowMs)/1000, float64(s.Time-port.FirstTime)/1000+secs)
+	lp.pps = nw / math.Max(winSecs, secs)
+	warm := lp.histMs >= lossWarm.Milliseconds()
+
+	// The excess segment and its clumping. While the port is warming up
+	// there is none: what it shows then is its usual.
+	if warm && (lp.p <= lossSegAlpha || (lp.seg && lp.p <= lossSegEndAlpha)) {
+		if !lp.seg {
+			lp.segFrom = s.Time
+		}
+		lp.seg = true
+		lp.segK, lp.segN, lp.segM = lp.segK+k, lp.segN+n, lp.segM+1
+		if n > 0 {
+			lp.segQ += k * k / n
+		}
+	} else {
+		lp.seg, lp.segK, lp.segN, lp.segQ, lp.segM = false, 0, 0, 0, 0
+	}
+	if clump := min(stats.PearsonIndex(lp.segK, lp.segN, lp.segQ, lp.segM, lossSegPrior), lossMaxFactor); clump > lp.phi {
+		// The excess comes in clumps its history never showed (a port
+		// with no events yet has no dispersion to learn from): judge the
+		// clumps, not the packets, so that three bursts of reordering are
+		// three events.
+		lp.p = stats.RateTestQuasi(kw, nw, lp.kh, lp.nh, clump)
+	}
+	// Out of sequence per loss: the upper 95% bound of the clumping, so
+	// that the loss it gives is a lower bound (a handful of samples does
+	// not make a long Go-Back-N window look like many losses).
+	lp.factor = min(stats.PearsonIndexUpper(lp.segK, lp.segN, lp.segQ, lp.segM, lossClumpZ), lossMaxFactor)
+	lp.explained = false
+	lp.congestion = false
+	if lp.seg {
+		if lh, ok := em.(LinkHealth); ok {
+			if lh.LinkFailing(s.ID.Subject(), s.Time) {
+				lp.explained, lp.factor = true, 1
+			} else if !open && lh.CongestionLoss(s.ID.Subject(), s.Time) {
+				lp.congestion = true
+			}
+		}
+	}
+	lp.lost = lp.excess / lp.factor
+	lp.lostPerS = lp.lost * lp.pps
+
+	alpha, scale := lossAlpha, 1.0
+	if open {
+		alpha, scale = lossKeepAlpha, 0.5
+	}
+	hold := warm && lp.seg && lp.p <= alpha && lp.excess >= scale*lossMinExcess &&
+		lp.lost >= scale*lossMinLoss && lp.lostPerS >= scale*lossMinLostPerS && !lp.congestion
+
+	if !warm || !hold && !open && (!lp.seg || s.Time-lp.segFrom > millis(lossRelearn)) {
+		// A quiet sample teaches the history; one whose window is in
+		// excess (even below the minimum effect) does not, so a loss that
+		// creeps in is not learnt as the port's usual, until it has
+		// lasted lossRelearn without reaching the minimum effect: then it
+		// is the port's new usual (a routing change that reorders more).
+		w := math.Exp(-secs / lossSpan.Seconds())
+		mu := n * (lp.kh + 0.5) / math.Max(lp.nh, 1)
+		if lp.nh > 0 {
+			lp.disp.Add(k, mu, w)
+		}
+		lp.kh, lp.nh = lp.kh*w+k, lp.nh*w+n
+		lp.histMs += s.IntervalMs
+	}
+	return hold
 }
 
 func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (string, string, []schemas.Check) {
@@ -91,8 +310,13 @@ func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly
 		if st.figure >= retransCriticalFraction {
 			severity = schemas.SeverityCritical
 		}
-		summary = fmt.Sprintf("%s: %s out-of-sequence packets/s (%.2g of received packets; its usual %.2g, the fabric's %.2g): packets are lost on its link and Go-Back-N resends them",
-			where, human(st.primRate), st.figure, st.base, j.peerRef)
+		lp := st.loss
+		per := fmt.Sprintf("%s out of sequence per loss", trimf(lp.factor))
+		if lp.explained {
+			per = "each out-of-sequence packet taken as a loss on a link known to fail"
+		}
+		summary = fmt.Sprintf("%s: %s out-of-sequence packets/s over the last 2 minutes (%.2g of received packets; its usual %.2g, the fabric's %.2g): about %s lost packets/s (%.2g of received packets, %s): packets are lost on its link and Go-Back-N resends them",
+			where, human(lp.ratio*lp.pps), lp.ratio, lp.base, j.peerRef, human(lp.lostPerS), lp.lost, per)
 	}
 	// Corrupt frames the MAC dropped on the same port: the loss is physical.
 	for _, name := range retransPhysical {

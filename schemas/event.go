@@ -115,7 +115,8 @@ type Origin struct {
 	Silent bool `json:"silent" msgpack:"silent"`
 }
 
-// Affected is a port a PFC storm reached.
+// Affected is a port a PFC storm reached, or a port that shows the
+// symptom of another port's fault (completion_errors' responders).
 type Affected struct {
 	Node          string  `json:"node" msgpack:"node"`
 	Device        string  `json:"device" msgpack:"device"`
@@ -123,6 +124,12 @@ type Affected struct {
 	FirstSeen     Millis  `json:"first_seen" msgpack:"first_seen"`
 	Hops          int     `json:"hops" msgpack:"hops"`
 	PauseFraction float64 `json:"pause_fraction" msgpack:"pause_fraction"`
+	// RatePerS and Counter, for the affected ports of an incident that
+	// count errors of their own (completion_errors: the responders of a
+	// requester whose work requests fail): the port's latest rate per
+	// second of its largest counter, and that counter's name.
+	RatePerS float64 `json:"rate_per_s,omitempty" msgpack:"rate_per_s,omitempty"`
+	Counter  string  `json:"counter,omitempty" msgpack:"counter,omitempty"`
 }
 
 // Event is one state change of one incident. Field names are docs/formats.md's.
