@@ -21,7 +21,9 @@ import (
 //   - on the bond's sample, the sum over its members of every ethtool
 //     statistic that is not a physical-layer one (pause frames and
 //     durations, discards, packets, bytes, out_of_buffer, ...): the port's
-//     traffic is the members' traffic;
+//     traffic is the members' traffic; and schemas.GaugeLAGMembers, how
+//     many members the sum adds up, since a pause is per link and a sum
+//     of n links' pause durations can reach n intervals;
 //   - one more sample per member that is up, device
 //     schemas.BondMemberDevice(bond device, member), port 1: the member's
 //     physical-layer statistics (isPHYStat), which are per cable and mean
@@ -97,9 +99,13 @@ func isPHYStat(name string) bool {
 }
 
 // sumBondStats returns the sum over members of their non-PHY statistics
-// (a statistic some members lack sums those that have it) and each
+// (a statistic some members lack sums those that have it), with
+// schemas.GaugeLAGMembers set to the number of members summed, and each
 // member's PHY statistics. The sum wraps never: u64 counters of two cables
-// stay far below 2^64.
+// stay far below 2^64. The gauge is the collector's, not a driver's: the
+// pause figures divide the summed pause durations by it to get one link's
+// (schemas.PauseLinks); the delta engine passes it on as a gauge
+// (schemas.KindOf), never as a counter.
 func sumBondStats(members []string, stats map[string]map[string]uint64) (sum map[string]uint64, phy map[string]map[string]uint64) {
 	sum = make(map[string]uint64)
 	phy = make(map[string]map[string]uint64, len(members))
@@ -114,6 +120,9 @@ func sumBondStats(members []string, stats map[string]map[string]uint64) (sum map
 		}
 		phy[m] = own
 	}
+	// Set after the sum: no driver lists the name, and if one did, its
+	// values summed would not be the member count.
+	sum[schemas.GaugeLAGMembers] = uint64(len(members))
 	return sum, phy
 }
 

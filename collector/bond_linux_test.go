@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -78,8 +79,8 @@ func TestHostSourceLAG(t *testing.T) {
 		wantBondEth  map[string]uint64 // nil: unknown
 		wantCNPPrio1 int
 	}{
-		{"members agree", "6", nil, map[string]uint64{"rx_prio3_pause": 30, "tx_prio3_pause_duration": 700, "rx_discards_phy": 9, "rx_packets_phy": 3000, "rx_out_of_buffer": 4}, 6},
-		{"members disagree on cnp_802p_prio", "5", nil, map[string]uint64{"rx_prio3_pause": 30, "tx_prio3_pause_duration": 700, "rx_discards_phy": 9, "rx_packets_phy": 3000, "rx_out_of_buffer": 4}, 5},
+		{"members agree", "6", nil, map[string]uint64{"rx_prio3_pause": 30, "tx_prio3_pause_duration": 700, "rx_discards_phy": 9, "rx_packets_phy": 3000, "rx_out_of_buffer": 4, schemas.GaugeLAGMembers: 2}, 6},
+		{"members disagree on cnp_802p_prio", "5", nil, map[string]uint64{"rx_prio3_pause": 30, "tx_prio3_pause_duration": 700, "rx_discards_phy": 9, "rx_packets_phy": 3000, "rx_out_of_buffer": 4, schemas.GaugeLAGMembers: 2}, 5},
 		{"a member unreadable: the sum is unknown", "6", map[string]bool{"ens1f1np1": true}, nil, 6},
 	}
 	for _, tc := range tests {
@@ -149,6 +150,44 @@ func TestHostSourceLAG(t *testing.T) {
 			}
 			if _, ok := m0.Ethtool["rx_prio3_pause"]; ok {
 				t.Errorf("a member sample carries summed statistics: %v", m0.Ethtool)
+			}
+			if _, ok := m0.Ethtool[schemas.GaugeLAGMembers]; ok {
+				t.Errorf("a member sample carries the member count: %v", m0.Ethtool)
+			}
+			// The member count reaches the wire as a gauge, never as a
+			// counter with a delta; the pause figures read it per link
+			// (700 µs summed over 2 links in 1 s: 350 µs each).
+			e := NewEngine(nil)
+			e.Apply(rd)
+			for i := range rd.Ports {
+				rd.Ports[i].Time = rd.Ports[i].Time.Add(time.Second)
+			}
+			rd.Time = rd.Time.Add(time.Second)
+			if bond.Ethtool != nil {
+				bond.Ethtool["tx_prio3_pause_duration"] += 700
+			}
+			b := e.Apply(rd)
+			for i := range b.Ports {
+				p := &b.Ports[i]
+				if p.Device != "mlx5_bond_0" {
+					if _, ok := p.Gauges[schemas.GaugeLAGMembers]; ok {
+						t.Errorf("%s has the member gauge: %v", p.Device, p.Gauges)
+					}
+					continue
+				}
+				if _, ok := p.Counter(schemas.SourceEthtool, schemas.GaugeLAGMembers); ok {
+					t.Errorf("the member count became a counter")
+				}
+				want := uint64(2)
+				if tc.wantBondEth == nil {
+					want = 0 // no sum, no count
+				}
+				if got := p.Gauges[schemas.GaugeLAGMembers]; got != want {
+					t.Errorf("bond gauges %v, want %s %d", p.Gauges, schemas.GaugeLAGMembers, want)
+				}
+				if f := schemas.PortFigures(p); want == 2 && math.Abs(f.TxPauseFraction-0.00035) > 1e-12 {
+					t.Errorf("bond tx pause fraction %v, want one link's 0.00035", f.TxPauseFraction)
+				}
 			}
 			// Configuration: the bond's is its first member's over its own,
 			// with the RDMA port's traffic class; each member has its own.

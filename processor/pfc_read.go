@@ -27,6 +27,10 @@ type pfcReading struct {
 	cnpHandPerS  float64
 	stormWarn    uint64 // watchdog deltas
 	stormErr     uint64
+	// links is how many member links a RoCE LAG's summed pause counters
+	// add up (schemas.PauseLinks); 1 on any other port. The fractions and
+	// frame rates above are already per link.
+	links int
 }
 
 // pfcPauseSlots are the pause figures of a sample: the eight priorities,
@@ -46,12 +50,31 @@ const (
 // priority (pfcGlobalPrio), and a reading with only global counters is
 // valid. A pinned 32-bit port_rcv_data (schemas.FlagSaturated) is an
 // unknown receive rate, not a stalled receive path.
+//
+// Pauses are per link. A RoCE LAG's sample carries the sum of its n
+// members' pause counters (schemas.GaugeLAGMembers): two links pausing 34%
+// each sum to 68% of the interval, which read as one link's is a storm that
+// is not there. The durations and frames are divided by n: the mean member
+// link's figures, which pfc_storm, pfc_spread, pfc_silent and
+// receive_starvation's veto then compare with one link's thresholds. The
+// busiest member's figure would be the better one for a storm (a stuck
+// link beside an idle sibling), but it is not known: the bond's sample has
+// only the sum, and the member samples carry only PHY statistics. The mean
+// misses little: a stuck host stops draining every link, so all its
+// members pause alike (the mean is each link's), and one member stuck at
+// 100% beside a sibling pausing nothing still reads 50%, OpenFraction; one
+// stuck at 80% alone reads 40%, SustainFraction, which opens after
+// pfcSustainReadings. Only a lone member pausing under 80% goes unseen. A
+// bond whose member is down still counts it (its counters are summed): the
+// live member's pauses are then halved.
 func pfcReadPauses(s *Sample) pfcReading {
 	var r pfcReading
 	if s.IntervalMs <= 0 {
 		return r
 	}
+	r.links = schemas.PauseLinks(s.PortSample)
 	sec := float64(s.IntervalMs) / 1000
+	links := float64(r.links)
 	var txDur, txFrames, rxDur, rxFrames [pfcPauseSlots]float64
 	var txOK [pfcPauseSlots]bool
 	const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
@@ -121,11 +144,11 @@ func pfcReadPauses(s *Sample) pfcReading {
 		if slot == pfcGlobalSlot {
 			prio = pfcGlobalPrio
 		}
-		if f := schemas.PauseFraction(txDur[slot], s.IntervalMs); !r.valid || f > r.txFraction {
-			r.valid, r.prio, r.txFraction, r.txFramesPerS = true, prio, f, txFrames[slot]/sec
+		if f := schemas.PauseFraction(txDur[slot]/links, s.IntervalMs); !r.valid || f > r.txFraction {
+			r.valid, r.prio, r.txFraction, r.txFramesPerS = true, prio, f, txFrames[slot]/links/sec
 		}
-		if f := schemas.PauseFraction(rxDur[slot], s.IntervalMs); f > r.rxFraction {
-			r.rxFraction, r.rxFramesPerS = f, rxFrames[slot]/sec
+		if f := schemas.PauseFraction(rxDur[slot]/links, s.IntervalMs); f > r.rxFraction {
+			r.rxFraction, r.rxFramesPerS = f, rxFrames[slot]/links/sec
 		}
 	}
 	r.utilisation = -1
@@ -136,7 +159,8 @@ func pfcReadPauses(s *Sample) pfcReading {
 }
 
 // pfcTxPauseFraction is the share of the sample's interval the port paused
-// its link: the busiest priority or the global pause; ok is false when no
+// its link (a LAG's mean member link): the busiest priority or the global
+// pause; ok is false when no
 // tx pause duration measures the interval. receive_starvation's veto reads
 // it, so that a port that pauses with 802.3x global pause is seen pausing.
 func pfcTxPauseFraction(s *Sample) (fraction float64, ok bool) {

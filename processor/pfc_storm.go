@@ -29,7 +29,9 @@ func init() {
 // or {tx,rx}_pause[_duration] (mlx4_en) instead: a global pause stops every
 // priority, and is read as one more priority (evidence priority -1,
 // flow_control "global_pause"); origins, victims and the spread are the
-// same.
+// same. A RoCE LAG's sample sums its members' pause counters: its figures
+// are the mean member link's (pfcReadPauses says why the mean and not the
+// busiest link; evidence lag_members).
 //
 // Origin with its own samples (decided in OnSample, at that sample's time):
 //   - at once when one interval is paused at least OpenFraction, the port
@@ -440,6 +442,11 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		summary = fmt.Sprintf("%s has stopped reporting and %s is pausing the ports under it: the silent host is the likely storm origin", where, leaf)
 	} else {
 		summary = fmt.Sprintf("%s is pausing %s %.0f%% of the time while receiving almost nothing", where, leaf, 100*r.txFraction)
+		if r.links > 1 {
+			// A LAG's figure is its members' mean (pfcReadPauses): say so,
+			// since one member may pause more than that.
+			summary += fmt.Sprintf(" (the mean of its %d LAG member links)", r.links)
+		}
 		if r.prio == pfcGlobalPrio {
 			summary += " (IEEE 802.3x global pause: every priority stops)"
 		}
@@ -504,6 +511,11 @@ func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 		"tx_pause_storm_warning_events": st.warn,
 		"tx_pause_storm_error_events":   st.errs,
 		"affected_ports":                len(st.affected),
+	}
+	if r.links > 1 {
+		// The pause figures are per member link of a RoCE LAG, the mean
+		// of the summed counters over this many links.
+		evidence["lag_members"] = r.links
 	}
 	if st.silent {
 		// The origin's own figures are unknown: what the victims show is

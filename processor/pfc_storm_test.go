@@ -170,6 +170,12 @@ type reading struct {
 	cnpHandled float64
 	warn, errs uint64
 	oobPerS    float64 // out_of_buffer drops a second (a starving receiver)
+	// lag: the port is a RoCE LAG over this many member links, each
+	// pausing tx/rx: the sample sums their pause counters and carries
+	// schemas.GaugeLAGMembers (0 or 1: an ordinary port). noGauge leaves
+	// the gauge out, as a trace from before it.
+	lag     int
+	noGauge bool
 }
 
 // sample builds one port's sample from a reading; cumulative values are
@@ -181,15 +187,16 @@ func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Dura
 		r.totals[id] = tot
 	}
 	sec := interval.Seconds()
+	links := float64(max(rd.lag, 1)) // a LAG's pause counters sum its links'
 	deltas := []struct {
 		src  schemas.Source
 		name string
 		d    uint64
 	}{
-		{schemas.SourceEthtool, r.pauseNames[0], uint64(rd.tx * sec * 1e6)},
-		{schemas.SourceEthtool, r.pauseNames[1], uint64(rd.tx * sec * 1e6 / 80)},
-		{schemas.SourceEthtool, r.pauseNames[2], uint64(rd.rx * sec * 1e6)},
-		{schemas.SourceEthtool, r.pauseNames[3], uint64(rd.rx * sec * 1e6 / 80)},
+		{schemas.SourceEthtool, r.pauseNames[0], uint64(links * rd.tx * sec * 1e6)},
+		{schemas.SourceEthtool, r.pauseNames[1], uint64(links * rd.tx * sec * 1e6 / 80)},
+		{schemas.SourceEthtool, r.pauseNames[2], uint64(links * rd.rx * sec * 1e6)},
+		{schemas.SourceEthtool, r.pauseNames[3], uint64(links * rd.rx * sec * 1e6 / 80)},
 		{schemas.SourceEthtool, "tx_pause_storm_warning_events", rd.warn},
 		{schemas.SourceEthtool, "tx_pause_storm_error_events", rd.errs},
 		{schemas.SourceCounters, "port_rcv_data", uint64(rd.rcvGbps * 1e9 / 8 * sec)},
@@ -226,9 +233,14 @@ func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Dura
 	if rd.baseline {
 		iv = 0
 	}
-	return &Sample{ID: id, Time: at, PortSample: &schemas.PortSample{Device: id.Device, Port: id.Port,
+	ps := &schemas.PortSample{Device: id.Device, Port: id.Port,
 		Netdev: "ens1f0np0", LinkLayer: "Ethernet", State: "ACTIVE", Rate: "200 Gb/sec (4X HDR)",
-		TimeMs: int64(at), IntervalMs: iv, Counters: cs}}
+		TimeMs: int64(at), IntervalMs: iv, Counters: cs}
+	if rd.lag > 1 && !rd.noGauge {
+		ps.Netdev = "bond0"
+		ps.Gauges = map[string]uint64{schemas.GaugeLAGMembers: uint64(rd.lag), "lifespan": 10}
+	}
+	return &Sample{ID: id, Time: at, PortSample: ps}
 }
 
 // run feeds n intervals of every host; plan says what host h does in
@@ -505,6 +517,90 @@ func TestPFCReadPauses(t *testing.T) {
 	}
 	if rateGbps("100 Gb/sec (4X EDR)") != 100 || rateGbps("") != 0 {
 		t.Error("rate")
+	}
+}
+
+// TestPFCStormLAG: a RoCE LAG's sample sums its member links' pauses. Two
+// links pausing 34% each while the host receives almost nothing are no
+// storm (read as one link, the 68% sum was one: the altgen bonded sweep's
+// false storms); both links pausing 90% are. A lone member stuck at 100%
+// beside an idle sibling reads 50%, still a storm.
+func TestPFCStormLAG(t *testing.T) {
+	tests := []struct {
+		name    string
+		tx      float64 // each link's (the sum is twice)
+		noGauge bool
+		storm   bool
+		wantTx  float64 // the open event's tx_pause_fraction
+	}{
+		{"two links pausing 34% each", 0.34, false, false, 0},
+		{"two links pausing 90% each", 0.9, false, true, 0.9},
+		{"one link stuck, its sibling idle: the mean is 50%", 0.5, false, true, 0.5},
+		// Without the gauge (a trace from before it) the sum reads as one
+		// link's: what the fix is about.
+		{"two links pausing 34% each, no gauge", 0.34, true, true, 0.68},
+	}
+	for _, tt := range tests {
+		for _, names := range pfcNamings {
+			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
+				r := newPFCRig(t, time.Second)
+				r.pauseNames = names.counters
+				r.run(time.Second, 40, func(h string, k int) reading {
+					rd := healthy()
+					if h == "host-a" {
+						rd.lag, rd.noGauge = 2, tt.noGauge
+						if k >= 10 {
+							rd.tx, rd.rcvGbps, rd.ecnPerS, rd.cnpSent = tt.tx, 0.2, 0, 0
+						}
+					}
+					return rd
+				})
+				opens := r.ofType(schemas.StateOpen)
+				if !tt.storm {
+					if len(r.events) != 0 {
+						t.Errorf("events: %v", summaries(r.events))
+					}
+					return
+				}
+				if len(opens) != 1 || opens[0].Subject != pfcPortOf("host-a").Subject() {
+					t.Fatalf("opens %v", summaries(opens))
+				}
+				ev := opens[0].Evidence
+				if ev["tx_pause_fraction"] != tt.wantTx {
+					t.Errorf("tx_pause_fraction %v, want %v", ev["tx_pause_fraction"], tt.wantTx)
+				}
+				if links, ok := ev["lag_members"]; ok == tt.noGauge || !tt.noGauge && links != 2 {
+					t.Errorf("lag_members evidence %v, %v", links, ok)
+				}
+				if !tt.noGauge && !strings.Contains(opens[0].Summary, "mean of its 2 LAG member links") {
+					t.Errorf("summary %q does not say the figure is the members' mean", opens[0].Summary)
+				}
+			})
+		}
+	}
+}
+
+// TestPFCReadPausesLAG: a LAG's figures are per link: durations and frames
+// over the member count, in both directions; the gauge alone, not the
+// device name, says how many links were summed.
+func TestPFCReadPausesLAG(t *testing.T) {
+	r := newPFCRig(t, time.Second)
+	s := r.sample(pfcPortOf("host-a"), t0+1000, 2*time.Second, reading{tx: 0.34, rx: 0.1, rcvGbps: 20, lag: 2})
+	got := pfcReadPauses(s)
+	if !got.valid || got.links != 2 || got.txFraction != 0.34 || got.rxFraction != 0.1 || got.txFramesPerS != 4250 || got.rxFramesPerS != 1250 {
+		t.Errorf("%+v", got)
+	}
+	if f, ok := pfcTxPauseFraction(s); !ok || f != 0.34 {
+		t.Errorf("pfcTxPauseFraction %v %v, want the mean link's 0.34", f, ok)
+	}
+	// Four links, summed to 3.6 intervals: each pauses 90%.
+	s = r.sample(pfcPortOf("host-b"), t0+1000, time.Second, reading{tx: 0.9, lag: 4})
+	if got := pfcReadPauses(s); got.links != 4 || got.txFraction != 0.9 {
+		t.Errorf("four links: %+v", got)
+	}
+	s = r.sample(pfcPortOf("host-c"), t0+1000, time.Second, reading{tx: 0.34, lag: 2, noGauge: true})
+	if got := pfcReadPauses(s); got.links != 1 || got.txFraction != 0.68 {
+		t.Errorf("no gauge: %+v", got)
 	}
 }
 

@@ -17,7 +17,8 @@ const (
 	Sat16
 	Sat8
 	Sat4
-	// Gauge is a reading that is not a counter (hw_counters/lifespan).
+	// Gauge is a reading that is not a counter (hw_counters/lifespan, a
+	// LAG's GaugeLAGMembers).
 	Gauge
 	// Sat32 is a 32-bit PortCounters counter that stops at 2^32-1
 	// (port_xmit_wait).
@@ -95,6 +96,16 @@ var hwGauges = map[string]bool{
 	"lifespan": true,
 }
 
+// GaugeLAGMembers is the number of member links whose ethtool statistics a
+// RoCE LAG's sample sums (docs/formats.md, "Bonded RoCE ports"). It is the
+// collector's, not a driver statistic: no driver lists it, and the sum it
+// qualifies is the collector's too. It travels in the bond sample's ethtool
+// map (a trace's bond line writes it there) and reaches the processor as
+// PortSample.Gauges[GaugeLAGMembers]. Pause counters are per link, so a
+// summed pause duration over n links can reach n times the interval; the
+// pause figures divide by it (PortFigures, pfc_storm).
+const GaugeLAGMembers = "lag_members"
+
 // KindOf returns the semantics of a counter read from src.
 func KindOf(src Source, name string) Kind {
 	switch src {
@@ -111,6 +122,10 @@ func KindOf(src Source, name string) Kind {
 			return Counter64
 		}
 		return Wrap32
+	case SourceEthtool:
+		if name == GaugeLAGMembers {
+			return Gauge
+		}
 	}
 	return Counter64
 }

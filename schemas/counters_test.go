@@ -52,6 +52,9 @@ func TestKindOf(t *testing.T) {
 		{SourceHWCounters, "cc_rx_ce_pkts", Counter64},
 		{SourceHWCounters, "lifespan", Gauge},
 		{SourceEthtool, "rx_global_pause_duration", Counter64},
+		// The collector's member count on a LAG's sample, not a statistic.
+		{SourceEthtool, GaugeLAGMembers, Gauge},
+		{SourceHWCounters, GaugeLAGMembers, Wrap32},
 	} {
 		if got := KindOf(tc.src, tc.name); got != tc.want {
 			t.Errorf("KindOf(%v, %q) = %v, want %v", tc.src, tc.name, got, tc.want)

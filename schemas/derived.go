@@ -67,6 +67,24 @@ func PauseFraction(durationUs float64, intervalMs int64) float64 {
 	return min(durationUs/(float64(intervalMs)*1000), 1)
 }
 
+// maxLAGMembers bounds the member count a sample's GaugeLAGMembers may
+// claim: the collector bonds at most 16 netdevs (a RoCE LAG has 2, 4 on
+// ConnectX-7's 4-port LAG). A larger value is not the collector's; it is
+// ignored rather than allowed to divide a storm's pauses away.
+const maxLAGMembers = 16
+
+// PauseLinks is how many links a sample's pause counters add up: the
+// GaugeLAGMembers of a RoCE LAG's sample (its ethtool statistics are the
+// sum over its members, and pauses are per link), 1 for any other port or
+// a bond sample without the gauge (a trace written before it existed, or a
+// value outside 1..maxLAGMembers).
+func PauseLinks(p *PortSample) int {
+	if n, ok := p.Gauges[GaugeLAGMembers]; ok && n > 1 && n <= maxLAGMembers {
+		return int(n)
+	}
+	return 1
+}
+
 // ErrorRatio is errors over bits: a bit error ratio (pre-FEC: corrected
 // bits over rx_bits_phy; post-FEC: PCS symbol errors over rx_bits_phy;
 // InfiniBand: symbol errors over LineBits). 0 without bits.
@@ -170,7 +188,7 @@ type Figures struct {
 	RcvGbps         float64 // port_rcv_data over the interval
 	XmitGbps        float64 // port_xmit_data over the interval
 	Utilisation     float64 // LinkUtilisation
-	TxPauseFraction float64 // PauseFraction of the busiest priority, or of the global pause
+	TxPauseFraction float64 // PauseFraction of the busiest priority, or of the global pause; per link (PortFigures)
 	RxPauseFraction float64
 	PreFECBER       float64 // Ethernet: rx_corrected_bits_phy / EthernetPHYBits
 	PostFECBER      float64 // Ethernet: rx_pcs_symbol_err_phy (else rx_symbol_err_phy) / EthernetPHYBits
@@ -206,6 +224,13 @@ func init() {
 // data counter pinned at 2^32-1 is no throughput either, and
 // a pause counter that says nothing about the interval makes both pause
 // fractions unknown (as pfc_storm reads them).
+//
+// The pause fractions are one link's. A RoCE LAG's sample sums its n
+// members' pause durations (PauseLinks), which can reach n intervals: read
+// as one link's they would say two links pausing 34% each pause 68%. They
+// are divided by n, the mean member link's fraction. The busiest member's
+// is not known: the bond's sample carries only the sum, and the member
+// samples only PHY statistics.
 func PortFigures(p *PortSample) Figures {
 	rate, _ := ParseRateGbps(p.Rate) // 0: not a rate text
 	f := Figures{RateGbps: rate}
@@ -260,8 +285,9 @@ func PortFigures(p *PortSample) Figures {
 		tx, rx = max(tx, t), max(rx, r)
 	}
 	if pausesOK {
-		f.TxPauseFraction = PauseFraction(float64(tx), p.IntervalMs)
-		f.RxPauseFraction = PauseFraction(float64(rx), p.IntervalMs)
+		links := float64(PauseLinks(p))
+		f.TxPauseFraction = PauseFraction(float64(tx)/links, p.IntervalMs)
+		f.RxPauseFraction = PauseFraction(float64(rx)/links, p.IntervalMs)
 	}
 	if p.LinkLayer != "InfiniBand" {
 		if bits, src := EthernetPHYBits(p); src != PHYBitsNone {

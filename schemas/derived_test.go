@@ -150,6 +150,48 @@ func TestPortFigures(t *testing.T) {
 	}
 }
 
+// TestPortFiguresLAG: a RoCE LAG's sample sums its members' pause
+// durations; its pause fractions are the mean member link's, so two links
+// pausing 34% each read 34%, not 68%.
+func TestPortFiguresLAG(t *testing.T) {
+	bond := func(gauges map[string]uint64, counters ...CounterDelta) *PortSample {
+		return &PortSample{Device: "mlx5_bond_0", Port: 1, Netdev: "bond0", LinkLayer: "Ethernet", Rate: "100 Gb/sec (4X EDR)",
+			TimeMs: 1, IntervalMs: 1000, Counters: counters, Gauges: gauges}
+	}
+	dur := func(name string, us uint64) CounterDelta {
+		return CounterDelta{Source: SourceEthtool, Name: name, Delta: us}
+	}
+	two := map[string]uint64{GaugeLAGMembers: 2, "lifespan": 10}
+	for _, tc := range []struct {
+		name   string
+		port   *PortSample
+		tx, rx float64
+		links  int
+	}{
+		{"two links pausing 34% each", bond(two, dur("tx_prio3_pause_duration", 680_000), dur("rx_prio3_pause_duration", 200_000)), 0.34, 0.1, 2},
+		{"two links pausing 90% each", bond(two, dur("tx_prio3_pause_duration", 1_800_000)), 0.9, 0, 2},
+		// The mean: one link stuck, its sibling idle.
+		{"one link pausing all, the other none", bond(two, dur("tx_prio3_pause_duration", 1_000_000)), 0.5, 0, 2},
+		{"global pause over four links", bond(map[string]uint64{GaugeLAGMembers: 4}, dur("tx_global_pause_duration", 2_000_000)), 0.5, 0, 4},
+		// A bond line without the gauge (a trace from before it) reads
+		// as one link, as it did.
+		{"no gauge: one link", bond(nil, dur("tx_prio3_pause_duration", 680_000)), 0.68, 0, 1},
+		{"one member", bond(map[string]uint64{GaugeLAGMembers: 1}, dur("tx_prio3_pause_duration", 680_000)), 0.68, 0, 1},
+		{"zero members is not a divisor", bond(map[string]uint64{GaugeLAGMembers: 0}, dur("tx_prio3_pause_duration", 680_000)), 0.68, 0, 1},
+		{"a count the collector never writes is ignored", bond(map[string]uint64{GaugeLAGMembers: 1 << 40}, dur("tx_prio3_pause_duration", 680_000)), 0.68, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := PauseLinks(tc.port); got != tc.links {
+				t.Errorf("PauseLinks = %d, want %d", got, tc.links)
+			}
+			f := PortFigures(tc.port)
+			if math.Abs(f.TxPauseFraction-tc.tx) > 1e-12 || math.Abs(f.RxPauseFraction-tc.rx) > 1e-12 {
+				t.Errorf("pause fractions tx %v rx %v, want %v %v", f.TxPauseFraction, f.RxPauseFraction, tc.tx, tc.rx)
+			}
+		})
+	}
+}
+
 func TestEthernetPHYBits(t *testing.T) {
 	c := func(name string, delta uint64, flags Flag) CounterDelta {
 		return CounterDelta{Source: SourceEthtool, Name: name, Delta: delta, Flags: flags}

@@ -154,6 +154,9 @@ func newPortState(info PortInfo) *PortState {
 	if i := set.lookup(schemas.SourceHWCounters, "lifespan"); i >= 0 {
 		p.values[i] = 10 // ms, the mlx5 default
 	}
+	if i, v := lagMembersGauge(p); i >= 0 {
+		p.values[i] = v
+	}
 	return p
 }
 

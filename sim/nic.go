@@ -127,7 +127,9 @@ func ethtoolNames(profile NICProfile, role portRole) []string {
 	}
 	switch role {
 	case roleBond:
-		return filterNames(out, func(n string) bool { return !phyStat(n) })
+		// The collector's member count (a gauge, not a driver statistic)
+		// follows the summed statistics, as it writes it.
+		return append(filterNames(out, func(n string) bool { return !phyStat(n) }), schemas.GaugeLAGMembers)
 	case roleMember:
 		return filterNames(out, phyStat)
 	}
@@ -197,6 +199,12 @@ func counterSetOf(info PortInfo) *counterSet {
 // count of episodes by paused time over-counts a little (documented, not
 // detected on).
 const pauseEpisodeMicros = 50
+
+// lagMembersGauge is the value a port's schemas.GaugeLAGMembers reads
+// (newPortState sets it): the member links its summed statistics add up.
+func lagMembersGauge(p *PortState) (i int, v uint64) {
+	return p.set.lookup(schemas.SourceEthtool, schemas.GaugeLAGMembers), p.links
+}
 
 // Bond (RoCE LAG) layout: BondedHosts hosts bond their devices in pairs.
 // The RDMA device is mlx5_bond_<n> (port 1, netdev bond<n>); its members

@@ -19,12 +19,12 @@ func TestNICProfileCounters(t *testing.T) {
 		wantPFC   *[]int   // the reported pfc_enabled
 	}{
 		{"full", NICFull, 0, []string{"rx_bits_phy", "tx_prio3_pause_duration", "rx_corrected_bits_phy"},
-			[]string{"rx_symbol_err_phy", "tx_global_pause"}, &[]int{3}},
+			[]string{"rx_symbol_err_phy", "tx_global_pause", schemas.GaugeLAGMembers}, &[]int{3}},
 		{"upstream", NICUpstream, 0, []string{"rx_corrected_bits_phy", "rx_symbol_err_phy", "rx_crc_errors_phy", "rx_err_lane_3_phy", "rx_prio3_pause"},
-			[]string{"rx_bits_phy", "tx_global_pause"}, &[]int{3}},
+			[]string{"rx_bits_phy", "tx_global_pause", schemas.GaugeLAGMembers}, &[]int{3}},
 		{"global-pause", NICGlobalPause, 0, []string{"tx_global_pause", "tx_global_pause_duration", "rx_global_pause", "rx_global_pause_duration", rxPauseTransition, "tx_pause_storm_warning_events"},
-			[]string{"rx_bits_phy", "tx_prio3_pause", "rx_prio3_pause_duration"}, &[]int{}},
-		{"bond", NICUpstream, 1, []string{"tx_prio3_pause", "rx_discards_phy"},
+			[]string{"rx_bits_phy", "tx_prio3_pause", "rx_prio3_pause_duration", schemas.GaugeLAGMembers}, &[]int{}},
+		{"bond", NICUpstream, 1, []string{"tx_prio3_pause", "rx_discards_phy", schemas.GaugeLAGMembers},
 			[]string{"rx_bits_phy", "rx_corrected_bits_phy", "link_down_events_phy", "rx_err_lane_0_phy"}, &[]int{3}},
 	}
 	for _, tt := range tests {
@@ -81,6 +81,10 @@ func TestNICProfileCounters(t *testing.T) {
 			}
 			if len(members) != 2 {
 				t.Fatalf("%d member samples, want 2", len(members))
+			}
+			// The collector's member count: the links the pauses sum.
+			if n := s.Map(schemas.SourceEthtool)[schemas.GaugeLAGMembers]; n != 2 {
+				t.Errorf("bond %s = %d, want 2", schemas.GaugeLAGMembers, n)
 			}
 			for i, m := range members {
 				want := []string{"mlx5_bond_0.ens1f0np0", "mlx5_bond_0.ens1f1np1"}[i]

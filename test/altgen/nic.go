@@ -30,7 +30,8 @@ import (
 //     labelled on its sample); member 1 has a PHY of its own (its own BER
 //     and random source). Pauses are per link: a stuck host pauses both
 //     links, a leaf both links it receives from, so the bond's pause
-//     counters read twice a single link's.
+//     counters read twice a single link's; the bond line's ethtool carries
+//     the collector's "lag_members": 2, which says so.
 const (
 	NICFull        = "full"
 	NICUpstream    = "mlx5-upstream"
@@ -65,6 +66,14 @@ func phyStat(name string) bool {
 	}
 	return strings.HasPrefix(name, "rx_err_lane_")
 }
+
+// bondLinks is how many member links a bond has; its per-link statistics
+// read bondLinks times one link's.
+const bondLinks = 2
+
+// lagMembers is the collector's gauge on a bond line (schemas.GaugeLAGMembers:
+// altgen is independent of the code it tests, so the name is spelt out).
+const lagMembers = "lag_members"
 
 // perLink: a bond's sum counts these once per member link.
 func perLink(name string) bool {
@@ -154,10 +163,16 @@ func (g *gen) outName(name string) string {
 
 // derivedStats are the statistics the profile lists that the model does not
 // keep apart, from the readings written so far (name -> value): the
-// uncorrected symbols and the frames they spoil, the received pause episodes.
+// uncorrected symbols and the frames they spoil, the received pause
+// episodes; and on a LAG's bond line (phy false: the only line without PHY
+// statistics) the collector's member count, lag_members, the links its
+// summed statistics add up (docs/formats.md, "Bonded RoCE ports").
 func (g *gen) derivedStats(vals map[string]uint64, phy bool) []string {
 	prof := g.nicProfile()
 	var out []string
+	if !phy && prof == NICBonded {
+		out = append(out, fmt.Sprintf(`%q:%d`, lagMembers, bondLinks))
+	}
 	if phy && prof != NICFull {
 		if v, ok := vals["rx_pcs_symbol_err_phy"]; ok {
 			out = append(out, fmt.Sprintf(`"rx_symbol_err_phy":%d`, v), fmt.Sprintf(`"rx_crc_errors_phy":%d`, v/2))

@@ -66,10 +66,10 @@ func TestNICProfiles(t *testing.T) {
 		members   bool
 		pfcEmpty  bool
 	}{
-		{NICFull, []string{"rx_bits_phy", "rx_corrected_bits_phy"}, []string{"rx_symbol_err_phy", "tx_global_pause"}, false, false},
-		{NICUpstream, []string{"rx_corrected_bits_phy", "rx_symbol_err_phy", "rx_crc_errors_phy"}, []string{"rx_bits_phy", "tx_global_pause"}, false, false},
-		{NICGlobalPause, []string{"tx_global_pause", "rx_global_pause_duration", "rx_global_pause_transition"}, []string{"rx_bits_phy", "tx_prio0_pause", "rx_prio5_pause_duration", "tx_prio3_pause"}, false, true},
-		{NICBonded, []string{"rx_discards_phy"}, []string{"rx_bits_phy", "rx_corrected_bits_phy", "link_down_events_phy"}, true, false},
+		{NICFull, []string{"rx_bits_phy", "rx_corrected_bits_phy"}, []string{"rx_symbol_err_phy", "tx_global_pause", lagMembers}, false, false},
+		{NICUpstream, []string{"rx_corrected_bits_phy", "rx_symbol_err_phy", "rx_crc_errors_phy"}, []string{"rx_bits_phy", "tx_global_pause", lagMembers}, false, false},
+		{NICGlobalPause, []string{"tx_global_pause", "rx_global_pause_duration", "rx_global_pause_transition"}, []string{"rx_bits_phy", "tx_prio0_pause", "rx_prio5_pause_duration", "tx_prio3_pause", lagMembers}, false, true},
+		{NICBonded, []string{"rx_discards_phy", lagMembers}, []string{"rx_bits_phy", "rx_corrected_bits_phy", "link_down_events_phy"}, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.nic, func(t *testing.T) {
@@ -93,6 +93,9 @@ func TestNICProfiles(t *testing.T) {
 				}
 				if s.Config != nil && s.Config.PFC != nil && len(*s.Config.PFC) == 0 {
 					pfcEmpty++
+				}
+				if _, ok := s.Ethtool[lagMembers]; ok != strings.HasPrefix(s.Device, "mlx5_bond_") || ok && s.Ethtool[lagMembers] != bondLinks {
+					t.Fatalf("%s: %s %d, want %d on a bond's line only", s.Device, lagMembers, s.Ethtool[lagMembers], bondLinks)
 				}
 				if len(s.Ethtool) < 8 || tt.members && !strings.HasPrefix(s.Device, "mlx5_bond_") {
 					continue // no ethtool collected, read glitches, or an unbonded host
