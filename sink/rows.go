@@ -419,6 +419,11 @@ func NewEventRow(e *schemas.Event) (EventRow, error) {
 		r.AffectedPauseFraction[i] = a.PauseFraction
 		affected[i] = map[string]any{"node": a.Node, "device": a.Device, "port": a.Port,
 			"first_seen": a.FirstSeen, "hops": a.Hops, "pause_fraction": finite(a.PauseFraction)}
+		// A completion_errors responder's own errors (optional fields:
+		// written as the event's JSON writes them, only when present).
+		if a.Counter != "" {
+			affected[i]["counter"], affected[i]["rate_per_s"] = a.Counter, finite(a.RatePerS)
+		}
 	}
 	aj, err := json.Marshal(affected)
 	if err != nil {

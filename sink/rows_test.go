@@ -184,7 +184,8 @@ func testEvent() *schemas.Event {
 			Subject: schemas.Subject{Node: "gpu-017", Device: "mlx5_0", Port: 1}},
 		Affected: []schemas.Affected{
 			{Node: "gpu-018", Device: "mlx5_0", Port: 1, FirstSeen: 1767225601000, Hops: 2, PauseFraction: 0.5},
-			{Node: "gpu-019", Device: "mlx5_0", Port: 1, FirstSeen: 1767225602000, Hops: 4, PauseFraction: math.Inf(1)},
+			{Node: "gpu-019", Device: "mlx5_0", Port: 1, FirstSeen: 1767225602000, Hops: 4, PauseFraction: math.Inf(1),
+				Counter: "resp_remote_access_errors", RatePerS: 12.5},
 		},
 		Revision: 3,
 	}
@@ -230,6 +231,9 @@ func TestNewEventRow(t *testing.T) {
 			}
 			if len(aff) != 2 || aff[0]["first_seen"] != "2026-01-01T00:00:01.000Z" || aff[1]["pause_fraction"] != nil {
 				t.Errorf("affected JSON %s", r.Affected)
+			}
+			if _, ok := aff[0]["counter"]; ok || aff[1]["counter"] != "resp_remote_access_errors" || aff[1]["rate_per_s"] != 12.5 {
+				t.Errorf("affected JSON %s: a responder's counter and rate only where given", r.Affected)
 			}
 		}},
 		{"resolved port event", resolved, func(t *testing.T, r sink.EventRow) {
