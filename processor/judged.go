@@ -386,8 +386,12 @@ func (j *judged) judge(s *Sample, st *judgedPort, prim, sec float64) (v verdict,
 	figure := prim / secs
 	if j.perPacket {
 		pk, okp := s.CounterByID(idPortRcvPackets)
-		if !okp || pk.Flags&(schemas.FlagHeld) != 0 {
-			return v, false // no denominator: not judged
+		// No denominator, not judged: a held misread, a baseline or a reset
+		// says nothing about the interval, and a 32-bit counter pinned at
+		// its top (mlx4 without extended counters) counts no packets any
+		// more, which would make every out-of-sequence packet a share of 1.
+		if !okp || !schemas.Usable(pk) || pk.Flags&schemas.FlagSaturated != 0 {
+			return v, false
 		}
 		st.packetsPS = float64(pk.Delta) / secs
 		if prim > float64(pk.Delta) && pk.Delta > 0 {
