@@ -19,6 +19,7 @@ type HostOption func(*hostConfig) error
 
 type hostConfig struct {
 	ethtool     bool
+	ethStats    EthtoolStats
 	root        string
 	now         func() time.Time
 	logger      *slog.Logger
@@ -30,6 +31,19 @@ type hostConfig struct {
 func WithEthtool(enabled bool) HostOption {
 	return func(c *hostConfig) error {
 		c.ethtool = enabled
+		return nil
+	}
+}
+
+// WithEthtoolStats reads the netdevs' statistics through r instead of the
+// ethtool ioctl: replayed captures and tests of hosts that cannot be had
+// here (a RoCE LAG's members) answer with what such a host would.
+func WithEthtoolStats(r EthtoolStats) HostOption {
+	return func(c *hostConfig) error {
+		if r == nil {
+			return fmt.Errorf("%w: nil ethtool statistics reader", ErrInvalidHostOption)
+		}
+		c.ethtool, c.ethStats = true, r
 		return nil
 	}
 }
@@ -83,7 +97,7 @@ type HostSource struct {
 
 	// mu serialises Next and Close: ethErr is per-source state.
 	mu  sync.Mutex
-	eth ethtoolStats // nil when ethtool is off or after Close
+	eth EthtoolStats // nil when ethtool is off or after Close
 	// netDir is <root>/class/net: netdev ifindex, LAG members.
 	netDir string
 	// netErr is the last netdev read error per netdev, logged like ethErr.
@@ -98,9 +112,9 @@ type HostSource struct {
 
 var _ Source = (*HostSource)(nil)
 
-// ethtoolStats is what the host source needs of an EthtoolReader; tests
+// EthtoolStats is what the host source needs of an EthtoolReader; tests
 // feed it what a host they cannot have (a LAG's members) would answer.
-type ethtoolStats interface {
+type EthtoolStats interface {
 	Stats(netdev string) (map[string]uint64, error)
 	Close() error
 }
@@ -127,7 +141,10 @@ func NewHostSource(node string, opts ...HostOption) (*HostSource, error) {
 		netErr: make(map[string]string),
 		cfg:    hostConfigState{reader: NewConfigReader(cfg.root), every: cfg.configEvery, failed: make(map[string]string)},
 	}
-	if cfg.ethtool {
+	switch {
+	case cfg.ethStats != nil:
+		h.eth = cfg.ethStats
+	case cfg.ethtool:
 		eth, err := NewEthtoolReader()
 		if err != nil {
 			return nil, fmt.Errorf("host source %s: %w", node, err)

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/collector/sysfstest"
@@ -34,25 +32,6 @@ func (m *memberEthtool) Stats(netdev string) (map[string]uint64, error) {
 }
 
 func (m *memberEthtool) Close() error { return nil }
-
-// setEthtool puts eth in place of the host source's ethtool reader. The
-// collector takes its reader as an unexported interface (host.go,
-// ethtoolStats: "tests feed it what a host they cannot have (a LAG's
-// members) would answer") and has no option to pass one from another
-// package, so this sets the field by reflection. A rename of the field
-// fails the test here, loudly, rather than reading nothing.
-func setEthtool(t *testing.T, h *collector.HostSource, eth *memberEthtool) {
-	t.Helper()
-	f := reflect.ValueOf(h).Elem().FieldByName("eth")
-	if !f.IsValid() {
-		t.Fatal("collector.HostSource has no field eth: the ethtool reader moved; update setEthtool")
-	}
-	v := reflect.ValueOf(eth)
-	if !v.Type().AssignableTo(f.Type()) {
-		t.Fatalf("%s does not implement the host source's ethtool reader %s", v.Type(), f.Type())
-	}
-	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(v)
-}
 
 // TestCorpusLAGHostSource reads the real RoCE LAG capture
 // cx4lx-bond-ofed5-hw_counters.txt (mlx5_bond_0, whole hw_counters, once)
@@ -166,17 +145,16 @@ func TestCorpusLAGHostSource(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := base
-			h, err := collector.NewHostSource("corpus", collector.WithSysfsRoot(root), collector.WithEthtool(false),
+			eth := &memberEthtool{stats: map[string]map[string]uint64{}}
+			for m, s := range tc.first {
+				eth.stats[m] = cloneMap(s)
+			}
+			h, err := collector.NewHostSource("corpus", collector.WithSysfsRoot(root), collector.WithEthtoolStats(eth),
 				collector.WithConfigInterval(0), collector.WithHostClock(func() time.Time { return now }))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer h.Close()
-			eth := &memberEthtool{stats: map[string]map[string]uint64{}}
-			for m, s := range tc.first {
-				eth.stats[m] = cloneMap(s)
-			}
-			setEthtool(t, h, eth)
 			e := collector.NewEngine(nil)
 
 			// The first reading: the captured values.
