@@ -23,13 +23,11 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// dictLen is the number of counters schemas' counter dictionary knows
-// (schemas/dict.go). The bitmap poison sets every bit of the longest bitmap
-// the decoder accepts by length, ceil(dictLen/8) bytes: the bits from
-// dictLen to the end of the last byte name no counter. Should the
-// dictionary grow to a multiple of 8, that message becomes valid and its
-// subtest fails saying it was stored: grow this with it.
-const dictLen = 158
+// The bitmap poison sets every bit of a bitmap of schemas.CounterIDs/8 + 1
+// bytes: the bits from the dictionary's size to the end of the last byte
+// name no counter (when the dictionary fills whole bytes, the bitmap is one
+// byte longer than any the decoder accepts). Either way it must be refused,
+// whatever size the dictionary (schemas/dict.go) grows to.
 
 // poison is one hostile message and what refusing it must look like.
 type poison struct {
@@ -58,7 +56,7 @@ func poisonCorpus(now time.Time) []poison {
 
 	// Counter bitmap with bits past the end of the dictionary, by hand:
 	// EncodeBatch cannot write it.
-	nBitmap := (dictLen + 7) / 8
+	nBitmap := schemas.CounterIDs/8 + 1
 	var packed []byte
 	packed = binary.AppendUvarint(packed, uint64(nBitmap))
 	for range nBitmap {
