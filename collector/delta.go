@@ -289,14 +289,8 @@ func netdevReplaced(ps *portState, pr *PortReading) bool {
 // restartDelta makes rc a new baseline of a restarted port: flagged reset,
 // delta 0, so no detector reads the interval and no sum counts it.
 func (e *Engine) restartDelta(ps *portState, rc rawCounter) schemas.CounterDelta {
-	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
-	if rc.kind.Pinned(rc.value) {
-		cd.Flags |= schemas.FlagSaturated
-	}
-	cs := ps.counters[rc.key]
+	cd, cs := startDelta(ps, rc)
 	if cs == nil {
-		ps.counters[rc.key] = &counterState{value: rc.value}
-		cd.Flags |= schemas.FlagFirst
 		return cd
 	}
 	cs.value, cs.held = rc.value, false
@@ -424,7 +418,10 @@ func looksLikePortRestart(ps *portState, raws []rawCounter) bool {
 // a misreading, not traffic.
 const maxQCounterRate = 1e8
 
-func (e *Engine) counterDelta(ps *portState, rc rawCounter, lim deltaLimits) schemas.CounterDelta {
+// startDelta begins rc's delta: its raw value and whether it is pinned. A
+// counter the port has no state for is a baseline (flagged first, state
+// made, nil returned); else its state is returned.
+func startDelta(ps *portState, rc rawCounter) (schemas.CounterDelta, *counterState) {
 	cd := schemas.CounterDelta{Name: rc.key.name, Source: rc.key.src, Value: rc.value}
 	if rc.kind.Pinned(rc.value) {
 		cd.Flags |= schemas.FlagSaturated
@@ -433,6 +430,13 @@ func (e *Engine) counterDelta(ps *portState, rc rawCounter, lim deltaLimits) sch
 	if cs == nil {
 		ps.counters[rc.key] = &counterState{value: rc.value}
 		cd.Flags |= schemas.FlagFirst
+	}
+	return cd, cs
+}
+
+func (e *Engine) counterDelta(ps *portState, rc rawCounter, lim deltaLimits) schemas.CounterDelta {
+	cd, cs := startDelta(ps, rc)
+	if cs == nil {
 		return cd
 	}
 	prev := cs.value
