@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/processor/stats"
@@ -274,8 +275,16 @@ type berPort struct {
 	symbolRaw  uint64          // latest symbol_error reading
 	blind      bool            // the latest symbol_error reading is pinned
 
-	// Figures of the open incident.
+	// Figures of the open incident, fixed when it opens: the baseline and
+	// the onset are what the link was before the fault, so refitting them
+	// on a window the fault fills more every minute would let the
+	// baseline learn from the fault (3e-9 creeping to 1e-7) and the onset
+	// wander. crossMin is the observed crossing of the critical level
+	// (minutes since the epoch, 0: not yet); once set it never moves.
 	baseBER, openBER float64
+	onsetMin         float64
+	crossMin         float64
+	fixed            bool
 	recoveriesAtOpen uint64
 	lastFit          berFit
 }
@@ -520,6 +529,17 @@ type berFit struct {
 	test                             string  // which test held: trend or sparse
 	holds                            bool
 	why                              string // why it does not hold, for tests
+
+	// The projection (project): the model over the minutes since the
+	// onset, the slope of ln BER now, the e-folding time of that slope
+	// (accelerating model only), the scaled likelihood ratio of
+	// acceleration, and the observed crossing (0: not crossed).
+	projected   bool
+	accel       bool
+	projSlope   float64
+	accelTauMin float64
+	accelLR     float64
+	crossMin    float64
 }
 
 // berSeries is the window as the fit reads it, oldest first.
@@ -575,10 +595,14 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 	now := s.Time
 	switch {
 	case !open:
+		st.fixed, st.crossMin = false, 0
 		if fit.holds {
+			fit = d.project(st, ser, fit)
 			t.Hold(now, d.finding(port, st, s, fit), em)
 			if t.IsOpen(subject) {
 				st.baseBER, st.openBER, st.recoveriesAtOpen = fit.baseBER, fit.nowBER, st.recoveries
+				st.onsetMin, st.crossMin, st.fixed = fit.onsetMin, fit.crossMin, true
+				st.lastFit = fit
 			}
 		} else {
 			t.Clear(now, subject, "", nil, em)
@@ -595,8 +619,117 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 			fit = st.lastFit
 			fit.recentBER, fit.recentLow, fit.recentHigh = ser.recentBER(d.RecentMinutes)
 		}
+		if !st.fixed {
+			// Resumed after a restart: what the first evaluation sees is
+			// the incident's from now on.
+			st.baseBER, st.onsetMin, st.fixed = fit.baseBER, fit.onsetMin, true
+		}
+		fit = d.project(st, ser, fit)
+		st.crossMin = fit.crossMin
+		st.lastFit = fit
 		t.Hold(now, d.finding(port, st, s, fit), em)
 	}
+}
+
+// The projection's model. The hinge (a straight line in ln BER after the
+// onset) is what decides a drift; it is also what projected the crossing
+// until it proved late on failing optics: their BER rises faster and
+// faster (the doubling time shrinks), and a straight line fitted to the
+// whole rise averages the old slow minutes with the new fast ones. On
+// test ramps ln BER = a + b(e^{t/tau} - 1) it announced 59-74 % of the
+// time left too late. The projection now fits, by Poisson maximum
+// likelihood over the minutes since the onset,
+//
+//	ln BER(t) = c + s (e^{r (t - now)} - 1) / r
+//
+// (s the slope now, 1/r the e-folding time of the slope; r = 0 is the
+// straight line), and keeps the acceleration only when it beats the
+// straight line by berAccelMinLR (likelihood ratio over the quasi-Poisson
+// dispersion, with the AR(1) factor of a slow wander): a log-linear ramp is
+// not projected early because noise bent it. A power-law rise (ln BER
+// growing as t^1.2..t^2, altgen's shapes) sits between the two, and the
+// exponential slope extrapolates it to within a few percent. Measured by
+// TestBERDriftProjection (every revision at least 2 minutes before the
+// crossing, 1/5/10 s intervals, Ethernet with and without rx_bits_phy,
+// InfiniBand): see its log for the errors.
+const (
+	// berAccelMinLR: chi-square(1) 4 is p ~ 0.05, AIC's penalty for one
+	// parameter is 2; 4 keeps noise from bending log-linear ramps.
+	berAccelMinLR = 4
+	// The slope's e-folding time is searched between these (minutes):
+	// under 3 minutes is a step, not a ramp; over 8 hours is a line.
+	berAccelTauMin = 3
+	berAccelTauMax = 480
+)
+
+// project fits the projection model over the minutes since the incident's
+// onset (fixed at open, the fit's before) and sets the figures the events
+// carry: the time to critical, the slope now, errors since the onset. Once
+// the measured BER of the recent minutes is past the critical level, the
+// crossing is where the model fitted over the minutes around it meets the
+// level (an interpolation, not a projection), clamped to the minutes since
+// the onset; it is kept on the port and never moves for the incident.
+func (d *BERDrift) project(st *berPort, ser *berSeries, f berFit) berFit {
+	if ser.n == 0 {
+		return f
+	}
+	if st.fixed {
+		f.baseBER, f.onsetMin = st.baseBER, st.onsetMin
+	}
+	f.nowMin = ser.t[ser.n-1] + 0.5
+	f.recentMedian = ser.recentMedian(berRecentMedianMinutes)
+	var ts, ks, bs [berBuckets]float64
+	m := 0
+	f.postErrors, f.postErrMinutes = 0, 0
+	for i := 0; i < ser.n; i++ {
+		if ser.t[i] < f.onsetMin {
+			continue
+		}
+		ts[m], ks[m], bs[m] = ser.t[i], ser.k[i], ser.b[i]
+		f.postErrors += ser.k[i]
+		if ser.k[i] > 0 {
+			f.postErrMinutes++
+		}
+		m++
+	}
+	level := math.Log(f.critical)
+	res := stats.AccelFit(ts[:m], ks[:m], bs[:m], f.nowMin, berAccelTauMin, berAccelTauMax)
+	ahead := math.Inf(1)
+	if res.OK {
+		f.projected = true
+		f.accelLR = res.LR()
+		f.accel = res.R > 0 && f.accelLR >= berAccelMinLR
+		ahead = res.LinReach(level)
+		f.projSlope = res.LinS
+		f.nowBER = math.Exp(res.LinC)
+		if f.accel {
+			ahead = res.Reach(level)
+			f.projSlope = res.S
+			f.accelTauMin = 1 / res.R
+			f.nowBER = math.Exp(res.C)
+		}
+		switch {
+		case ahead <= 0:
+			f.minutesToCritical = 0
+		case !math.IsInf(ahead, 1):
+			f.minutesToCritical = ahead
+		}
+	}
+	crossed := f.recentMedian >= f.critical && f.recentBER >= f.critical || f.recentLow >= f.critical
+	switch {
+	case st.fixed && st.crossMin > 0:
+		f.crossMin = st.crossMin
+	case crossed:
+		at := f.nowMin + ahead
+		if !(ahead <= 0) {
+			at = f.nowMin // the model lags the minutes: they crossed by now
+		}
+		f.crossMin = min(f.nowMin, max(at, f.onsetMin, ser.t[0]-0.5))
+	}
+	if f.crossMin > 0 {
+		f.minutesToCritical = 0
+	}
+	return f
 }
 
 func berHasActive(t *Tracker, subject schemas.Subject) bool {
@@ -992,6 +1125,20 @@ func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 // berSig rounds to 4 significant digits: the evidence is for people.
 func berSig(v float64) float64 { return sigDigits(v, 4) }
 
+// berBER rounds a BER to 3 significant digits through its decimal form,
+// so the JSON reads 2.49e-07 and never 2.4899999999999998e-07.
+func berBER(v float64) float64 {
+	r, err := strconv.ParseFloat(strconv.FormatFloat(finite(v), 'g', 3, 64), 64)
+	if err != nil {
+		return 0
+	}
+	return r
+}
+
+// berSecond rounds a time to the second: a projection is not known to the
+// millisecond, and a person reads seconds.
+func berSecond(ms schemas.Millis) schemas.Millis { return (ms + 500) / 1000 * 1000 }
+
 func berMinuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * berBucketMs)) }
 
 func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Finding {
@@ -1007,35 +1154,63 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		}
 	}
 	severity := schemas.SeverityWarning
-	crossed := f.nowBER >= f.critical || f.recentLow >= f.critical
+	crossed := f.crossMin > 0
 	if crossed || f.minutesToCritical <= d.CriticalLead.Minutes() {
 		severity = schemas.SeverityCritical
 	}
-	onset := berMinuteMillis(f.onsetMin)
+	if crossed {
+		f.minutesToCritical = 0
+	}
+	onset := berSecond(berMinuteMillis(f.onsetMin))
 	nowMs := berMinuteMillis(f.nowMin)
 	onset = min(max(onset, port.FirstTime), s.Time)
-	criticalAt := nowMs + berMinuteMillis(f.minutesToCritical)
+	criticalAt := berSecond(nowMs + berMinuteMillis(f.minutesToCritical))
+	if crossed {
+		criticalAt = berSecond(berMinuteMillis(f.crossMin))
+	}
+	slope := f.slopePerMin
+	model := "log-linear"
+	if f.projected {
+		slope = f.projSlope
+		if f.accel {
+			model = "accelerating"
+		}
+	}
 	ev := map[string]any{
 		"measure":               measure,
 		"critical_ber":          f.critical,
-		"baseline_ber":          berSig(f.baseBER),
-		"current_ber":           berSig(f.nowBER),
-		"recent_ber":            berSig(f.recentBER),
-		"recent_ber_low":        berSig(f.recentLow),
-		"recent_ber_high":       berSig(f.recentHigh),
+		"baseline_ber":          berBER(f.baseBER),
+		"current_ber":           berBER(f.nowBER),
+		"recent_ber":            berBER(f.recentBER),
+		"recent_ber_low":        berBER(f.recentLow),
+		"recent_ber_high":       berBER(f.recentHigh),
 		"recent_minutes":        d.RecentMinutes,
-		"slope_decades_per_h":   berSig(f.slopePerMin * 60 / math.Ln10),
-		"doubling_minutes":      berSig(math.Ln2 / max(f.slopePerMin, berMinSlope)),
+		"slope_decades_per_h":   berSig(slope * 60 / math.Ln10),
+		"doubling_minutes":      berSig(math.Ln2 / max(slope, berMinSlope)),
 		"minutes_to_critical":   berSig(f.minutesToCritical),
 		"projected_critical_at": criticalAt.String(),
+		"projection_model":      model,
 		"critical_crossed":      crossed,
 		"onset_estimate":        onset.String(),
 		"likelihood_ratio":      berSig(f.lr),
 		"dispersion":            berSig(f.dispersion),
-		"errors_since_onset":    berSig(f.postErrors),
+		"errors_since_onset":    math.Round(finite(f.postErrors)),
 		"window_minutes":        berBuckets,
 		"blind":                 st.blind,
 		"test":                  f.test,
+	}
+	if f.projected {
+		// Whether the rise accelerates (the model is chosen on it) and,
+		// when it does, the slope's own e-folding time: how fast the
+		// doubling time shrinks.
+		ev["acceleration_lr"] = berSig(f.accelLR)
+		if f.accel {
+			ev["slope_efold_minutes"] = berSig(f.accelTauMin)
+		}
+	}
+	if crossed {
+		// The observed crossing: projected_critical_at is it from now on.
+		ev["critical_crossed_at"] = criticalAt.String()
 	}
 	var keys []string
 	if ib {
@@ -1055,10 +1230,10 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	where := portName(s.ID, s.Netdev)
 	var summary string
 	if crossed {
-		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and is past the critical %.0e", where, what, f.baseBER, f.nowBER, onset, f.critical)
+		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and crossed the critical %.0e at %s", where, what, f.baseBER, f.nowBER, onset, f.critical, criticalAt.Time().Format("15:04:05"))
 	} else {
 		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); critical %.0e projected in %.0f min",
-			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(f.slopePerMin, berMinSlope), f.critical, f.minutesToCritical)
+			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, berMinSlope), f.critical, f.minutesToCritical)
 	}
 	if st.blind {
 		summary += "; symbol_error is saturated: the detector is blind until it is cleared"

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -726,6 +727,189 @@ func TestBERDriftLineRateJobs(t *testing.T) {
 			if ev.State == schemas.StateOpen {
 				t.Errorf("seed %d base %.2g: %s %s %v", seed, base, ev.DetectedAt, ev.Summary, ev.Evidence)
 			}
+		}
+	}
+}
+
+// accelerating is a BER that is base until onset, then rises with ln BER =
+// ln base + b(e^{(t-onset)/tau} - 1) to critical in toCritical: the slope of
+// ln BER grows e-fold every tau, so the doubling time shrinks as the optic
+// fails (with tau = toCritical/3 it is 20 times shorter at the crossing than
+// at the onset).
+func accelerating(base, critical, onset, toCritical, tau float64) func(float64) float64 {
+	b := math.Log(critical/base) / math.Expm1(toCritical/tau)
+	return func(sec float64) float64 {
+		if sec < onset {
+			return base
+		}
+		return min(base*math.Exp(b*math.Expm1((sec-onset)/tau)), 100*critical)
+	}
+}
+
+func crit(ib bool) float64 {
+	if ib {
+		return CriticalSymbolBER
+	}
+	return CriticalPreFECBER
+}
+
+// TestBERDriftProjection: at every revision at least 2 minutes before the
+// true crossing, projected_critical_at is within 20 % of the time left, on
+// log-linear and on accelerating ramps; once crossed it is the observed
+// crossing (within 2 minutes of the true one) and never moves; the
+// baseline and the onset are those of the open; errors_since_onset is a
+// whole number. Ethernet ramps with Poisson noise are held to 20 %;
+// InfiniBand and noisy optics are measured (see below). The log sums the
+// errors per family:
+// go test ./processor -run BERDriftProjection -v
+func TestBERDriftProjection(t *testing.T) {
+	const m = 60.0
+	type ramp struct {
+		name          string
+		ib, accel     bool
+		rate          float64
+		ber           func(float64) float64
+		onset, toCrit float64
+		noise         float64 // sigma of ln BER per reading, on top of Poisson
+	}
+	const onset = 60 * m
+	ramps := []ramp{
+		{name: "eth log-linear 1e-8, 40 min", rate: 200, ber: drift(1e-8, 1e-6, onset, 40*m, 0), toCrit: 40 * m},
+		{name: "eth log-linear 1e-9, 90 min", rate: 200, ber: drift(1e-9, 1e-6, onset, 90*m, 0), toCrit: 90 * m},
+		{name: "eth log-linear 1e-7, 2 h", rate: 100, ber: drift(1e-7, 1e-6, onset, 120*m, 0), toCrit: 120 * m},
+		{name: "eth accelerating 5e-9, 40 min, tau 20 min", accel: true, rate: 200, ber: accelerating(5e-9, 1e-6, onset, 40*m, 20*m), toCrit: 40 * m},
+		{name: "eth accelerating 5e-9, 40 min, tau 13 min", accel: true, rate: 200, ber: accelerating(5e-9, 1e-6, onset, 40*m, 40*m/3), toCrit: 40 * m},
+		{name: "eth accelerating 1e-8, 90 min, tau 30 min", accel: true, rate: 100, ber: accelerating(1e-8, 1e-6, onset, 90*m, 30*m), toCrit: 90 * m},
+		{name: "ib log-linear 1e-15, 40 min", ib: true, rate: 200, ber: drift(1e-15, 1e-12, onset, 40*m, 0), toCrit: 40 * m},
+		{name: "ib accelerating 1e-15, 60 min, tau 20 min", ib: true, accel: true, rate: 200, ber: accelerating(1e-15, 1e-12, onset, 60*m, 20*m), toCrit: 60 * m},
+	}
+	// The Ethernet ramps again with a real optic's reading noise on top
+	// of Poisson (ln BER sigma 0.3 per reading, as in TestBERDrift): the
+	// crossing and the fixed figures are held, the projection measured.
+	for _, r := range ramps[:len(ramps):len(ramps)] {
+		if !r.ib {
+			r.name += ", noise 0.3"
+			r.noise = 0.3
+			ramps = append(ramps, r)
+		}
+	}
+	type family struct {
+		n          int
+		sum, worst float64
+	}
+	fams := map[string]*family{}
+	for _, r := range ramps {
+		for _, interval := range []float64{1, 5, 10} {
+			for _, noBits := range []bool{false, true} {
+				if r.ib && noBits {
+					continue
+				}
+				name := fmt.Sprintf("%s at %gs", r.name, interval)
+				if noBits {
+					name += " (no rx_bits_phy)"
+				}
+				t.Run(name, func(t *testing.T) {
+					l := berLink{ib: r.ib, rateGbps: r.rate, interval: interval, duration: onset + r.toCrit + 20*m,
+						noise: r.noise, ber: r.ber, noBitsPhy: noBits, seed: 17}
+					hn := newHarness(t, NewBERDrift())
+					for _, s := range l.samples(portA) {
+						hn.feed(s)
+					}
+					if len(hn.events) == 0 || hn.events[0].State != schemas.StateOpen {
+						t.Fatalf("no open: %v", hn.states())
+					}
+					// The generator's noise is lognormal around ber(t), so
+					// the errors come at its mean, ber(t) e^{sigma^2/2}: that
+					// is the BER the counters can see cross (2.3 minutes
+					// before the median on the 2-hour ramp).
+					lift := math.Exp(l.noise * l.noise / 2)
+					lo, hi := onset, onset+r.toCrit
+					for hi-lo > 0.01 {
+						if mid := (lo + hi) / 2; r.ber(mid)*lift >= crit(r.ib) {
+							hi = mid
+						} else {
+							lo = mid
+						}
+					}
+					truth := hi
+					open := hn.events[0]
+					var crossedAt string
+					for _, ev := range hn.events {
+						if ev.State == schemas.StateResolved {
+							continue
+						}
+						det := float64(ev.DetectedAt-t0) / 1000
+						pa, err := time.Parse(time.RFC3339Nano, ev.Evidence["projected_critical_at"].(string))
+						if err != nil {
+							t.Fatal(err)
+						}
+						proj := float64(schemas.MillisOf(pa)-t0) / 1000
+						left := truth - det
+						crossed := ev.Evidence["critical_crossed"] == true
+						t.Logf("%s at %.1f min: projected %.1f min (truth %.1f), left %.1f min, error %+.0f%%, model %v, crossed %v, onset %v lr %v",
+							ev.State, det/m, proj/m, truth/m, left/m, 100*(proj-truth)/left, ev.Evidence["projection_model"], crossed, ev.Evidence["onset_estimate"], ev.Evidence["acceleration_lr"])
+						switch {
+						case crossed:
+							if crossedAt == "" {
+								crossedAt = ev.Evidence["projected_critical_at"].(string)
+								if math.Abs(proj-truth) > 2*m {
+									t.Errorf("observed crossing %.1f min, truth %.1f min", proj/m, truth/m)
+								}
+							} else if ev.Evidence["projected_critical_at"] != crossedAt {
+								t.Errorf("the crossing moved from %s to %s", crossedAt, ev.Evidence["projected_critical_at"])
+							}
+						case crossedAt != "":
+							t.Errorf("crossed, then not: %v", ev.Evidence)
+						case left >= 2*m:
+							e := math.Abs(proj-truth) / left
+							fam := "log-linear"
+							if r.accel {
+								fam = "accelerating"
+							}
+							if r.ib {
+								fam = "ib " + fam
+							}
+							if r.noise > 0 {
+								fam += ", noise"
+							}
+							f := fams[fam]
+							if f == nil {
+								f = &family{}
+								fams[fam] = f
+							}
+							f.n++
+							f.sum += e
+							f.worst = max(f.worst, e)
+							// Measured, not held to 20 %: InfiniBand, whose
+							// counter shows a handful of errors before the
+							// crossing (the slope of ten errors is known to
+							// ~30 %), and the noisy optic, where the bend of
+							// an accelerating ramp is under the per-minute
+							// noise for its first 20 minutes.
+							if e > 0.2 && !r.ib && r.noise == 0 {
+								t.Errorf("revision at %.1f min projects %.1f min, truth %.1f: off by %.0f%% of the %.1f min left",
+									det/m, proj/m, truth/m, 100*e, left/m)
+							}
+						}
+						for _, k := range []string{"baseline_ber", "onset_estimate"} {
+							if ev.Evidence[k] != open.Evidence[k] {
+								t.Errorf("%s moved from %v to %v", k, open.Evidence[k], ev.Evidence[k])
+							}
+						}
+						if n, ok := ev.Evidence["errors_since_onset"].(float64); !ok || n != math.Round(n) {
+							t.Errorf("errors_since_onset %v", ev.Evidence["errors_since_onset"])
+						}
+					}
+					if crossedAt == "" {
+						t.Errorf("never crossed, though the BER did at %.1f min", truth/m)
+					}
+				})
+			}
+		}
+	}
+	for _, name := range []string{"log-linear", "accelerating", "log-linear, noise", "accelerating, noise", "ib log-linear", "ib accelerating"} {
+		if f := fams[name]; f != nil {
+			t.Logf("%-16s revisions %3d: mean |error| %.1f%% of the time left, worst %.1f%%", name, f.n, 100*f.sum/float64(f.n), 100*f.worst)
 		}
 	}
 }
