@@ -106,7 +106,7 @@ func TestPlotGolden(t *testing.T) {
 	var ber, rcv []float64
 	for i := range 120 {
 		times = append(times, base.Add(time.Duration(i)*time.Minute))
-		ber = append(ber, 3e-9*math.Pow(10, float64(i)/50))
+		ber = append(ber, 3e-9*math.Pow(10, float64(i)/40))
 		v := 40 + 10*math.Sin(float64(i)/5)
 		if i == 60 {
 			v = math.NaN() // a gap
@@ -122,7 +122,10 @@ func TestPlotGolden(t *testing.T) {
 				Levels: []Level{{Name: "critical pre-FEC BER 1e-6", Value: 1e-6, Color: colorCritical}}},
 			{Title: "Throughput", Unit: "Gb/s", Series: []Series{{Name: "received", Color: colorRcv, Values: rcv}}},
 		},
-		Projected: []Mark{{At: base.Add(150 * time.Minute), Label: "projected crossing 03:30"}},
+		// What postmortem draws for a drift that crossed: the observed
+		// crossing and the projection the open announced.
+		Projected: []Mark{{At: base.Add(100*time.Minute + 54*time.Second), Label: "observed crossing 02:40:54"},
+			{At: base.Add(115 * time.Minute), Label: "projected when announced 02:55"}},
 	}
 	for i := range 9 {
 		state := "update"
@@ -151,7 +154,7 @@ func TestPlotGolden(t *testing.T) {
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("plot differs from %s: render both with rsvg-convert, look, then go test ./report -run PlotGolden -update", golden)
 	}
-	for _, label := range []string{"1e-9", "1e-6", "critical pre-FEC BER 1e-6", "projected crossing 03:30", "01:30", "02:00", "9  01:42:40  update"} {
+	for _, label := range []string{"1e-9", "1e-6", "critical pre-FEC BER 1e-6", "observed crossing 02:40:54", "projected when announced 02:55", "01:30", "02:00", "9  01:42:40  update"} {
 		if !bytes.Contains(buf.Bytes(), []byte(label)) {
 			t.Errorf("plot lacks %q", label)
 		}

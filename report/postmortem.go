@@ -360,8 +360,27 @@ func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error)
 			ber.Series = ber.Series[:1]
 			ber.Levels = []Level{{Name: "critical pre-FEC BER 1e-6", Value: criticalPreFEC, Color: colorCritical}}
 		}
-		if at, ok := projectedCrossing(inc.Evidence); ok {
-			plot.Projected = append(plot.Projected, Mark{At: at, Label: "projected crossing " + at.Format("15:04")})
+		// What the incident knew: where the BER crossed (observed, the
+		// latest evidence's critical_crossed_at) and the crossing it
+		// projected when it was announced (the open's
+		// projected_critical_at): the lead the alert gave, and how right it
+		// was. The latest projection of an incident not yet crossed is
+		// drawn as such.
+		var marks []Mark
+		if at, ok := evidenceTime(inc.Evidence, "critical_crossed_at"); ok {
+			marks = append(marks, Mark{At: at, Label: "observed crossing " + at.Format("15:04:05")})
+		} else if at, ok := projectedCrossing(inc.Evidence); ok && inc.EndMs == nil {
+			marks = append(marks, Mark{At: at, Label: "projected crossing (latest) " + at.Format("15:04")})
+		}
+		announced, err := announcedCrossing(ctx, conn, inc)
+		if err != nil {
+			return nil, err
+		}
+		if !announced.IsZero() {
+			marks = append(marks, Mark{At: announced, Label: "projected when announced " + announced.Format("15:04")})
+		}
+		plot.Projected = append(plot.Projected, marks...)
+		if at := latestMark(marks); !at.IsZero() {
 			if last := s.times; len(last) > 0 && at.After(last[len(last)-1]) {
 				// Show the crossing: extend the axis to it.
 				plot.Times = append(append([]time.Time(nil), s.times...), at.Add(time.Minute))
@@ -410,6 +429,47 @@ func projectedCrossing(evidence string) (time.Time, bool) {
 	s, _ := ev["projected_critical_at"].(string)
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t.UTC(), err == nil
+}
+
+// evidenceTime reads a time field of an event's evidence.
+func evidenceTime(evidence, key string) (time.Time, bool) {
+	var ev map[string]any
+	if json.Unmarshal([]byte(evidence), &ev) != nil {
+		return time.Time{}, false
+	}
+	s, _ := ev[key].(string)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t.UTC(), err == nil
+}
+
+// announcedCrossing is the projected_critical_at of a ber_drift's open
+// event: the crossing it announced (zero when the open is not stored).
+func announcedCrossing(ctx context.Context, conn chdb.Conn, inc *Incident) (time.Time, error) {
+	rows, err := conn.Query(ctx, `SELECT evidence FROM events FINAL
+WHERE type = @type AND id = @id AND state = 'open' ORDER BY revision LIMIT 1`, ch.Named("type", inc.Type), ch.Named("id", inc.ID))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("postmortem: the announcement of %s: %w", inc.ID, err)
+	}
+	defer rows.Close()
+	var at time.Time
+	for rows.Next() {
+		var ev string
+		if err := rows.Scan(&ev); err != nil {
+			return time.Time{}, fmt.Errorf("postmortem: the announcement of %s: %w", inc.ID, err)
+		}
+		at, _ = projectedCrossing(ev)
+	}
+	return at, rows.Err()
+}
+
+func latestMark(marks []Mark) time.Time {
+	var at time.Time
+	for _, m := range marks {
+		if m.At.After(at) {
+			at = m.At
+		}
+	}
+	return at
 }
 
 // victimPauses are the rx pause fractions of up to five ports the storm
