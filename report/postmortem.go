@@ -306,7 +306,8 @@ const criticalPreFEC, criticalSymbol, criticalPostFEC = 1e-6, 1e-12, 1e-12
 // portPlot draws the series that prove the incident's type: for a storm the
 // pauses its origin sends and those its victims receive; for a BER drift the
 // BER against the critical level and the projected crossing; for a CNP/ECN
-// imbalance ECN marks against the CNPs sent and handled.
+// imbalance ECN marks against the CNPs sent and handled; for the
+// application and transport types and config_mismatch, see plot_types.go.
 func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error) {
 	start, end := inc.StartMs, inc.end()
 	pad := max((end-start)/4, 5*60*1000)
@@ -394,6 +395,11 @@ func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error)
 		plot.Panels = []Panel{ber, throughput}
 	case "cnp_ecn_imbalance":
 		plot.Panels = []Panel{cnp, throughput}
+	case "receive_starvation", "retransmissions", "completion_errors", "config_mismatch":
+		// Their own evidence (plot_types.go), not the default panels.
+		if err := typePlot(ctx, conn, inc, plot, s, throughput, pauses, start-pad, end+pad); err != nil {
+			return nil, err
+		}
 	default:
 		plot.Panels = []Panel{throughput, pauses, ber, cnp}
 	}
