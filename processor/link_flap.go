@@ -80,6 +80,47 @@ type linkFlapPort struct {
 	lastDown   schemas.Millis
 	linkDowned uint64 // latest raw readings, for the evidence
 	phyDowns   uint64
+	// A RoCE LAG member's downs waiting one reading for the bond's verdict
+	// (see lagMemberHeld), and when they began.
+	pending      uint64
+	pendingSince schemas.Millis
+}
+
+// lagMemberHeld decides a RoCE LAG member's downs (its own sample, device
+// schemas.BondMemberDevice). A member link that went down while the bond
+// port went down too is the bond's flap: one fault, one incident, on the
+// port RDMA traffic uses. Only a flap the LAG rode through (the bond stayed
+// up) is the member's own. The two samples of one reading come in no set
+// order, so a member's first down waits one reading of the member for the
+// bond's verdict. It returns true when the sample is done with; else downs
+// is what the member opens or updates with.
+func (d *LinkFlap) lagMemberHeld(port *PortState, s *Sample, downs *uint64) bool {
+	bond, _, ok := schemas.SplitBondMember(s.ID.Device)
+	if !ok {
+		return false
+	}
+	t := d.track()
+	st, have := LookupPortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
+	if t.IsOpen(schemas.Subject{Node: s.ID.Node, Device: bond, Port: s.ID.Port}) {
+		if have {
+			st.pending = 0
+		}
+		return true // the bond's incident holds this flap
+	}
+	if !have && *downs == 0 {
+		return true
+	}
+	st = PortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
+	if st.pending == 0 {
+		if *downs > 0 {
+			st.pending, st.pendingSince = *downs, s.Since()
+		}
+		return true
+	}
+	// The bond stayed up a reading later: the member's own flap.
+	*downs += st.pending
+	st.pending = 0
+	return false
 }
 
 // OnSample implements PortDetector.
@@ -88,6 +129,15 @@ func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	subject := s.ID.Subject()
 	downs, seen := linkDowns(s)
 	open := t.IsOpen(subject)
+	var since schemas.Millis
+	if !open {
+		if st, ok := LookupPortLocal[linkFlapPort](port, schemas.TypeLinkFlap); ok && st.pending > 0 {
+			since = st.pendingSince
+		}
+		if d.lagMemberHeld(port, s, &downs) {
+			return
+		}
+	}
 	if downs == 0 && !open {
 		return
 	}
@@ -102,6 +152,9 @@ func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	case downs > 0:
 		if !open {
 			st.downs, st.firstDown = 0, s.Since()
+			if since != 0 {
+				st.firstDown = since // a LAG member's down that waited a reading
+			}
 		}
 		st.downs += downs
 		st.lastDown = s.Time
@@ -201,9 +254,13 @@ func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progres
 		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy'", s.Netdev, s.Netdev), "speed, FEC mode and the PHY's link-down count"))
 	}
 	checks = append(checks, onSwitch(d.fabric, s.ID, "port log and link-down counters"))
+	onset := s.Since()
+	if st.firstDown != 0 {
+		onset = min(onset, st.firstDown) // a LAG member's down that waited a reading
+	}
 	return Finding{
 		Subject:  s.ID.Subject(),
-		Onset:    s.Since(),
+		Onset:    onset,
 		Severity: severity,
 		Layer:    schemas.LayerPhysical,
 		Summary:  summary,

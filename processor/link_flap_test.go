@@ -179,3 +179,70 @@ func TestLinkFlap(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkFlapLAGMember: a RoCE LAG member's link (its own sample, device
+// <bond>.<member>) that goes down while the bond port goes down too is the
+// bond's flap, one incident, whichever sample of the reading comes first; a
+// member flap the LAG rode through (the bond stayed up) is the member's own
+// incident, from the member's first down.
+func TestLinkFlapLAGMember(t *testing.T) {
+	bond := schemas.PortID{Node: "host-a", Device: "mlx5_bond_0", Port: 1}
+	member := schemas.PortID{Node: "host-a", Device: schemas.BondMemberDevice("mlx5_bond_0", "ens1f0np0"), Port: 1}
+	bondQuiet := func(v uint64) []schemas.CounterDelta { return []schemas.CounterDelta{ctr("link_downed", v, 0, 0)} }
+	memberQuiet := func(v uint64) []schemas.CounterDelta { return []schemas.CounterDelta{eth("link_down_events_phy", v, 0, 0)} }
+	type reading struct {
+		sec                  float64
+		bondDown, memberDown bool
+	}
+	for _, tc := range []struct {
+		name        string
+		memberFirst bool
+		bondFlaps   bool
+		wantSubject string
+	}{
+		{"bond and member go down together, bond first", false, true, bond.Device},
+		{"bond and member go down together, member first", true, true, bond.Device},
+		{"the member alone: the LAG rode through", false, false, member.Device},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, NewLinkFlap())
+			var bv, mv uint64
+			for sec := 0.0; sec < 900; sec += 5 {
+				flap := sec == 60
+				var b, m []schemas.CounterDelta
+				switch {
+				case sec == 0:
+					b, m = []schemas.CounterDelta{ctr("link_downed", 0, 0, first)}, []schemas.CounterDelta{eth("link_down_events_phy", 0, 0, first)}
+				case flap:
+					mv++
+					m = []schemas.CounterDelta{eth("link_down_events_phy", mv, 1, 0)}
+					b = bondQuiet(bv)
+					if tc.bondFlaps {
+						bv++
+						b = []schemas.CounterDelta{ctr("link_downed", bv, 1, 0)}
+					}
+				default:
+					b, m = bondQuiet(bv), memberQuiet(mv)
+				}
+				bs, ms := sample(bond, sec, "ACTIVE", b...), sample(member, sec, "ACTIVE", m...)
+				if tc.memberFirst {
+					h.feed(ms)
+					h.feed(bs)
+				} else {
+					h.feed(bs)
+					h.feed(ms)
+				}
+			}
+			if got := h.states(); !equalStrings(got, []string{"open", "resolved"}) {
+				t.Fatalf("states %v, want one incident opened and resolved", got)
+			}
+			open := h.events[0]
+			if open.Subject.Device != tc.wantSubject {
+				t.Errorf("subject %s, want %s", open.Subject.Device, tc.wantSubject)
+			}
+			if open.Start != at(55) {
+				t.Errorf("start %v, want %v: the interval of the first down", open.Start, at(55))
+			}
+		})
+	}
+}
