@@ -189,7 +189,9 @@ func TestLinkFlapLAGMember(t *testing.T) {
 	bond := schemas.PortID{Node: "host-a", Device: "mlx5_bond_0", Port: 1}
 	member := schemas.PortID{Node: "host-a", Device: schemas.BondMemberDevice("mlx5_bond_0", "ens1f0np0"), Port: 1}
 	bondQuiet := func(v uint64) []schemas.CounterDelta { return []schemas.CounterDelta{ctr("link_downed", v, 0, 0)} }
-	memberQuiet := func(v uint64) []schemas.CounterDelta { return []schemas.CounterDelta{eth("link_down_events_phy", v, 0, 0)} }
+	memberQuiet := func(v uint64) []schemas.CounterDelta {
+		return []schemas.CounterDelta{eth("link_down_events_phy", v, 0, 0)}
+	}
 	type reading struct {
 		sec                  float64
 		bondDown, memberDown bool
