@@ -315,7 +315,24 @@ func TestTypePlots(t *testing.T) {
 					t.Errorf("the plot lacks %q", s)
 				}
 			}
-			if *pngDir != "" && tc.file != "" {
+			if tc.file == "" {
+				return
+			}
+			// The golden pins the layout: a change shows as a diff to
+			// review (render it with rsvg-convert and look), then
+			// go test ./report -run TypePlots -update.
+			golden := filepath.Join("testdata", tc.file+".golden.svg")
+			if *update {
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want, err := os.ReadFile(golden); err != nil {
+				t.Errorf("%v (go test ./report -run TypePlots -update)", err)
+			} else if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("plot differs from %s: render both with rsvg-convert, look, then go test ./report -run TypePlots -update", golden)
+			}
+			if *pngDir != "" {
 				if err := os.WriteFile(filepath.Join(*pngDir, tc.file+".svg"), buf.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
 				}
