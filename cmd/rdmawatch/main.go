@@ -102,7 +102,12 @@ func newRoot() *cobra.Command {
 			return nil
 		},
 		PersistentPostRun: func(cmd *cobra.Command, args []string) { stopProfile() },
+		// --version, as nats-server, node_exporter and Prometheus have it;
+		// cobra answers it before any PreRun, so no config is read.
+		Version: version,
 	}
+	root.SetVersionTemplate("{{.Version}}")
+	root.Version = currentBuildInfo().String()
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.natsURL, "nats", envOr("RDMAWATCH_NATS", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env RDMAWATCH_NATS)")
 	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
