@@ -8,9 +8,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -134,7 +136,41 @@ func injectOnDemand(src *sim.Source, spec string) string {
 	if err != nil {
 		return "inject: " + err.Error()
 	}
-	return "injected: " + sim.DescribeFault(f, time.Time{})
+	return "injected: " + describeFault(f, time.Time{})
+}
+
+// describeFault is sim.DescribeFault for a fault it has no words for
+// (config_report, misconfig): the kind and the fault's settings instead of
+// the Go type's name.
+func describeFault(f sim.Fault, base time.Time) string {
+	d := sim.DescribeFault(f, base)
+	if d != fmt.Sprintf("%T", f) {
+		return d
+	}
+	v := reflect.ValueOf(f)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	return fmt.Sprintf("%s %+v", snakeName(v.Type().Name()), v.Interface())
+}
+
+// snakeName turns a Go type name into the kind a fault spec names:
+// ConfigReport -> config_report.
+func snakeName(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if unicode.IsUpper(r) && i > 0 {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// logFault is a fault as a log value: DescribeFault aligns its columns for a
+// terminal, which in a log line is only runs of spaces.
+func logFault(f sim.Fault, base time.Time) string {
+	return strings.Join(strings.Fields(describeFault(f, base)), " ")
 }
 
 // runSimCollector is `rdmawatch collector --source sim`: the simulated fleet
@@ -165,7 +201,7 @@ func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream
 	g.log.Info("simulated collectors started", "fleet", fl.name, "nodes", len(lay.Nodes), "ports", len(lay.Ports),
 		"interval", fl.cfg.Interval, "data_start", lay.Start, "data_end", lay.End, "speed", fl.speed, "inject_subject", simInjectSubject)
 	for _, f := range fl.cfg.Faults {
-		g.log.Info("fault scheduled", "fault", sim.DescribeFault(f, lay.Start))
+		g.log.Info("fault scheduled", "fault", logFault(f, lay.Start))
 	}
 	err = collector.New(src, eng, pub, collector.Config{Log: g.log, OnScrape: onScrape}).Run(ctx)
 	st := eng.Stats()

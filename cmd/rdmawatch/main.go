@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -54,21 +55,47 @@ func envOr(name, def string) string {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	g := &global{}
+	if err := newRootOf(g).ExecuteContext(ctx); err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			// SIGTERM while still waiting for NATS or ClickHouse: nothing
 			// was started, nothing is lost; a stop is not a failure.
-			fmt.Fprintln(os.Stderr, "rdmawatch: stopped by signal before the service was reachable")
+			g.lastWords(os.Stderr, slog.LevelInfo, "stopped by signal before the service was reachable", nil)
 			return
 		}
-		// Whatever an error quotes, a URL or DSN in it loses its password.
-		fmt.Fprintln(os.Stderr, "rdmawatch:", redact.String(err.Error()))
+		g.lastWords(os.Stderr, slog.LevelError, "", err)
 		os.Exit(1)
 	}
 }
 
-func newRoot() *cobra.Command {
-	g := &global{}
+// lastWords writes the line a command ends with. With --log-format json it
+// is one more JSON object through the same handler, so a log pipeline that
+// parses every line does not choke on the one that matters most; otherwise
+// (text logs, or an error before the logger exists, such as a bad flag) it
+// is a plain "rdmawatch: ..." line. Whatever err quotes, a URL or DSN in it
+// loses its password.
+func (g *global) lastWords(w io.Writer, lvl slog.Level, msg string, err error) {
+	text := msg
+	var attrs []any
+	if err != nil {
+		text = redact.String(err.Error())
+		attrs = []any{"err", text}
+		if msg == "" {
+			msg = "rdmawatch stopped"
+		}
+	}
+	if g.log != nil && g.logFormat == "json" {
+		g.log.Log(context.Background(), lvl, msg, attrs...)
+		return
+	}
+	fmt.Fprintln(w, "rdmawatch:", text)
+}
+
+func newRoot() *cobra.Command { return newRootOf(&global{}) }
+
+// newRootOf builds the command tree on g, which main keeps to write the
+// last line through the logger the command set up.
+func newRootOf(g *global) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "rdmawatch",
 		Short:         "Find RDMA packet-loss causes across a fleet, layer by layer",

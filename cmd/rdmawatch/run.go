@@ -208,7 +208,7 @@ func printLiveHeader(w io.Writer, fl *simFleet, lay *sim.Layout) {
 	fmt.Fprintf(w, "  data time %s to %s, read every %s, played at %s\n",
 		lay.Start.Format(time.RFC3339), lay.End.Format(time.RFC3339), fl.cfg.Interval, wall)
 	for _, f := range fl.cfg.Faults {
-		fmt.Fprintf(w, "  scheduled: %s\n", sim.DescribeFault(f, lay.Start))
+		fmt.Fprintf(w, "  scheduled: %s\n", describeFault(f, lay.Start))
 	}
 }
 
