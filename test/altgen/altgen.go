@@ -65,6 +65,9 @@ type Fault struct {
 	// Loss is the lost share of CNPs (CNPLoss).
 	Loss float64
 	Port int // index into the fabric's ports of a fitting kind; -1 random
+	// Drawn is the ramp of a BER drift under drawn physics (physics.go),
+	// set by the generator: Ramp is then the time to critical it implies.
+	Drawn RampShape
 }
 
 // Config describes one trace.
@@ -89,8 +92,32 @@ type Config struct {
 	StableHighBER bool
 	// NIC is the counter set the hosts' driver lists (nic.go): NICFull
 	// (""), NICUpstream, NICGlobalPause or NICBonded.
-	NIC    string
-	Faults []Fault
+	NIC string
+	// RandomPhysics draws the fabric's physical constants from the seed
+	// and the fabric's name (DrawPhysics, physics.go) instead of the
+	// historical ones; Physics, when set, gives them outright. Neither:
+	// fixed physics, the traces as they always were.
+	RandomPhysics bool
+	Physics       *Physics
+	Faults        []Fault
+}
+
+// physics resolves the trace's physics; under drawn physics an unset NIC
+// profile is the drawn one (an InfiniBand-only fabric has no RoCE port to
+// profile: full).
+func (c Config) physics() (Physics, string) {
+	ph := FixedPhysics()
+	switch {
+	case c.Physics != nil:
+		ph = *c.Physics
+	case c.RandomPhysics:
+		ph = DrawPhysics(c.Seed, c.Fabric)
+	}
+	nic := c.NIC
+	if nic == "" && !ph.Fixed && ph.NIC != "" && c.IBLeaves < c.Leaves {
+		nic = ph.NIC
+	}
+	return ph, nic
 }
 
 type counterDef struct {
@@ -127,6 +154,9 @@ type port struct {
 	npOff, rpIgnore   float64
 	drift             *Fault
 	driftFrom         float64 // ln BER at the onset
+	driftBase         float64 // drawn physics: the BER a drift starts from
+	lanes             int     // drawn physics: lanes that count errors (0: 4)
+	busy              float64 // drawn physics: utilisation floor (a lossy link's job)
 	app               appState
 	satSeen           map[string]bool // saturating counters that reached their max
 	devIdx            int             // the port's index on its host
@@ -184,6 +214,8 @@ type gen struct {
 	// storm bookkeeping for labels
 	storms    []*stormState
 	rApp      *rand.Rand // transport.go's random source
+	rPhys     *rand.Rand // physics.go's per-port source (drawn physics)
+	ph        Physics
 	confState *confState // misconfig.go: nil when no line carries a config
 }
 
@@ -213,6 +245,9 @@ func ts(start time.Time, sec float64) string {
 
 // Generate writes trace.jsonl[.gz], topology.json and labels.jsonl to dir.
 func Generate(cfg Config, dir string, gz bool) error {
+	var ph Physics
+	ph, cfg.NIC = cfg.physics()
+	cfg.Physics, cfg.RandomPhysics = &ph, false
 	if !validNIC(cfg.NIC) {
 		return fmt.Errorf("NIC profile %q is not one of %s", cfg.NIC, strings.Join(NICs, ", "))
 	}
@@ -277,6 +312,7 @@ func newGen(cfg Config) *gen {
 		cfg.PortsPerHost = 1
 	}
 	g := &gen{cfg: cfg, r: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
+	g.ph, g.cfg.NIC = cfg.physics()
 	if g.nicProfile() == NICGlobalPause {
 		g.conf() // every host reports its config: pfc_enabled [] (nic.go)
 	}
@@ -320,6 +356,11 @@ func (g *gen) newPort(nodeName string, p int, ib bool, leaf, host int) *port {
 	if ib {
 		r := ibRates[g.r.IntN(len(ibRates))]
 		pt.rateGbps, pt.rateText = r.g, r.t
+		if g.drawn() {
+			// Drawn from g.r's draw all the same: one seed, one layout.
+			lr := g.ph.IBRates[g.physicsSource().IntN(len(g.ph.IBRates))]
+			pt.rateGbps, pt.rateText, pt.lanes = lr.Gbps, lr.Text, lr.Lanes
+		}
 		pt.netdev = fmt.Sprintf("ib%d", p)
 		if g.r.IntN(3) == 0 {
 			pt.netdev = "" // no IPoIB on that port
@@ -327,6 +368,10 @@ func (g *gen) newPort(nodeName string, p int, ib bool, leaf, host int) *port {
 	} else {
 		r := ethRates[g.r.IntN(len(ethRates))]
 		pt.rateGbps, pt.rateText = r.g, r.t
+		if g.drawn() {
+			lr := g.ph.EthRates[g.physicsSource().IntN(len(g.ph.EthRates))]
+			pt.rateGbps, pt.rateText, pt.lanes = lr.Gbps, lr.Text, lr.Lanes
+		}
 		pt.netdev = fmt.Sprintf("enp%ds0f%dnp%d", 65+32*p, p, p)
 	}
 	pt.hwOK, pt.ethOK = true, !ib
@@ -419,6 +464,9 @@ func (g *gen) newPort(nodeName string, p int, ib bool, leaf, host int) *port {
 	} else {
 		pt.baseBER = math.Exp(math.Log(3e-9) + g.r.NormFloat64()*1.3)
 	}
+	if g.drawn() {
+		pt.baseBER = g.portBER(ib)
+	}
 	pt.npRatio = 0.03 + g.r.Float64()*0.25
 	pt.markProb = 0.004 + g.r.Float64()*0.02
 	pt.weight = math.Exp(g.r.NormFloat64() * 0.4)
@@ -495,14 +543,10 @@ func (g *gen) plan() {
 				ff.Shape = 1 + g.r.Float64()*0.8
 			}
 			ff.At = f.At
+			g.drawRamp(p, &ff)
 			p.drift = &ff
-			crit := 1e-6
-			if ib {
-				crit = 1e-12
-			}
 			l := Label{Type: "ber_drift", Start: ts(g.cfg.Start, at), Subject: g.phySubject(p),
 				CriticalAt: ts(g.cfg.Start, at+ff.Ramp.Seconds())}
-			_ = crit
 			g.labels = append(g.labels, l)
 		case NPDisabled, RPIgnoring:
 			p := g.pick(f.Port, func(p *port) bool { return !p.ib && p.hwOK && !faultNode(p) }, used)
@@ -576,6 +620,7 @@ func (g *gen) plan() {
 	}
 	if g.cfg.Noise {
 		g.planNoise(usedNodes, used)
+		g.planSubThreshold(usedNodes, used)
 	}
 	sort.SliceStable(g.events, func(i, j int) bool { return g.events[i].at < g.events[j].at })
 }
@@ -746,8 +791,12 @@ func (g *gen) run() {
 		for ni, nd := range g.nodes {
 			for nd.next <= t {
 				rt := nd.next
-				jit := math.Abs(g.r.NormFloat64()) * 0.02
-				if g.cfg.Noise && g.r.Float64() < 0.02 {
+				jitSD, late := 0.02, 0.02
+				if g.drawn() {
+					jitSD, late = g.ph.JitterSec, g.ph.LateProb
+				}
+				jit := math.Abs(g.r.NormFloat64()) * jitSD
+				if g.cfg.Noise && g.r.Float64() < late {
 					jit = iv * (0.1 + 0.3*g.r.Float64()) // a busy host reads late
 				}
 				rt += jit
@@ -882,7 +931,11 @@ func (g *gen) step(t float64, hot map[int]int) {
 		} else {
 			u *= 0.15
 		}
+		if g.drawn() {
+			u *= g.ph.Utilisation
+		}
 		u = math.Min(0.95, math.Max(0.0005, u))
+		u = math.Max(u, p.busy)
 		c := g.leafC[p.leaf]
 		if hot[p.leaf] > 0 {
 			u = math.Max(u, 0.3)
@@ -978,6 +1031,9 @@ func (g *gen) stepEth(p *port, t, rxB, c, txPause, rxPause float64, cnpSent *flo
 		}
 		x := (t - 1 - d.At.Seconds()) / d.Ramp.Seconds()
 		lnBER = p.driftFrom + math.Pow(x, d.Shape)*(math.Log(1e-6)-p.driftFrom) + p.wander*0.3
+		if d.Drawn.Doubling > 0 {
+			lnBER = driftLnBER(d, p.driftBase, physicsRanges.CriticalEth, t-1) + p.wander*0.3
+		}
 	}
 	ber := math.Exp(lnBER)
 	g.stepApp(p, t, rxB/p.pktSize, c, ber)
@@ -997,8 +1053,16 @@ func (g *gen) stepEth(p *port, t, rxB, c, txPause, rxPause float64, cnpSent *flo
 	if p.drift == nil {
 		lane = g.r.IntN(4)
 	}
-	g.add(p, fmt.Sprintf("rx_err_lane_%d_phy", lane), math.Round(errBits*0.7))
-	g.add(p, fmt.Sprintf("rx_err_lane_%d_phy", (lane+1)%4), math.Round(errBits*0.3))
+	if lanes := p.lanes; lanes > 0 && lanes < 4 {
+		// Only the link's lanes carry errors: a 1X link counts them all
+		// on lane 0.
+		lane %= lanes
+		g.add(p, fmt.Sprintf("rx_err_lane_%d_phy", lane), math.Round(errBits*0.7))
+		g.add(p, fmt.Sprintf("rx_err_lane_%d_phy", (lane+1)%lanes), math.Round(errBits*0.3))
+	} else {
+		g.add(p, fmt.Sprintf("rx_err_lane_%d_phy", lane), math.Round(errBits*0.7))
+		g.add(p, fmt.Sprintf("rx_err_lane_%d_phy", (lane+1)%4), math.Round(errBits*0.3))
+	}
 	if ber > 3e-7 {
 		g.add(p, "rx_pcs_symbol_err_phy", poisson(g.r, ber*bits*1e-7))
 	}
@@ -1043,6 +1107,9 @@ func (g *gen) stepIB(p *port, t float64) {
 		}
 		x := (t - 1 - d.At.Seconds()) / d.Ramp.Seconds()
 		lnBER = p.driftFrom + math.Pow(x, d.Shape)*(math.Log(1e-12)-p.driftFrom)
+		if d.Drawn.Doubling > 0 {
+			lnBER = driftLnBER(d, p.driftBase, physicsRanges.CriticalIB, t-1)
+		}
 	}
 	ev := poisson(g.r, math.Exp(lnBER)*bits)
 	// A retrain now and then on a healthy link: a burst and a recovery.

@@ -109,6 +109,10 @@ func (g *gen) bondPort(p *port, ports int) {
 	r := rand.New(rand.NewPCG(g.cfg.Seed^0xb0d, uint64(len(g.ports))<<8|uint64(ports)))
 	m := &member1{r: r, acc: map[string]float64{}, prev: map[string]float64{}}
 	m.baseBER = math.Exp(math.Log(3e-9) + r.NormFloat64()*1.3)
+	if g.drawn() {
+		lo, hi := g.ph.EthBERLo, g.ph.EthBERHi
+		m.baseBER = math.Exp(math.Log(lo) + r.Float64()*math.Log(hi/lo))
+	}
 	m.acc["rx_bits_phy"] = math.Floor(r.Float64() * 1e17)
 	m.acc["link_down_events_phy"] = float64(r.IntN(3))
 	p.m1 = m

@@ -41,6 +41,15 @@ import (
 // widen it; RDMAWATCH_SWEEP_KEEP=DIR keeps the traces of the runs with a
 // miss or a false alarm; RDMAWATCH_SWEEP_REPORT=FILE writes the table there
 // too; RDMAWATCH_SWEEP_TARGETS=0 reports without failing.
+//
+// RDMAWATCH_SWEEP_PHYSICS=random measures a distribution of fabrics: each
+// (preset, seed) draws its physics (altgen.DrawPhysics: link rates, BERs
+// and the ramp shape, out-of-sequence per loss, loss, reordering,
+// utilisation, jitter, and the NIC profile), each run is generated once,
+// under its drawn profile unless RDMAWATCH_SWEEP_NICS names profiles, and
+// the table is per drawn profile and over all runs (the targets hold for
+// the whole). A run with a miss or a false alarm logs its physics and its
+// mismatches; a kept trace has physics.txt next to it.
 func TestSweep(t *testing.T) {
 	if os.Getenv("RDMAWATCH_SWEEP") == "" {
 		t.Skip("set RDMAWATCH_SWEEP=1 to run the evaluation sweep (minutes)")
@@ -67,6 +76,17 @@ func TestSweep(t *testing.T) {
 	for i, n := range nics {
 		nics[i] = strings.TrimSpace(n)
 	}
+	random := false
+	switch ph := envOr("RDMAWATCH_SWEEP_PHYSICS", "fixed"); ph {
+	case "fixed":
+	case "random":
+		random = true
+		if os.Getenv("RDMAWATCH_SWEEP_NICS") == "" {
+			nics = []string{""} // each run under its drawn profile
+		}
+	default:
+		t.Fatalf("RDMAWATCH_SWEEP_PHYSICS: %q is not fixed or random", ph)
+	}
 
 	type run struct {
 		name     string
@@ -79,12 +99,16 @@ func TestSweep(t *testing.T) {
 	for _, nic := range nics {
 		for _, p := range presets {
 			p = strings.TrimSpace(p)
-			if p == "ber-ib" && nic != altgen.NICFull {
+			if p == "ber-ib" && nic != altgen.NICFull && nic != "" {
 				continue // an InfiniBand fabric: no RoCE port to profile
 			}
 			for _, iv := range intervals {
 				for _, s := range seeds {
-					runs = append(runs, run{fmt.Sprintf("%s/%s/seed%d/%s", nic, p, s, iv), p, s, iv, nic})
+					name := fmt.Sprintf("%s/%s/seed%d/%s", nic, p, s, iv)
+					if nic == "" {
+						name = fmt.Sprintf("%s/seed%d/%s", p, s, iv) // the profile is drawn
+					}
+					runs = append(runs, run{name, p, s, iv, nic})
 				}
 			}
 		}
@@ -97,6 +121,10 @@ func TestSweep(t *testing.T) {
 	)
 	for _, nic := range nics {
 		sums[nic] = &eval.Sum{}
+	}
+	const all = "all drawn fabrics"
+	if random {
+		sums[all] = &eval.Sum{}
 	}
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
@@ -113,6 +141,11 @@ func TestSweep(t *testing.T) {
 				return
 			}
 			cfg.NIC = r.nic
+			cfg.RandomPhysics = random
+			ph, nic := altgen.PhysicsOf(cfg)
+			if nic == "" {
+				nic = altgen.NICFull
+			}
 			dir := filepath.Join(t.TempDir(), strings.ReplaceAll(r.name, "/", "_"))
 			if err := altgen.Generate(cfg, dir, false); err != nil {
 				t.Errorf("%s: generate: %v", r.name, err)
@@ -125,11 +158,35 @@ func TestSweep(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			rep := sums[r.nic].Add(r.name, evs, labels, eval.Options{Interval: r.interval})
+			sum := sums[r.nic]
+			if random {
+				if sums[nic] == nil {
+					sums[nic] = &eval.Sum{}
+				}
+				sum = sums[nic]
+				sums[all].Add(r.name, evs, labels, eval.Options{Interval: r.interval})
+			}
+			rep := sum.Add(r.name, evs, labels, eval.Options{Interval: r.interval})
 			samples += res.Engine.Samples
 			elapsed += res.Elapsed
 			bad := len(rep.Misses) > 0 || len(rep.FalseAlarms) > 0
 			t.Logf("%s: %d labels, %d incidents, %d missed, %d false, %d samples in %s", r.name, rep.All.Labels, rep.All.Incidents, len(rep.Misses), len(rep.FalseAlarms), res.Engine.Samples, res.Elapsed.Round(time.Millisecond))
+			if bad && random {
+				var b strings.Builder
+				fmt.Fprintf(&b, "%s: NIC %s, physics: %s", r.name, nic, ph)
+				for _, m := range rep.Misses {
+					fmt.Fprintf(&b, "\n  missed: %s %v from %s (critical_at %s)", m.Label.Type, m.Label.Subject, m.Label.Start, m.Label.CriticalAt)
+				}
+				for _, fa := range rep.FalseAlarms {
+					kind := "false alarm"
+					if fa.Fragment {
+						kind = "fragment"
+					}
+					fmt.Fprintf(&b, "\n  %s: %s %s detected %s: %s", kind, fa.Incident.Type, fa.Incident.Subject, fa.Incident.FirstDetected, strings.TrimSpace(fa.Incident.Summary))
+				}
+				t.Log(b.String())
+				os.WriteFile(filepath.Join(dir, "physics.txt"), []byte(b.String()+"\n"), 0o644)
+			}
 			if bad && keep != "" {
 				dst := filepath.Join(keep, strings.ReplaceAll(r.name, "/", "_"))
 				if err := os.MkdirAll(filepath.Dir(dst), 0o755); err == nil {
@@ -143,8 +200,20 @@ func TestSweep(t *testing.T) {
 	}
 	wg.Wait()
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "sweep: presets %s, seeds %s, intervals %s, NIC profiles %s\n", strings.Join(presets, ","), envOr("RDMAWATCH_SWEEP_SEEDS", "1-3"), envOr("RDMAWATCH_SWEEP_INTERVALS", "5s,10s"), strings.Join(nics, ","))
-	for _, nic := range nics {
+	fmt.Fprintf(&buf, "sweep: presets %s, seeds %s, intervals %s, NIC profiles %s, physics %s\n", strings.Join(presets, ","), envOr("RDMAWATCH_SWEEP_SEEDS", "1-3"), envOr("RDMAWATCH_SWEEP_INTERVALS", "5s,10s"), strings.Join(nics, ","), envOr("RDMAWATCH_SWEEP_PHYSICS", "fixed"))
+	var groups []string
+	if random {
+		// The drawn profiles, then the whole distribution.
+		for _, nic := range altgen.NICs {
+			if sums[nic] != nil {
+				groups = append(groups, nic)
+			}
+		}
+		groups = append(groups, all)
+	} else {
+		groups = nics
+	}
+	for _, nic := range groups {
 		fmt.Fprintf(&buf, "\nNIC profile %s:\n", nic)
 		sums[nic].WriteText(&buf)
 	}
@@ -158,7 +227,11 @@ func TestSweep(t *testing.T) {
 		}
 	}
 	if os.Getenv("RDMAWATCH_SWEEP_TARGETS") != "0" {
-		for _, nic := range nics {
+		check := nics
+		if random {
+			check = []string{all}
+		}
+		for _, nic := range check {
 			for _, miss := range sums[nic].Check(eval.Issue12) {
 				t.Errorf("NIC profile %s: target missed: %s", nic, miss)
 			}

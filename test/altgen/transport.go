@@ -87,6 +87,16 @@ func (g *gen) initApp(p *port) {
 	if r.Float64() < 0.35 {
 		p.app.reorder = math.Min(1e-4, math.Exp(math.Log(1e-5)+r.NormFloat64()))
 	}
+	if g.drawn() {
+		// Adaptive routing on some ports only, up to the fabric's
+		// ReorderMax; the draws above are kept so the transport source
+		// runs as under fixed physics.
+		rp := g.physicsSource()
+		p.app.reorder = 0
+		if rp.Float64() < g.ph.ReorderShare {
+			p.app.reorder = g.ph.ReorderMax * math.Exp(-rp.Float64()*math.Log(100))
+		}
+	}
 }
 
 // peersOf picks n RoCE ports with hw counters other than p.
@@ -133,7 +143,17 @@ func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) b
 	switch f.Kind {
 	case Retransmissions:
 		p.app.lossPeers = g.peersOf(p, 2+r.IntN(3))
-		g.at(at, "loss", p, nil, math.Exp(math.Log(5e-5)+r.Float64()*math.Log(20)))
+		loss := math.Exp(math.Log(5e-5) + r.Float64()*math.Log(20))
+		if g.drawn() {
+			// The incident: at least 1e-6 of received packets,
+			// for at least 2 minutes, on a port whose own history is
+			// quiet (no adaptive-routing reordering of its own).
+			lo, hi := g.ph.LossLo, g.ph.LossHi
+			loss = math.Max(physicsRanges.LabelledLossMin, math.Exp(math.Log(lo)+g.physicsSource().Float64()*math.Log(hi/lo)))
+			end = math.Max(end, at+physicsRanges.LabelledLossMinDur.Seconds())
+			p.app.reorder = 0
+		}
+		g.at(at, "loss", p, nil, loss)
 		g.at(end, "loss", p, nil, 0)
 		label(Retransmissions, at, end)
 	case RetransBER:
@@ -142,6 +162,7 @@ func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) b
 			ff.Ramp = time.Duration(15+r.IntN(15)) * time.Minute
 		}
 		ff.Shape = 1 + r.Float64()*0.5
+		g.drawRamp(p, &ff)
 		p.drift = &ff
 		p.app.lossPeers = g.peersOf(p, 2+r.IntN(3))
 		p.app.lossFromBER = true
@@ -187,6 +208,12 @@ func (g *gen) applyApp(e event) bool {
 	switch e.what {
 	case "loss":
 		e.p.app.loss = e.v
+		if g.drawn() {
+			e.p.busy = 0
+			if e.v > 0 {
+				e.p.busy = lossyBusy
+			}
+		}
 	case "starve":
 		e.p.app.starve = e.v
 	case "cqe":
@@ -204,7 +231,13 @@ func (g *gen) stepApp(p *port, t, pkts, c, ber float64) {
 	r := g.rn()
 	a := &p.app
 	// Healthy reordering and the NAKs it draws.
-	reord := poisson(r, pkts*a.reorder)
+	share := a.reorder
+	if g.drawn() {
+		// Adaptive routing spreads more flows over more paths as the
+		// leaf's load rises: half the share on an idle leaf.
+		share *= math.Min(1, 0.5+c)
+	}
+	reord := poisson(r, pkts*share)
 	g.add(p, "out_of_sequence", reord)
 	g.add(p, "packet_seq_err", poisson(r, reord/30))
 	loss := a.loss
@@ -213,7 +246,7 @@ func (g *gen) stepApp(p *port, t, pkts, c, ber float64) {
 	}
 	if loss > 0 {
 		lost := poisson(r, pkts*loss)
-		oos := poisson(r, lost*30)
+		oos := poisson(r, lost*g.oosPerLoss())
 		g.add(p, "out_of_sequence", oos)
 		g.add(p, "duplicate_request", poisson(r, lost*0.5))
 		for _, q := range a.lossPeers {

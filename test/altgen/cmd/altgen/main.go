@@ -19,6 +19,7 @@ func main() {
 	out := flag.String("out", "", "output directory")
 	gz := flag.Bool("gz", true, "gzip the trace")
 	nic := flag.String("nic", "full", "what the hosts' driver lists: full | mlx5-upstream | global-pause | bonded (see altgen's nic.go)")
+	physics := flag.String("physics", "fixed", "fixed (the historical constants) | random (drawn from the seed and preset, see altgen's physics.go)")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "-out is required")
@@ -30,6 +31,17 @@ func main() {
 		os.Exit(2)
 	}
 	cfg.NIC = *nic
+	switch *physics {
+	case "fixed":
+	case "random":
+		cfg.RandomPhysics = true
+		if !flagSet("nic") {
+			cfg.NIC = "" // the drawn profile
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "-physics %q is not fixed or random\n", *physics)
+		os.Exit(2)
+	}
 	if *minutes > 0 {
 		cfg.Duration = time.Duration(*minutes) * time.Minute
 	}
@@ -37,4 +49,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
