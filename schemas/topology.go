@@ -72,8 +72,15 @@ type Topology struct {
 	Fabric   string           `json:"fabric"`
 	Switches []TopologySwitch `json:"switches"`
 	Links    []TopologyLink   `json:"links"`
+	// Racks is optional (added to v1 as an optional field): rack name ->
+	// the nodes standing in it. It names nodes, not switches, because in a
+	// rail-optimised fabric one host's ports reach several leaves while the
+	// host still stands in one rack. Capacity queries group by it.
+	Racks map[string][]string `json:"racks,omitempty"`
 
 	tier map[string]string
+	// rackOf is the rack of each node "racks" names.
+	rackOf map[string]string
 	// attach says what the other end of a host port's single cable is.
 	attach map[PortID]Endpoint
 	// onSwitch lists the host ports cabled to a switch, sorted.
@@ -204,6 +211,9 @@ func (t *Topology) build() error {
 		}
 		return &TopologyError{Link: -1, Reason: reason}
 	}
+	if err := t.indexRacks(); err != nil {
+		return err
+	}
 	for sw := range t.onSwitch {
 		sortPorts(t.onSwitch[sw])
 	}
@@ -211,6 +221,33 @@ func (t *Topology) build() error {
 		// Sorted by name, without the repeats of parallel cables.
 		sort.Slice(adj, func(a, b int) bool { return t.swNames[adj[a]] < t.swNames[adj[b]] })
 		t.swAdj[i] = slices.Compact(adj)
+	}
+	return nil
+}
+
+// indexRacks checks "racks": a rack needs a name, a node stands in one
+// rack, and a node must be one a link names (a misspelt node would
+// otherwise silently stay out of its rack).
+func (t *Topology) indexRacks() error {
+	t.rackOf = make(map[string]string)
+	names := make([]string, 0, len(t.Racks))
+	for r := range t.Racks {
+		names = append(names, r)
+	}
+	sort.Strings(names) // errors name the same rack on every run
+	for _, r := range names {
+		if r == "" {
+			return &TopologyError{Link: -1, Reason: "racks: a rack with an empty name"}
+		}
+		for i, n := range t.Racks[r] {
+			switch prev, dup := t.rackOf[n]; {
+			case dup:
+				return &TopologyError{Link: -1, Reason: fmt.Sprintf("racks[%q][%d] %q: node already in rack %q", r, i, n, prev)}
+			case !t.nodes[n]:
+				return &TopologyError{Link: -1, Reason: fmt.Sprintf("racks[%q][%d] %q: no link names this node", r, i, n)}
+			}
+			t.rackOf[n] = r
+		}
 	}
 	return nil
 }
@@ -390,6 +427,9 @@ func sortPorts(ps []PortID) {
 		return a.Port < b.Port
 	})
 }
+
+// Rack returns the rack a node stands in, "" when "racks" names none.
+func (t *Topology) Rack(node string) string { return t.rackOf[node] }
 
 // Tier returns a switch's tier, "" for an unknown switch.
 func (t *Topology) Tier(sw string) string { return t.tier[sw] }

@@ -115,6 +115,9 @@ func TestParseTopologyErrors(t *testing.T) {
 		{"empty lists", `{"fabric":"x","switches":[],"links":[]}`, "no switches and no links"},
 		{"switches only", `{` + sw + `}`, "no link names a host port"},
 		{"no host link", `{"switches":[{"name":"a","tier":"leaf"},{"name":"b","tier":"spine"}],"links":[{"a":"a/1","b":"b/1"}]}`, "no link names a host port"},
+		{"rack of an unknown node", `{` + sw + `,"links":[{"a":"h/mlx5_0/1","b":"leaf-01/swp1"}],"racks":{"r1":["h","g"]}}`, `racks["r1"][1] "g": no link names this node`},
+		{"node in two racks", `{` + sw + `,"links":[{"a":"h/mlx5_0/1","b":"leaf-01/swp1"}],"racks":{"r1":["h"],"r2":["h"]}}`, `racks["r2"][0] "h": node already in rack "r1"`},
+		{"rack without a name", `{` + sw + `,"links":[{"a":"h/mlx5_0/1","b":"leaf-01/swp1"}],"racks":{"":["h"]}}`, "racks: a rack with an empty name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -129,6 +132,28 @@ func TestParseTopologyErrors(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestTopologyRacks: "racks" is optional; a node it names reports its
+// rack, any other node none.
+func TestTopologyRacks(t *testing.T) {
+	plain, err := ParseTopology(strings.NewReader(exampleTopology))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := plain.Rack("host-a"); r != "" {
+		t.Errorf("without racks: host-a in rack %q", r)
+	}
+	withRacks := strings.TrimSuffix(exampleTopology, "}") + `, "racks": {"r01": ["host-a", "host-b"], "r02": []}}`
+	topo, err := ParseTopology(strings.NewReader(withRacks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for node, want := range map[string]string{"host-a": "r01", "host-b": "r01", "host-c": "", "nope": ""} {
+		if got := topo.Rack(node); got != want {
+			t.Errorf("Rack(%s) = %q, want %q", node, got, want)
+		}
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 
 // LoadTopology stores a topology (format v1) in topology_ports (which
 // switch port each host port is cabled to) and topology_links (every cable),
-// replacing what was loaded before for the same fabric. It returns the
+// replacing what was loaded before for the same fabric. Each host port
+// carries its node's rack (the optional "racks"; empty when none). It returns the
 // number of host ports and links stored.
 //
 // In a database migrated in cluster mode (layout.go) the fabric's
@@ -38,7 +39,7 @@ func LoadTopology(ctx context.Context, conn Conn, t *schemas.Topology) (ports, l
 	if l.cluster != "" {
 		ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
 	}
-	pb, err := conn.PrepareBatch(ctx, "INSERT INTO topology_ports (fabric, node, device, port, switch, switch_port, tier, loaded_at)")
+	pb, err := conn.PrepareBatch(ctx, "INSERT INTO topology_ports (fabric, node, device, port, switch, switch_port, tier, rack, loaded_at)")
 	if err != nil {
 		return 0, 0, fmt.Errorf("topology %s: topology_ports: %w", fabric, err)
 	}
@@ -69,7 +70,7 @@ func LoadTopology(ctx context.Context, conn Conn, t *schemas.Topology) (ports, l
 			if !host.IsHost() || sw.IsHost() {
 				continue
 			}
-			if err := pb.Append(fabric, host.Host.Node, host.Host.Device, uint16(min(max(host.Host.Port, 0), 65535)), sw.Switch, sw.SwitchPort, t.Tier(sw.Switch), now); err != nil {
+			if err := pb.Append(fabric, host.Host.Node, host.Host.Device, uint16(min(max(host.Host.Port, 0), 65535)), sw.Switch, sw.SwitchPort, t.Tier(sw.Switch), t.Rack(host.Host.Node), now); err != nil {
 				return 0, 0, fmt.Errorf("topology %s: port %s: %w", fabric, host, err)
 			}
 			ports++
