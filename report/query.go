@@ -30,8 +30,8 @@ type Params struct {
 	Limit    int       // rows, for the queries that rank (0: 20)
 	// Event filters (the events query): comma-separated lists, "" = all.
 	Type, Severity, State, Layer string
-	// Trends: the group (leaf, node, fabric; "" = leaf) and the bucket
-	// (hour, day, week; "" = day).
+	// Trends: the group (leaf, rack, node, fabric; "" = leaf) and the
+	// bucket (hour, day, week; "" = day).
 	By, Bucket string
 }
 
@@ -45,8 +45,14 @@ func (p Params) validate(q chdb.Query) error {
 	if p.Port < 0 || p.Port > math.MaxUint16 {
 		return fmt.Errorf("query %s: --port %d out of range", q.Name, p.Port)
 	}
-	if !oneOf(p.By, "", "leaf", "node", "fabric") {
-		return fmt.Errorf("query %s: --by %q: want leaf, node or fabric (rack and spine: topology format v1 names no racks, and a host port reaches every spine)", q.Name, p.By)
+	if p.By == "spine" {
+		// Every leaf uplinks to every spine (ECMP spreads a host's traffic
+		// over all of them): a spine's group would be the whole fabric,
+		// and its sums would count every port once per spine.
+		return fmt.Errorf("query %s: --by spine: every leaf uplinks to every spine, so each spine's group would be the whole fabric counted again; use --by fabric (or leaf, rack)", q.Name)
+	}
+	if !oneOf(p.By, "", "leaf", "rack", "node", "fabric") {
+		return fmt.Errorf("query %s: --by %q: want leaf, rack, node or fabric", q.Name, p.By)
 	}
 	if !oneOf(p.Bucket, "", "hour", "day", "week") {
 		return fmt.Errorf("query %s: --bucket %q: want hour, day or week", q.Name, p.Bucket)

@@ -116,7 +116,7 @@ func (o *queryFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.rf.event, "event", "", "incident id: the window around it and its subject port")
 	f.IntVar(&o.rf.limit, "limit", 20, "rows, for the ranking queries (ber_trend, saturation_flaps); other queries refuse it")
-	f.StringVar(&o.by, "by", "leaf", "trends: group by leaf, node or fabric")
+	f.StringVar(&o.by, "by", "leaf", "trends: group by leaf, rack (the topology's \"racks\"), node or fabric")
 	f.StringVar(&o.bucket, "bucket", "day", "trends: hour, day or week buckets")
 	f.StringVar(&o.format, "format", "table", "output: table, json (one object per line) or csv")
 	f.BoolVar(&o.list, "list", false, "list the shipped queries")

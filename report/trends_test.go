@@ -1,0 +1,224 @@
+package report_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/report"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
+
+// trendsTopology: gpu-001 and gpu-002 on leaf-01, gpu-003 on leaf-02;
+// racks put gpu-001 and gpu-003 in r01 and leave gpu-002 out (its group
+// under --by rack is its leaf). gpu-009 is in no topology at all.
+const trendsTopology = `{"fabric": "trends",
+ "switches": [{"name": "leaf-01", "tier": "leaf"}, {"name": "leaf-02", "tier": "leaf"}, {"name": "spine-01", "tier": "spine"}],
+ "links": [
+  {"a": "gpu-001/mlx5_0/1", "b": "leaf-01/swp1"},
+  {"a": "gpu-002/mlx5_0/1", "b": "leaf-01/swp2"},
+  {"a": "gpu-003/mlx5_0/1", "b": "leaf-02/swp1"},
+  {"a": "leaf-01/swp49", "b": "spine-01/swp1"},
+  {"a": "leaf-02/swp49", "b": "spine-01/swp2"}],
+ "racks": {"r01": ["gpu-001", "gpu-003"]}}`
+
+// portHour is one rollup_hour row of a test: every port-hour moves 100
+// Gb/s links for a whole hour.
+type portHour struct {
+	hour            time.Time
+	node            string
+	pauseS, discard uint64
+	corrected, pcs  uint64 // of 1e12 PHY bits: pre-FEC BER corrected/1e12
+	util            float64
+}
+
+// insertPortHours writes port-hours into rollup_hour as the sink's roll
+// would: one aggregate state per column.
+func insertPortHours(ctx context.Context, t *testing.T, conn driver.Conn, rows ...portHour) {
+	t.Helper()
+	for _, r := range rows {
+		bytes := uint64(r.util * 100e9 / 8 * 3600)
+		sql := fmt.Sprintf(`INSERT INTO rollup_hour (hour, node, device, port, rate_gbps, samples, interval_ms, rcv_bytes, xmit_bytes,
+  port_xmit_discards, out_of_buffer, rx_bits_phy, rx_corrected_bits_phy, rx_pcs_symbol_err_phy,
+  np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled, tx_pause_duration_us, rx_pause_duration_us, rolled_at)
+SELECT toDateTime(%d), '%s', 'mlx5_0', toUInt16(1), arrayReduce('maxState', [toFloat64(100)]), toUInt64(360),
+  arrayReduce('sumState', [toInt64(3600000)]), arrayReduce('sumState', [toUInt64(%d)]), arrayReduce('sumState', [toUInt64(%d)]),
+  arrayReduce('sumState', [toUInt64(%d)]), arrayReduce('sumState', [toUInt64(2)]), arrayReduce('sumState', [toUInt64(1000000000000)]),
+  arrayReduce('sumState', [toUInt64(%d)]), arrayReduce('sumState', [toUInt64(%d)]),
+  arrayReduce('sumState', [toUInt64(5)]), arrayReduce('sumState', [toUInt64(3)]), arrayReduce('sumState', [toUInt64(3)]),
+  arrayReduce('sumState', [toUInt64(%d)]), arrayReduce('sumState', [toUInt64(0)]), toDateTime(1)`,
+			r.hour.Unix(), r.node, bytes, bytes/2, r.discard, r.corrected, r.pcs, r.pauseS*1000000)
+		if err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("rollup_hour %s %s: %v", r.node, r.hour, err)
+		}
+	}
+}
+
+func trendsDB(t *testing.T) driver.Conn {
+	t.Helper()
+	conn := chtest.Open(t, chtest.NewDatabase(t, chtest.DSN(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	topo, err := schemas.ParseTopology(strings.NewReader(trendsTopology))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := chdb.LoadTopology(ctx, conn, topo); err != nil {
+		t.Fatal(err)
+	}
+	day1 := time.UnixMilli(t0).UTC()
+	day2 := day1.Add(24 * time.Hour)
+	var hours []portHour
+	for _, h := range []time.Time{day1, day1.Add(time.Hour), day2} {
+		hours = append(hours,
+			portHour{hour: h, node: "gpu-001", pauseS: 2, discard: 1, corrected: 1000000, pcs: 10, util: 0.5},
+			portHour{hour: h, node: "gpu-002", pauseS: 1, discard: 0, corrected: 1000, pcs: 0, util: 0.1},
+			portHour{hour: h, node: "gpu-003", pauseS: 0, discard: 4, corrected: 0, pcs: 0, util: 0.2},
+			portHour{hour: h, node: "gpu-009", pauseS: 0, discard: 0, corrected: 0, pcs: 0, util: 0.3},
+		)
+	}
+	insertPortHours(ctx, t, conn, hours...)
+	port := func(n string) schemas.Subject { return schemas.Subject{Node: n, Device: "mlx5_0", Port: 1} }
+	ev := func(typ, id string, subj schemas.Subject, scope string, at time.Time) *schemas.Event {
+		e := causeEvent(typ, id, subj, (at.UnixMilli()-t0)/1000, 1, nil)
+		e.Scope = scope
+		return e
+	}
+	insertEvents(ctx, t, conn,
+		ev(schemas.TypePFCStorm, "pfc_storm/1", port("gpu-001"), schemas.ScopePort, day1.Add(30*time.Minute)),
+		ev(schemas.TypePFCStorm, "pfc_storm/2", port("gpu-002"), schemas.ScopePort, day1.Add(70*time.Minute)),
+		ev(schemas.TypeBERDrift, "ber_drift/1", port("gpu-001"), schemas.ScopePort, day1.Add(80*time.Minute)),
+		// Node scope: counted in the node's leaf (leaf-01).
+		ev(schemas.TypeReceiveStarvation, "receive_starvation/1", schemas.Subject{Node: "gpu-002"}, schemas.ScopeNode, day2.Add(10*time.Minute)),
+		// Fabric scope: its own group, "fabric".
+		ev(schemas.TypeCNPECNImbalance, "cnp_ecn_imbalance/1", schemas.Subject{}, schemas.ScopeFabric, day2.Add(20*time.Minute)),
+		// Before --from: not counted.
+		ev(schemas.TypeLinkFlap, "link_flap/1", port("gpu-003"), schemas.ScopePort, day1.Add(-2*time.Hour)),
+	)
+	return conn
+}
+
+// TestTrendsQuery: the trends query's groups, buckets, sums, BER and
+// utilisation quantiles, and incidents by type, on a real 18.16.
+func TestTrendsQuery(t *testing.T) {
+	t.Parallel()
+	conn := trendsDB(t)
+	q, err := chdb.QueryByName("trends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	from := time.UnixMilli(t0).UTC()
+	base := report.Params{From: from, To: from.Add(48 * time.Hour)}
+	day1, day2 := from.Format("2006-01-02 15"), from.Add(24*time.Hour).Format("2006-01-02 15")
+	// Each row: bucket (to the hour), group, ports, tx_pause_s, discards,
+	// pre-FEC BER worst, post-FEC BER worst, utilisation p95, incidents,
+	// incidents_by_type.
+	type row struct {
+		bucket, group      string
+		ports              uint64
+		pauseS             float64
+		discards           uint64
+		preWorst, postWors float64
+		utilP95            float64
+		incidents          uint64
+		byType             string
+	}
+	cases := []struct {
+		name       string
+		by, bucket string
+		node       string
+		want       []row
+	}{
+		{"leaf by day", "leaf", "day", "", []row{
+			{day1, "gpu*", 1, 0, 0, 0, 0, 0.3, 0, ""},
+			{day1, "leaf-01", 2, 6, 2, 1e-6, 1e-11, 0.5, 3, "ber_drift:1,pfc_storm:2"},
+			{day1, "leaf-02", 1, 0, 8, 0, 0, 0.2, 0, ""},
+			{day2, "fabric", 0, 0, 0, 0, 0, 0, 1, "cnp_ecn_imbalance:1"},
+			{day2, "gpu*", 1, 0, 0, 0, 0, 0.3, 0, ""},
+			{day2, "leaf-01", 2, 3, 1, 1e-6, 1e-11, 0.5, 1, "receive_starvation:1"},
+			{day2, "leaf-02", 1, 0, 4, 0, 0, 0.2, 0, ""},
+		}},
+		{"rack by day, a node in no rack under its leaf", "rack", "day", "", []row{
+			{day1, "gpu*", 1, 0, 0, 0, 0, 0.3, 0, ""},
+			{day1, "leaf-01", 1, 2, 0, 1e-9, 0, 0.1, 1, "pfc_storm:1"},
+			{day1, "r01", 2, 4, 10, 1e-6, 1e-11, 0.5, 2, "ber_drift:1,pfc_storm:1"},
+			{day2, "fabric", 0, 0, 0, 0, 0, 0, 1, "cnp_ecn_imbalance:1"},
+			{day2, "gpu*", 1, 0, 0, 0, 0, 0.3, 0, ""},
+			{day2, "leaf-01", 1, 1, 0, 1e-9, 0, 0.1, 1, "receive_starvation:1"},
+			{day2, "r01", 2, 2, 5, 1e-6, 1e-11, 0.5, 0, ""},
+		}},
+		{"fabric by hour", "fabric", "hour", "", []row{
+			{day1, "fabric", 4, 3, 5, 1e-6, 1e-11, 0.5, 1, "pfc_storm:1"},
+			{from.Add(time.Hour).Format("2006-01-02 15"), "fabric", 4, 3, 5, 1e-6, 1e-11, 0.5, 2, "ber_drift:1,pfc_storm:1"},
+			{day2, "fabric", 4, 3, 5, 1e-6, 1e-11, 0.5, 2, "cnp_ecn_imbalance:1,receive_starvation:1"},
+		}},
+		{"node filter by week", "node", "week", "gpu-001", []row{
+			// 2026-01-01 is a Thursday: its week starts on Monday 2025-12-29.
+			{"2025-12-29 00", "gpu-001", 1, 6, 3, 1e-6, 1e-11, 0.5, 2, "ber_drift:1,pfc_storm:1"},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base
+			p.By, p.Bucket, p.Node = tc.by, tc.bucket, tc.node
+			res, err := report.RunQuery(ctx, conn, q, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			col := map[string]int{}
+			for i, c := range res.Columns {
+				col[c] = i
+			}
+			var got []row
+			for _, r := range res.Rows {
+				got = append(got, row{
+					bucket:    r[col["bucket"]].(time.Time).UTC().Format("2006-01-02 15"),
+					group:     r[col["group"]].(string),
+					ports:     r[col["ports"]].(uint64),
+					pauseS:    r[col["tx_pause_s"]].(float64),
+					discards:  r[col["discards"]].(uint64),
+					preWorst:  r[col["pre_fec_ber_worst"]].(float64),
+					postWors:  r[col["post_fec_ber_worst"]].(float64),
+					utilP95:   r[col["utilisation_p95"]].(float64),
+					incidents: r[col["incidents"]].(uint64),
+					byType:    r[col["incidents_by_type"]].(string),
+				})
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got\n%v\nwant\n%v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTrendsRefusesSpine: --by spine is refused with the reason, as is an
+// unknown group or bucket.
+func TestTrendsRefuses(t *testing.T) {
+	q, err := chdb.QueryByName("trends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := time.UnixMilli(t0).UTC()
+	for _, tc := range []struct{ by, bucket, want string }{
+		{"spine", "day", "every leaf uplinks to every spine"},
+		{"pod", "day", `--by "pod": want leaf, rack, node or fabric`},
+		{"leaf", "month", `--bucket "month"`},
+	} {
+		_, err := report.RunQuery(context.Background(), nil, q, report.Params{From: from, To: from.Add(time.Hour), By: tc.by, Bucket: tc.bucket})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--by %s --bucket %s: %v, want %q", tc.by, tc.bucket, err, tc.want)
+		}
+	}
+}
