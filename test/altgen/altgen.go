@@ -23,6 +23,10 @@
 //     node gaps, collector restarts, driver reloads (every counter of the
 //     device to ~0, link_downed to 0 or 1), perfquery -R (PortCounters only),
 //     counters saturated from the first line, 32-bit hw counters that wrap.
+//
+// The physical constants (link rates, BERs and drift ramps, loss and
+// reordering, utilisation, jitter, NIC profile) are the historical ones
+// unless Config.RandomPhysics draws them per fabric (physics.go).
 package altgen
 
 import (
