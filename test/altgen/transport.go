@@ -152,6 +152,9 @@ func (g *gen) planApp(f Fault, used map[*port]bool, usedNodes map[string]bool) b
 			loss = math.Max(physicsRanges.LabelledLossMin, math.Exp(math.Log(lo)+g.physicsSource().Float64()*math.Log(hi/lo)))
 			end = math.Max(end, at+physicsRanges.LabelledLossMinDur.Seconds())
 			p.app.reorder = 0
+			if at+physicsRanges.LabelledLossMinDur.Seconds() > dur {
+				return true // no room for 2 minutes of loss: no fault
+			}
 		}
 		g.at(at, "loss", p, nil, loss)
 		g.at(end, "loss", p, nil, 0)
