@@ -15,8 +15,19 @@ import (
 )
 
 type grafanaDashboard struct {
-	Title  string `json:"title"`
-	UID    string `json:"uid"`
+	Title      string `json:"title"`
+	UID        string `json:"uid"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Query      any    `json:"query"`
+			AllValue   string `json:"allValue"`
+			Datasource struct {
+				Type string `json:"type"`
+			} `json:"datasource"`
+		} `json:"list"`
+	} `json:"templating"`
 	Panels []struct {
 		Type       string `json:"type"`
 		Title      string `json:"title"`
@@ -105,14 +116,57 @@ func TestGrafanaDashboard(t *testing.T) {
 	if _, err := chdb.Migrate(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	macros := strings.NewReplacer("$__fromTime", "toDateTime('2026-03-14 00:00:00')", "$__toTime", "toDateTime('2026-03-15 00:00:00')")
-	for _, s := range sqls {
-		title, sql, _ := strings.Cut(s, "\x00")
-		rows, err := conn.Query(ctx, macros.Replace(sql))
-		if err != nil {
-			t.Errorf("panel %q: %v\n%s", title, err, sql)
+	// The leaf and node variables' own queries, then every panel with
+	// them set to All (their custom all value) and to chosen values, as
+	// Grafana's SQL formatting writes a multi-value selection.
+	vars := map[string]string{}
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
 			continue
 		}
-		rows.Close()
+		q, _ := v.Query.(string)
+		if v.Datasource.Type != "grafana-clickhouse-datasource" || q == "" || v.AllValue != "'*'" {
+			t.Errorf("variable %s: want a ClickHouse query variable with the all value '*', got %+v", v.Name, v)
+			continue
+		}
+		vars[v.Name] = q
 	}
+	for _, name := range []string{"leaf", "node"} {
+		if vars[name] == "" {
+			t.Errorf("no %s variable", name)
+		}
+	}
+	for _, s := range sqls {
+		title, sql, _ := strings.Cut(s, "\x00")
+		if strings.Contains(sql, "events_latest") || strings.Contains(sql, "port_minute_v") || strings.Contains(sql, "port_hour_v") {
+			for _, name := range []string{"${leaf}", "${node}"} {
+				if !strings.Contains(sql, name) {
+					t.Errorf("panel %q does not filter by %s", title, name)
+				}
+			}
+		}
+	}
+	for name, q := range vars {
+		sqls = append(sqls, "variable "+name+"\x00"+q)
+	}
+	for _, sel := range []struct{ leaf, node string }{{"'*'", "'*'"}, {"'leaf-01','leaf-02'", "'*'"}, {"'*'", "'gpu-001'"}, {"'leaf-01'", "'gpu-001','gpu-002'"}} {
+		macros := grafanaMacros("toDateTime('2026-03-14 00:00:00')", "toDateTime('2026-03-15 00:00:00')", sel.leaf, sel.node)
+		for _, s := range sqls {
+			title, sql, _ := strings.Cut(s, "\x00")
+			rows, err := conn.Query(ctx, macros.Replace(sql))
+			if err != nil {
+				t.Errorf("panel %q (leaf %s, node %s): %v\n%s", title, sel.leaf, sel.node, err, sql)
+				continue
+			}
+			rows.Close()
+		}
+	}
+}
+
+// grafanaMacros replaces what Grafana and its ClickHouse plugin fill in:
+// the time range's macros and the leaf and node variables (each a SQL
+// list, as Grafana formats a multi-value selection for SQL, or the
+// dashboard's custom all value '*').
+func grafanaMacros(from, to, leaf, node string) *strings.Replacer {
+	return strings.NewReplacer("$__fromTime", from, "$__toTime", to, "${leaf}", leaf, "${node}", node)
 }
