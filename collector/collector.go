@@ -48,6 +48,13 @@ type Scrape struct {
 	Duration time.Duration // reading the source
 	Err      error         // the source's error, nil when it read
 	Ports    int           // ports in the reading
+	// Devices are the RDMA devices the reading found: 0 on a host without
+	// any (Err wraps ErrNoDevices then), which is a fact about the host,
+	// not a failed scrape.
+	Devices int
+	// Skipped counts, by reason, the ports and files left out since the
+	// start, for a source that says (HostSource.Skipped).
+	Skipped map[string]uint64
 	// Totals since the collector started.
 	Batches, Samples uint64
 	Dropped          DropCount
@@ -92,6 +99,10 @@ func (c *Collector) Run(ctx context.Context) error {
 			sc := Scrape{Duration: time.Since(began), Err: err, Batches: c.pub.Published(), Samples: c.engine.Stats().Samples, Dropped: c.pub.Dropped()}
 			if r != nil {
 				sc.Ports = len(r.Ports)
+				sc.Devices = readingDevices(r)
+			}
+			if sk, ok := c.src.(interface{ Skipped() map[string]uint64 }); ok {
+				sc.Skipped = sk.Skipped()
 			}
 			if ce, ok := c.src.(interface{ ConfigErrors() uint64 }); ok {
 				sc.ConfigErrors = ce.ConfigErrors()
@@ -129,6 +140,20 @@ func (c *Collector) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// readingDevices counts the RDMA devices of a reading: those the host
+// source listed, or for a source that lists none (trace, simulation) those
+// its ports name.
+func readingDevices(r *Reading) int {
+	if len(r.Devices) > 0 {
+		return len(r.Devices)
+	}
+	seen := map[string]bool{}
+	for _, p := range r.Ports {
+		seen[p.Device] = true
+	}
+	return len(seen)
 }
 
 func (c *Collector) flush() error {

@@ -108,6 +108,10 @@ type HostSource struct {
 	// cfg reads the ports' configuration every configEvery (config.go).
 	cfg    hostConfigState
 	closed bool
+	// skipped counts, by Skip reason, the ports and files the scrapes left
+	// out since the source was made: a host whose ports are never read is
+	// seen on /metrics, not only in debug logs.
+	skipped map[string]uint64
 }
 
 var _ Source = (*HostSource)(nil)
@@ -174,6 +178,7 @@ func (h *HostSource) Next(ctx context.Context) (*Reading, error) {
 		return nil, fmt.Errorf("host source %s: %w", h.node, err)
 	}
 	rd := &Reading{Node: h.node, Time: start, Devices: sc.Devices, Ports: sc.Ports}
+	h.countSkipped(sc)
 	if err != nil {
 		return rd, err
 	}
@@ -183,6 +188,29 @@ func (h *HostSource) Next(ctx context.Context) (*Reading, error) {
 	}
 	h.readConfig(ctx, rd)
 	return rd, nil
+}
+
+func (h *HostSource) countSkipped(sc *SysfsScrape) {
+	if len(sc.Skipped) == 0 && len(sc.SkippedFiles) == 0 {
+		return
+	}
+	if h.skipped == nil {
+		h.skipped = map[string]uint64{}
+	}
+	for _, s := range sc.Skipped {
+		h.skipped[s.Why]++
+	}
+	for why, n := range sc.SkippedFiles {
+		h.skipped[why] += uint64(n)
+	}
+}
+
+// Skipped returns, by reason (the Skip constants), how many ports and
+// files the scrapes so far left out.
+func (h *HostSource) Skipped() map[string]uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.skipped)
 }
 
 // readNetdevs reads each RoCE port's netdev ifindex (the delta engine's

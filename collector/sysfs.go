@@ -71,6 +71,33 @@ type SysfsScrape struct {
 	Devices map[string]DeviceInfo
 	// Skipped says which ports were left out and why.
 	Skipped []SkippedPort
+	// SkippedFiles counts, by Skip reason, the files of ports that were
+	// read which were left out (a counter unreadable or not a number, an
+	// unreadable link_layer or rate): each costs a figure, not the port.
+	SkippedFiles map[string]int
+}
+
+// Why a port or a file was left out: the reason label of
+// rdmawatch_collector_skipped_total, a short fixed set so a dashboard can
+// group by it (the log line at debug has the details).
+const (
+	SkipNoPorts             = "no_ports"              // a device without ports/ entries
+	SkipNotAPort            = "not_a_port"            // a ports/ entry that is not a port number
+	SkipStateUnreadable     = "state_unreadable"      // the port's state file
+	SkipNotActive           = "not_active"            // a port that is down, polling, ...
+	SkipNoCounters          = "no_counters"           // no counters nor hw_counters directory (iWARP)
+	SkipNoReadableCounter   = "no_readable_counter"   // counters listed, none readable
+	SkipCounterUnreadable   = "counter_unreadable"    // one counter file
+	SkipCounterNotANumber   = "counter_not_a_number"  // one counter file
+	SkipLinkLayerUnreadable = "link_layer_unreadable" // the port's link_layer file
+	SkipRateUnreadable      = "rate_unreadable"       // the port's rate file
+)
+
+func (sc *SysfsScrape) skipFile(why string) {
+	if sc.SkippedFiles == nil {
+		sc.SkippedFiles = map[string]int{}
+	}
+	sc.SkippedFiles[why]++
 }
 
 // SkippedPort is a port, or a whole device when Port is empty, that a scrape
@@ -78,7 +105,8 @@ type SysfsScrape struct {
 type SkippedPort struct {
 	Device string
 	Port   string // the name of the ports/ entry; can be something other than a number
-	Reason string
+	Why    string // one of the Skip constants
+	Reason string // for people: Why with the details
 }
 
 // SysfsReader reads RDMA ports below <root>/class/infiniband, the tree
@@ -139,8 +167,8 @@ func (r *SysfsReader) Close() error {
 	return nil
 }
 
-func (r *SysfsReader) skip(sc *SysfsScrape, dev, port, reason string) {
-	sc.Skipped = append(sc.Skipped, SkippedPort{Device: dev, Port: port, Reason: reason})
+func (r *SysfsReader) skip(sc *SysfsScrape, dev, port, why, reason string) {
+	sc.Skipped = append(sc.Skipped, SkippedPort{Device: dev, Port: port, Why: why, Reason: reason})
 	r.logger.Debug("rdma port skipped", "device", dev, "port", port, "reason", reason)
 }
 

@@ -55,7 +55,7 @@ func (r *SysfsReader) Read(ctx context.Context) (*SysfsScrape, error) {
 		portsDir := f.subdir(devDir, sysfsPortsDir)
 		ports := f.names(portsDir, func(*sysfsEntry) bool { return true })
 		if len(ports) == 0 {
-			r.skip(sc, dev, "", "no ports below "+filepath.Join(r.classDir, dev, sysfsPortsDir))
+			r.skip(sc, dev, "", SkipNoPorts, "no ports below "+filepath.Join(r.classDir, dev, sysfsPortsDir))
 			continue
 		}
 		sortSysfsPorts(ports)
@@ -65,7 +65,7 @@ func (r *SysfsReader) Read(ctx context.Context) (*SysfsScrape, error) {
 		// on a two-port card always the same one, so their baseline never
 		// moves between ports. While that port is skipped they are not
 		// published: their next delta spans the gap.
-		devHW := r.counters(devDir, sysfsHWCountersDir)
+		devHW := r.counters(sc, devDir, sysfsHWCountersDir)
 		lowest := slices.IndexFunc(ports, func(p string) bool { n, err := strconv.Atoi(p); return err == nil && n >= 1 })
 		for i, p := range ports {
 			if err := ctx.Err(); err != nil {
@@ -86,37 +86,37 @@ func (r *SysfsReader) Read(ctx context.Context) (*SysfsScrape, error) {
 func (r *SysfsReader) readPort(sc *SysfsScrape, portsDir *sysfsDir, dev, port string, devHW map[string]uint64) {
 	num, err := strconv.Atoi(port)
 	if err != nil || num < 1 {
-		r.skip(sc, dev, port, "ports entry is not a port number")
+		r.skip(sc, dev, port, SkipNotAPort, "ports entry is not a port number")
 		return
 	}
 	f := r.files
 	dir := f.subdir(portsDir, port)
 	stateText, err := f.text(dir, "state")
 	if err != nil {
-		r.skip(sc, dev, port, "state unreadable: "+err.Error())
+		r.skip(sc, dev, port, SkipStateUnreadable, "state unreadable: "+err.Error())
 		return
 	}
 	state := parsePortState(stateText)
 	if state != sysfsActiveState {
-		r.skip(sc, dev, port, "state "+state)
+		r.skip(sc, dev, port, SkipNotActive, "state "+state)
 		return
 	}
 
 	// The port's time is taken just before its counters are read: that is
 	// the instant the figures describe.
 	at := r.now()
-	counters := r.counters(dir, sysfsCountersDir)
-	hw := r.counters(dir, sysfsHWCountersDir)
+	counters := r.counters(sc, dir, sysfsCountersDir)
+	hw := r.counters(sc, dir, sysfsHWCountersDir)
 	if counters == nil && hw == nil {
 		// iWARP devices (cxgb4, i40iw) have no per-port counters at all:
 		// Telegraf once aborted the whole scrape on such a device.
-		r.skip(sc, dev, port, "no counters or hw_counters directory")
+		r.skip(sc, dev, port, SkipNoCounters, "no counters or hw_counters directory")
 		return
 	}
 	if len(counters) == 0 && len(hw) == 0 {
 		// Listed but nothing readable: unknown, which the delta engine must
 		// not see as a port of zeros.
-		r.skip(sc, dev, port, "no readable counter")
+		r.skip(sc, dev, port, SkipNoReadableCounter, "no readable counter")
 		return
 	}
 	if len(devHW) > 0 {
@@ -138,9 +138,11 @@ func (r *SysfsReader) readPort(sc *SysfsScrape, portsDir *sysfsDir, dev, port st
 		HWCounters: hw,
 	}
 	if pr.LinkLayer, err = f.text(dir, "link_layer"); err != nil {
+		sc.skipFile(SkipLinkLayerUnreadable)
 		r.logger.Debug("rdma port link_layer unreadable", "device", dev, "port", num, "err", err)
 	}
 	if pr.Rate, err = f.text(dir, "rate"); err != nil {
+		sc.skipFile(SkipRateUnreadable)
 		r.logger.Debug("rdma port rate unreadable", "device", dev, "port", num, "err", err)
 	}
 	pr.Netdev = f.portNetdev(dir)
@@ -151,7 +153,7 @@ func (r *SysfsReader) readPort(sc *SysfsScrape, portsDir *sysfsDir, dev, port st
 // directory d: nil when there is no such directory or it cannot be listed;
 // subdirectories left out; a file that cannot be read or is not a counter
 // left out too, and logged at debug.
-func (r *SysfsReader) counters(d *sysfsDir, name string) map[string]uint64 {
+func (r *SysfsReader) counters(sc *SysfsScrape, d *sysfsDir, name string) map[string]uint64 {
 	f := r.files
 	if e := d.entries[name]; e == nil || !e.isDir {
 		return nil
@@ -167,11 +169,13 @@ func (r *SysfsReader) counters(d *sysfsDir, name string) map[string]uint64 {
 		}
 		b, err := f.read(cd, e)
 		if err != nil {
+			sc.skipFile(SkipCounterUnreadable)
 			r.logger.Debug("rdma counter unreadable", "path", cd.path+"/"+e.name, "err", err)
 			continue
 		}
 		v, ok := parseSysfsCounter(b)
 		if !ok {
+			sc.skipFile(SkipCounterNotANumber)
 			r.logger.Debug("rdma counter is not a number", "path", cd.path+"/"+e.name, "text", string(b))
 			continue
 		}

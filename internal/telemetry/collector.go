@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +21,13 @@ func (s *Server) RegisterCollector(source string) func(collector.Scrape) {
 	})
 	errs := prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Name: "collector_scrape_errors_total",
-		Help: "Readings that failed.", ConstLabels: prometheus.Labels{"source": source},
+		Help: "Readings that failed. A host without RDMA devices is not a failure: see collector_rdma_devices.", ConstLabels: prometheus.Labels{"source": source},
 	})
+	skipped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Name: "collector_skipped_total",
+		Help: "Ports and files the scrapes left out, by reason (not_active, no_counters, counter_unreadable, ...).",
+	}, []string{"reason"})
+	counted := map[string]uint64{} // what skipped holds per reason
 	var (
 		mu   sync.Mutex
 		last collector.Scrape
@@ -33,7 +39,9 @@ func (s *Server) RegisterCollector(source string) func(collector.Scrape) {
 			return f(last)
 		}
 	}
-	s.reg.MustRegister(duration, errs,
+	s.reg.MustRegister(duration, errs, skipped,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "collector_rdma_devices", Help: "RDMA devices in the last reading; 0 on a host without any (a DaemonSet's non-RDMA node), which is not an error."},
+			read(func(sc collector.Scrape) float64 { return float64(sc.Devices) })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "collector_ports", Help: "Ports in the last reading."},
 			read(func(sc collector.Scrape) float64 { return float64(sc.Ports) })),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "collector_batches_published_total", Help: "Counter batches NATS acknowledged."},
@@ -47,8 +55,17 @@ func (s *Server) RegisterCollector(source string) func(collector.Scrape) {
 	)
 	return func(sc collector.Scrape) {
 		duration.Observe(sc.Duration.Seconds())
-		if sc.Err != nil {
+		// No devices is what the host is, not a failure: counting it would
+		// page for every node of a DaemonSet that has no RDMA card.
+		if sc.Err != nil && !errors.Is(sc.Err, collector.ErrNoDevices) {
 			errs.Inc()
+		}
+		// The source keeps totals; the counters take what is new.
+		for why, n := range sc.Skipped {
+			if n > counted[why] {
+				skipped.WithLabelValues(why).Add(float64(n - counted[why]))
+				counted[why] = n
+			}
 		}
 		mu.Lock()
 		last = sc
