@@ -3,6 +3,7 @@ package processor
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -118,8 +119,11 @@ func setValue(f reflect.Value, s string) error {
 		f.SetUint(n)
 	case reflect.Float64:
 		x, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return fmt.Errorf("%q: want a number", s)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			// NaN compares false with everything and Inf with nearly
+			// everything: a threshold set to either silently turns its
+			// detector off or on for good.
+			return fmt.Errorf("%q: want a finite number", s)
 		}
 		f.SetFloat(x)
 	case reflect.Bool:

@@ -22,6 +22,11 @@ func TestSettingsApply(t *testing.T) {
 		{"unknown setting", Settings{"link_flap": {"stable_afterr": "2m"}}, "link_flap.stable_afterr"},
 		{"bad duration", Settings{"link_flap": {"stable_after": "soon"}}, `link_flap.stable_after: "soon"`},
 		{"negative count", Settings{"link_flap": {"critical_downs": "-1"}}, "link_flap.critical_downs"},
+		{"number", Settings{"cnp_ecn_imbalance": {"min_marked": "1e3"}}, ""},
+		{"NaN", Settings{"cnp_ecn_imbalance": {"min_marked": "NaN"}}, `cnp_ecn_imbalance.min_marked: "NaN": want a finite number`},
+		{"+Inf", Settings{"cnp_ecn_imbalance": {"min_marked": "+Inf"}}, `cnp_ecn_imbalance.min_marked: "+Inf": want a finite number`},
+		{"-Inf", Settings{"cnp_ecn_imbalance": {"min_marked": "-inf"}}, `cnp_ecn_imbalance.min_marked: "-inf": want a finite number`},
+		{"Infinity", Settings{"cnp_ecn_imbalance": {"min_marked": "infinity"}}, "cnp_ecn_imbalance.min_marked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.s.Apply(dets)
