@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +44,14 @@ type global struct {
 	logFormat   string
 	listen      string
 	log         *slog.Logger
+	// wait is --wait; connectWait is what this command gives NATS: wait
+	// for a one-shot command, 0 (as long as it takes) for a role.
+	wait, connectWait time.Duration
 }
+
+// roles wait for their services as long as it takes: a role started before
+// NATS is up must not exit only to be restarted into the same wait.
+var roles = map[string]bool{"collector": true, "processor": true, "sink": true, "alert": true}
 
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok && v != "" {
@@ -115,6 +123,12 @@ func newRootOf(g *global) *cobra.Command {
 			}
 			g.log = log
 			slog.SetDefault(g.log)
+			if g.wait <= 0 {
+				return fmt.Errorf("--wait %s: want a positive duration such as 30s", g.wait)
+			}
+			if !roles[cmd.Name()] || cmd.Parent() != cmd.Root() {
+				g.connectWait = g.wait
+			}
 			if g.cpuProfile != "" {
 				f, err := os.Create(g.cpuProfile)
 				if err != nil {
@@ -147,6 +161,7 @@ func newRootOf(g *global) *cobra.Command {
 	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
 	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
 	pf.StringVar(&g.listen, "listen", envOr("RDMAWATCH_LISTEN", ""), "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. :9464 (env RDMAWATCH_LISTEN; default off)")
+	pf.DurationVar(&g.wait, "wait", 30*time.Second, "one-shot commands (streams, events, migrate, ...): give up on an unreachable NATS after this long; the roles wait as long as it takes")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
 
@@ -195,7 +210,7 @@ func (g *global) requireClickHouse() error {
 	if g.clickhouse == "" {
 		return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
 	}
-	return nil
+	return checkURLs("--clickhouse", g.clickhouse, false, clickhouseSchemes...)
 }
 
 // natsOptions are the connection settings of every command that dials NATS.
@@ -203,7 +218,7 @@ func (g *global) natsOptions(name string) natsutil.ConnectOptions {
 	return natsutil.ConnectOptions{
 		URL: g.natsURL, Creds: g.natsCreds, NKey: g.natsNKey,
 		TLSCA: g.natsTLSCA, TLSCert: g.natsTLSCert, TLSKey: g.natsTLSKey,
-		Name: name, Log: g.log,
+		Name: name, Log: g.log, Wait: g.connectWait,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -75,6 +76,12 @@ func runProcessor(cmd *cobra.Command, g *global, o processorFlags) error {
 	if err != nil {
 		return err
 	}
+	// A detector setting nobody has, or one that does not parse, fails
+	// here, before the role connects and waits for NATS.
+	settings, err := detectorSettings(g.configPath)
+	if err != nil {
+		return err
+	}
 	tel, err := serveTelemetry(cmd, g, "processor")
 	if err != nil {
 		return err
@@ -93,7 +100,7 @@ func runProcessor(cmd *cobra.Command, g *global, o processorFlags) error {
 		return fmt.Errorf("%w: stream %s: subject_transform: %d partitions cannot feed --instances %d (instances %d.. would own none); run `rdmawatch streams apply --partitions N` with N >= %d",
 			natsutil.ErrStreamIncompatible, schemas.StreamCounters, partitions, o.instances, partitions, o.instances)
 	}
-	p, err := newProcessorRole(js, g, o, topo, partitions)
+	p, err := newProcessorRole(js, g, o, topo, partitions, settings)
 	if err != nil {
 		return err
 	}
@@ -114,11 +121,7 @@ func runProcessor(cmd *cobra.Command, g *global, o processorFlags) error {
 
 // newProcessorRole builds a member of --group, or instance --instance of
 // --instances without one.
-func newProcessorRole(js jetstream.JetStream, g *global, o processorFlags, topo *schemas.Topology, partitions int) (processorRole, error) {
-	settings, err := detectorSettings(g.configPath)
-	if err != nil {
-		return nil, err
-	}
+func newProcessorRole(js jetstream.JetStream, g *global, o processorFlags, topo *schemas.Topology, partitions int, settings processor.Settings) (processorRole, error) {
 	cfg := engine.Config{
 		ConfigureDetectors: settings.Apply,
 		Partitions:         partitions,

@@ -22,6 +22,9 @@ func TestProcessorFlagsCheckedBeforeConnecting(t *testing.T) {
 		{"group with instance", []string{"--group", "g", "--instance", "0"}, "--group shares the partitions"},
 		{"group with instances", []string{"--group", "g", "--instances", "3"}, "drop --instance and --instances"},
 		{"missing topology", []string{"--topology", "/nonexistent/topology.json"}, "/nonexistent/topology.json"},
+		{"unknown detector setting", []string{"--config", writeConfig(t, "processor:\n  detectors:\n    link_flap:\n      stable_aftr: 2m\n")}, "unknown detector setting: link_flap.stable_aftr"},
+		{"NaN detector setting", []string{"--config", writeConfig(t, "processor:\n  detectors:\n    cnp_ecn_imbalance:\n      min_marked: NaN\n")}, "cnp_ecn_imbalance.min_marked"},
+		{"malformed --nats", []string{"--nats", "htp:/foo"}, `--nats "htp:/foo": scheme "htp"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

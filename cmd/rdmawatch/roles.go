@@ -43,6 +43,9 @@ func connectJS(cmd *cobra.Command, g *global, name string, streams ...string) (*
 // dialJS dials NATS as name, waiting with backoff while the server is not
 // up yet, and opens JetStream; the caller closes the connection.
 func dialJS(ctx context.Context, g *global, name string) (*nats.Conn, jetstream.JetStream, error) {
+	if err := checkURLs("--nats", g.natsURL, true, natsSchemes...); err != nil {
+		return nil, nil, err
+	}
 	nc, err := natsutil.ConnectWait(ctx, g.natsOptions(name))
 	if err != nil {
 		return nil, nil, err

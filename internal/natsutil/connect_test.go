@@ -62,3 +62,31 @@ func TestConnectWaitRedactsAndGivesUp(t *testing.T) {
 		t.Errorf("log %q, err %v: want the waits logged, never the password", buf.String(), err)
 	}
 }
+
+// TestConnectWaitBounded: with Wait set, ConnectWait gives up on a server
+// that does not answer after that long, with one error naming the URL
+// (without its password); without it only the context ends the wait.
+func TestConnectWaitBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		wait   time.Duration
+		ctxFor time.Duration
+		want   string
+	}{
+		{name: "bounded", wait: time.Second, ctxFor: 20 * time.Second, want: "nats nats://u:xxxxx@127.0.0.1:14599 not reachable within 1s: connect to nats"},
+		{name: "unbounded", wait: 0, ctxFor: 1500 * time.Millisecond, want: "context deadline exceeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), tc.ctxFor)
+			defer cancel()
+			began := time.Now()
+			_, err := ConnectWait(ctx, ConnectOptions{URL: "nats://u:S3cretPw@127.0.0.1:14599", Wait: tc.wait, Log: slog.New(slog.DiscardHandler)})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "S3cretPw") {
+				t.Fatalf("ConnectWait: %v, want an error with %q", err, tc.want)
+			}
+			if tc.wait > 0 && time.Since(began) > tc.wait+3*time.Second {
+				t.Errorf("gave up after %s, want about %s", time.Since(began), tc.wait)
+			}
+		})
+	}
+}

@@ -80,6 +80,11 @@ type ConnectOptions struct {
 	// INFO with the outage's length, async errors); nil logs to
 	// slog.Default().
 	Log *slog.Logger
+	// Wait bounds how long ConnectWait waits for a server that does not
+	// answer: a one-shot command gives up and says so; 0 waits as long as
+	// the context lasts (a role, which systemd or Kubernetes would only
+	// restart into the same wait).
+	Wait time.Duration
 }
 
 func (o ConnectOptions) natsOptions() ([]nats.Option, error) {
@@ -188,13 +193,19 @@ func ConnectWait(ctx context.Context, o ConnectOptions) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return retry.Do(ctx, log, "nats", retry.Policy{}, func(context.Context) (*nats.Conn, error) {
+	permanent := false
+	nc, err := retry.Do(ctx, log, "nats", retry.Policy{MaxElapsed: o.Wait}, func(context.Context) (*nats.Conn, error) {
 		nc, err := Connect(o)
 		if err != nil && !transient(err) {
+			permanent = true
 			return nil, retry.Permanent(err)
 		}
 		return nc, err
 	})
+	if err != nil && o.Wait > 0 && !permanent && ctx.Err() == nil {
+		return nil, fmt.Errorf("nats %s not reachable within %s: %w", redact.String(o.URL), o.Wait, err)
+	}
+	return nc, err
 }
 
 // transient reports whether a failed first connection may succeed later:
