@@ -158,8 +158,10 @@ func appendBatch(b []byte, bt *CounterBatch) ([]byte, error) {
 }
 
 func appendPort(b, scratch []byte, p *PortSample) ([]byte, []byte, error) {
-	if p.Port < 0 {
-		return nil, nil, fmt.Errorf("port %s/%d: negative port", p.Device, p.Port)
+	if p.Port < 0 || p.Port > MaxPort {
+		// A decoder refuses it: encoding it would publish a batch refused
+		// forever.
+		return nil, nil, fmt.Errorf("port %s/%d: out of range 0-%d", p.Device, p.Port, MaxPort)
 	}
 	b = appendArrayLen(b, 11)
 	b = appendString(b, p.Device)
@@ -789,8 +791,8 @@ func decodePortHeader(r *reader, p *PortSample, prev *PortSample) error {
 	if err != nil {
 		return fmt.Errorf("port number: %w", err)
 	}
-	if port > math.MaxInt32 {
-		return fmt.Errorf("port number %d is out of range", port)
+	if port < 1 || port > MaxPort {
+		return fmt.Errorf("port number %d is out of range 1-%d", port, MaxPort)
 	}
 	p.Port = int(port)
 	for _, f := range []struct {

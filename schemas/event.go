@@ -186,8 +186,8 @@ func (e *Event) Validate() error {
 	}
 	switch e.Scope {
 	case ScopePort:
-		if e.Subject.Node == "" || e.Subject.Device == "" || e.Subject.Port < 1 {
-			return fmt.Errorf("event %q: port scope needs node, device and port", e.ID)
+		if e.Subject.Node == "" || e.Subject.Device == "" || e.Subject.Port < 1 || e.Subject.Port > MaxPort {
+			return fmt.Errorf("event %q: port scope needs node, device and port 1-%d (port %d)", e.ID, MaxPort, e.Subject.Port)
 		}
 	case ScopeNode:
 		if e.Subject.Node == "" {

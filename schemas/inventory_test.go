@@ -62,6 +62,7 @@ func TestDecodeInventoryRejects(t *testing.T) {
 		{"empty device", raw(port(1, "d", "")), `port 1 has device "" port 1`},
 		{"port 0", raw(port(0, "p", 0)), `port 0 has device "mlx5_0" port 0`},
 		{"negative port", raw(port(0, "p", -3)), `port -3`},
+		{"port above 65535", raw(port(0, "p", 70000)), `port 0 has device "mlx5_0" port 70000 (want a device and a port 1-65535)`},
 		{"version 1", raw(func(m map[string]any) { m["v"] = 1 }), "unsupported schema version 1"},
 		{"version 3", raw(func(m map[string]any) { m["v"] = 3 }), "unsupported schema version 3"},
 		{"no version", raw(func(m map[string]any) { delete(m, "v") }), "unsupported schema version 0"},

@@ -23,6 +23,10 @@ const (
 	// scraped), so 1024 leaves room for any host while a hostile count
 	// cannot make a decoder allocate 100 MB of port samples.
 	MaxBatchPorts = 1024
+	// MaxPort is the largest port number a message or trace may carry: the
+	// stores keep ports as UInt16, and a larger number would be stored as
+	// some other port (or all of them as 65535).
+	MaxPort = 65535
 )
 
 // ErrTooLarge is wrapped by every error about a message or port count past

@@ -275,8 +275,8 @@ func decodeChecked(data []byte, b *CounterBatch, a *arena) error {
 	}
 	for i := range b.Ports {
 		p := &b.Ports[i]
-		if p.Device == "" || p.Port < 1 {
-			return fmt.Errorf("decode counter batch from %s: port %d has device %q port %d", b.Node, i, p.Device, p.Port)
+		if p.Device == "" || p.Port < 1 || p.Port > MaxPort {
+			return fmt.Errorf("decode counter batch from %s: port %d has device %q port %d (want a device and a port 1-%d)", b.Node, i, p.Device, p.Port, MaxPort)
 		}
 		if err := CheckDataTime(p.TimeMs); err != nil {
 			return fmt.Errorf("decode counter batch from %s: port %s/%d time: %w", b.Node, p.Device, p.Port, err)
@@ -377,8 +377,8 @@ func DecodeInventory(data []byte) (*Inventory, error) {
 		return nil, fmt.Errorf("decode inventory from %s: time: %w", inv.Node, err)
 	}
 	for i, p := range inv.Ports {
-		if p.Device == "" || p.Port < 1 {
-			return nil, fmt.Errorf("decode inventory from %s: port %d has device %q port %d", inv.Node, i, p.Device, p.Port)
+		if p.Device == "" || p.Port < 1 || p.Port > MaxPort {
+			return nil, fmt.Errorf("decode inventory from %s: port %d has device %q port %d (want a device and a port 1-%d)", inv.Node, i, p.Device, p.Port, MaxPort)
 		}
 		if err := p.Config.Validate(); err != nil {
 			return nil, fmt.Errorf("decode inventory from %s: port %s/%d: %w", inv.Node, p.Device, p.Port, err)

@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -141,6 +142,28 @@ func TestDecodeBatchRejects(t *testing.T) {
 	noNode, _ := EncodeBatch(noNodeBatch)
 	v1, _ := msgpack.Marshal(map[string]any{"v": 1, "n": "a"})
 	futureData := future
+	// Port 70000: EncodeBatch refuses it, so the first port's 65535 (uint16
+	// after its device name) is rewritten as a uint32.
+	bigPortBatch := sampleBatch()
+	bigPortBatch.Ports[0].Port = MaxPort
+	bigPort, err := EncodeBatch(bigPortBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := bigPortBatch.Ports[0].Device
+	at := append(append([]byte{0xa0 | byte(len(dev))}, dev...), 0xcd, 0xff, 0xff)
+	if !bytes.Contains(bigPort, at) {
+		t.Fatalf("port %d of %s not found in the encoding", MaxPort, dev)
+	}
+	bigPort = bytes.Replace(bigPort, at, append(at[:len(at)-3:len(at)-3], 0xce, 0x00, 0x01, 0x11, 0x70), 1)
+	if _, err := DecodeBatch(bytes.Replace(bigPort, []byte{0xce, 0x00, 0x01, 0x11, 0x70}, []byte{0xce, 0x00, 0x00, 0xff, 0xff}, 1)); err != nil {
+		t.Fatalf("port 65535 as a uint32: %v", err)
+	}
+	tooBig := sampleBatch()
+	tooBig.Ports[0].Port = MaxPort + 1
+	if _, err := EncodeBatch(tooBig); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("EncodeBatch of port %d: %v, want out of range", MaxPort+1, err)
+	}
 
 	tests := []struct {
 		name string
@@ -152,6 +175,7 @@ func TestDecodeBatchRejects(t *testing.T) {
 		{"empty node", noNode, "empty node"},
 		{"truncated", data[:len(data)/2], "decode counter batch"},
 		{"version 1 map form", v1, "unsupported schema version 1"},
+		{"port above 65535", bigPort, "port number 70000 is out of range 1-65535"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

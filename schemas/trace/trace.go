@@ -96,8 +96,9 @@ func check(kind, node, device string, port int, hasCounters bool) error {
 		if device == "" {
 			return errors.New(`sample without "device"`)
 		}
-		if port < 1 {
-			return fmt.Errorf(`sample "port" %d: ports count from 1`, port)
+		if port < 1 || port > schemas.MaxPort {
+			// Stored as UInt16: a larger number would become another port.
+			return fmt.Errorf(`sample "port" %d: want 1-%d`, port, schemas.MaxPort)
 		}
 		if !hasCounters {
 			return errors.New(`sample without "counters", "hw_counters" or "ethtool"`)
