@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +49,8 @@ type global struct {
 	// wait is --wait; connectWait is what this command gives NATS: wait
 	// for a one-shot command, 0 (as long as it takes) for a role.
 	wait, connectWait time.Duration
+	// warnedSkipVerify: the skip_verify warning is written once.
+	warnedSkipVerify bool
 }
 
 // roles wait for their services as long as it takes: a role started before
@@ -210,7 +214,34 @@ func (g *global) requireClickHouse() error {
 	if g.clickhouse == "" {
 		return fmt.Errorf("no ClickHouse DSN: set --clickhouse or RDMAWATCH_CLICKHOUSE")
 	}
-	return checkURLs("--clickhouse", g.clickhouse, false, clickhouseSchemes...)
+	if err := checkURLs("--clickhouse", g.clickhouse, false, clickhouseSchemes...); err != nil {
+		return err
+	}
+	if skipVerify(g.clickhouse) && !g.warnedSkipVerify && g.log != nil {
+		// Allowed (a lab's self-signed server), but never silently: the
+		// connection is encrypted to whoever answers.
+		g.log.Warn("--clickhouse has skip_verify=true: the server's certificate is not verified; use --clickhouse-tls-ca instead", "clickhouse", redact.String(g.clickhouse))
+		g.warnedSkipVerify = true
+	}
+	return nil
+}
+
+// skipVerify reports whether a DSN turns TLS certificate verification off.
+func skipVerify(dsn string) bool {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return false
+	}
+	for k, vs := range u.Query() {
+		if strings.EqualFold(k, "skip_verify") {
+			for _, v := range vs {
+				if b, err := strconv.ParseBool(v); err == nil && b {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // natsOptions are the connection settings of every command that dials NATS.

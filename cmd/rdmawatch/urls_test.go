@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,40 @@ func TestOneShotCommandsGiveUp(t *testing.T) {
 			}
 			if took := time.Since(began); took > tc.atMost {
 				t.Errorf("%v gave up after %s, want at most %s", tc.args, took, tc.atMost)
+			}
+		})
+	}
+}
+
+// TestSkipVerifyWarnsOnce: a DSN that turns certificate verification off is
+// accepted with one WARN, however often the command asks for ClickHouse.
+func TestSkipVerifyWarnsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		dsn   string
+		warns int
+	}{
+		{dsn: "clickhouse://u:pw@h:9440/default?secure=true", warns: 0},
+		{dsn: "clickhouse://u:pw@h:9440/default?secure=true&skip_verify=true", warns: 1},
+		{dsn: "clickhouse://h:9440/default?skip_verify=1", warns: 1},
+		{dsn: "clickhouse://h:9440/default?skip_verify=false", warns: 0},
+	} {
+		t.Run(tc.dsn, func(t *testing.T) {
+			var logs strings.Builder
+			l, err := newLogger(&logs, "text", slog.LevelInfo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := &global{clickhouse: tc.dsn, log: l}
+			for range 3 {
+				if err := g.requireClickHouse(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := strings.Count(logs.String(), "level=WARN msg=\"--clickhouse has skip_verify=true"); n != tc.warns {
+				t.Fatalf("%d warnings, want %d:\n%s", n, tc.warns, logs.String())
+			}
+			if strings.Contains(logs.String(), ":pw@") {
+				t.Errorf("the warning shows the password:\n%s", logs.String())
 			}
 		})
 	}

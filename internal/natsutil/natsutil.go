@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"net"
 	"sync"
 	"syscall"
@@ -98,9 +99,11 @@ func (o ConnectOptions) natsOptions() ([]nats.Option, error) {
 		nats.ReconnectWait(500 * time.Millisecond),
 	}
 	if o.Creds != "" {
+		warnSecretReadable(log, "nats credentials", o.Creds)
 		opts = append(opts, nats.UserCredentials(o.Creds))
 	}
 	if o.NKey != "" {
+		warnSecretReadable(log, "nats nkey seed", o.NKey)
 		opt, err := nats.NkeyOptionFromSeed(o.NKey)
 		if err != nil {
 			return nil, fmt.Errorf("nats nkey seed %s: %w", o.NKey, err)
@@ -118,6 +121,26 @@ func (o ConnectOptions) natsOptions() ([]nats.Option, error) {
 	}
 	opts = append(opts, outageLogging(log)...)
 	return opts, nil
+}
+
+// secretWarned holds the secret files already warned about: a role
+// retrying its first connection must not repeat the warning every attempt.
+var secretWarned sync.Map
+
+// warnSecretReadable warns, once per file, when a file holding a private
+// key is readable or writable by group or others: the seed is the user's
+// identity, as an ssh private key is (ssh refuses such a key; a collector
+// on every node of a fleet only warns, so a permissions slip does not stop
+// the fleet's monitoring).
+func warnSecretReadable(log *slog.Logger, what, path string) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return // an unreadable file fails at connect, with its own error
+	}
+	if _, done := secretWarned.LoadOrStore(path, true); done {
+		return
+	}
+	log.Warn(what+" file is accessible by group or others; chmod 600 it", "file", path, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
 }
 
 // outageLogging makes broker outages visible: a WARN when the connection
