@@ -1,0 +1,122 @@
+package report_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/report"
+)
+
+// EnvBenchTrends sizes BenchmarkTrends: PORTSxDAYS of hourly rollups
+// ("10000x365"). Unset, the benchmark is skipped: generating a year for
+// 10 000 ports takes minutes, more than `make bench` allows every package;
+// `make bench-trends` sets it.
+const EnvBenchTrends = "RDMAWATCH_BENCH_TRENDS"
+
+// BenchmarkTrends times `rdmawatch query trends --by leaf --bucket day`
+// over the last 30, 90 and 365 days of PORTSxDAYS hourly rollups in a
+// private database (8 ports a node, 32 ports a leaf, as a GPU fabric), one
+// port-hour a row as the sink's hour roll writes it, with incidents. The
+// time to generate the rows is logged: the figures in BENCHMARKS.md carry
+// both.
+func BenchmarkTrends(b *testing.B) {
+	spec := os.Getenv(EnvBenchTrends)
+	if spec == "" {
+		b.Skipf("%s unset (PORTSxDAYS, e.g. 10000x365; make bench-trends)", EnvBenchTrends)
+	}
+	ps, ds, ok := strings.Cut(spec, "x")
+	ports, errP := strconv.Atoi(ps)
+	days, errD := strconv.Atoi(ds)
+	if !ok || errP != nil || errD != nil || ports < 8 || days < 1 {
+		b.Fatalf("%s=%q: want PORTSxDAYS, e.g. 10000x365", EnvBenchTrends, spec)
+	}
+	conn := chtest.Open(b, chtest.NewDatabase(b, chtest.DSN(b)))
+	ctx := context.Background()
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
+		b.Fatal(err)
+	}
+	end := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	start := end.AddDate(0, 0, -days)
+	// Port i: node gpu-(i/8), zero-padded (18.16 has no leftPad), device mlx5_(i%8), port 1, on leaf-(i/32).
+	portExpr := func(n string) (node, device, leaf string) {
+		return fmt.Sprintf("concat('gpu-', substring(toString(100000 + intDiv(%s, 8)), 2))", n),
+			fmt.Sprintf("concat('mlx5_', toString(%s %% 8))", n),
+			fmt.Sprintf("concat('leaf-', substring(toString(10000 + intDiv(%s, 32)), 2))", n)
+	}
+	node, device, leaf := portExpr("number")
+	if err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO topology_ports (fabric, node, device, port, switch, switch_port, tier, rack, loaded_at)
+SELECT 'bench', %s, %s, toUInt16(1), %s, concat('swp', toString(number %% 32 + 1)), 'leaf', '', now() FROM numbers(%d)`, node, device, leaf, ports)); err != nil {
+		b.Fatal(err)
+	}
+	// One INSERT a month keeps each within one partition and its memory
+	// bounded; a row's values vary with the port and the hour so the
+	// sums and quantiles do real work.
+	t0 := time.Now()
+	rows := 0
+	for m := start; m.Before(end); {
+		next := time.Date(m.Year(), m.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+		if next.After(end) {
+			next = end
+		}
+		hours := int(next.Sub(m) / time.Hour)
+		node, device, _ := portExpr(fmt.Sprintf("(number %% %d)", ports))
+		sql := fmt.Sprintf(`INSERT INTO rollup_hour (hour, node, device, port, rate_gbps, samples, interval_ms, rcv_bytes, xmit_bytes,
+  port_xmit_discards, out_of_buffer, rx_bits_phy, rx_corrected_bits_phy, rx_pcs_symbol_err_phy,
+  np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled, tx_pause_duration_us, rx_pause_duration_us, rolled_at)
+SELECT toDateTime(%d + intDiv(number, %d) * 3600) AS hour, %s, %s, toUInt16(1),
+  arrayReduce('maxState', [toFloat64(400)]), toUInt64(360), arrayReduce('sumState', [toInt64(3600000)]),
+  arrayReduce('sumState', [toUInt64(cityHash64(number) %% 90000000000000)]), arrayReduce('sumState', [toUInt64(cityHash64(number, 1) %% 90000000000000)]),
+  arrayReduce('sumState', [toUInt64(cityHash64(number, 2) %% 3)]), arrayReduce('sumState', [toUInt64(cityHash64(number, 3) %% 5)]),
+  arrayReduce('sumState', [toUInt64(1440000000000000)]), arrayReduce('sumState', [toUInt64(cityHash64(number, 4) %% 100000000)]),
+  arrayReduce('sumState', [toUInt64(cityHash64(number, 5) %% 2)]), arrayReduce('sumState', [toUInt64(cityHash64(number, 6) %% 100000)]),
+  arrayReduce('sumState', [toUInt64(cityHash64(number, 7) %% 1000)]), arrayReduce('sumState', [toUInt64(cityHash64(number, 8) %% 1000)]),
+  arrayReduce('sumState', [toUInt64(cityHash64(number, 9) %% 10000000)]), arrayReduce('sumState', [toUInt64(cityHash64(number, 10) %% 10000000)]),
+  toDateTime(%d)
+FROM numbers(%d)`, m.Unix(), ports, node, device, end.Unix(), hours*ports)
+		if err := conn.Exec(ctx, sql); err != nil {
+			b.Fatalf("generate %s: %v", m.Format("2006-01"), err)
+		}
+		rows += hours * ports
+		m = next
+	}
+	// A few incidents a day, on ports spread over the leaves.
+	if err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO events (id, type, state, severity, scope, revision, subject_node, subject_device, subject_port,
+  start_ms, detected_at_ms, start_ts, detected_at_ts, layer, summary)
+SELECT concat('bench/', toString(number)), ['pfc_storm', 'ber_drift', 'link_flap', 'cnp_ecn_imbalance'][number %% 4 + 1], 'resolved', 'warning', 'port', toUInt32(1),
+  %s, %s, toUInt16(1), toInt64(%d + number * 21600) * 1000, toInt64(%d + number * 21600) * 1000,
+  toDateTime(%d + number * 21600), toDateTime(%d + number * 21600), 'link_network', 'bench'
+FROM numbers(%d)`, func() string { n, _, _ := portExpr("(number * 7919 % " + strconv.Itoa(ports) + ")"); return n }(),
+		func() string { _, d, _ := portExpr("(number * 7919 % " + strconv.Itoa(ports) + ")"); return d }(),
+		start.Unix(), start.Unix(), start.Unix(), start.Unix(), days*4)); err != nil {
+		b.Fatal(err)
+	}
+	gen := time.Since(t0)
+	b.Logf("generated %d port-hours (%d ports x %d days) in %s (%.0f rows/s)", rows, ports, days, gen.Round(time.Second), float64(rows)/gen.Seconds())
+	q, err := chdb.QueryByName("trends")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, window := range []int{30, 90, 365} {
+		if window > days {
+			continue
+		}
+		b.Run(fmt.Sprintf("%dports_%ddays_of_%d", ports, window, days), func(b *testing.B) {
+			p := report.Params{From: end.AddDate(0, 0, -window), To: end, By: "leaf", Bucket: "day"}
+			for i := 0; i < b.N; i++ {
+				t1 := time.Now()
+				res, err := report.RunQuery(ctx, conn, q, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Logf("%d days: %d rows in %s", window, len(res.Rows), time.Since(t1).Round(time.Millisecond))
+			}
+		})
+	}
+}
