@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test test-modern tools test-unit test-chaos test-cluster fuzz bench bench-e2e lint fmt clickhouse stop clean
+.PHONY: all build run test test-modern tools test-unit test-chaos test-cluster fuzz bench bench-e2e bench-trends lint fmt clickhouse stop clean
 
 all: build
 
