@@ -88,6 +88,7 @@ func (s *Server) RegisterProcessor(stats func() engine.Stats, streamPartitions i
 			ch <- prometheus.MustNewConstMetric(owned, prometheus.GaugeValue, float64(st.PartitionsOwned))
 			ch <- prometheus.MustNewConstMetric(trackedPts, prometheus.GaugeValue, float64(st.Ports))
 			ch <- prometheus.MustNewConstMetric(deadLetters, prometheus.CounterValue, float64(st.DeadLetters), "processor", schemas.StreamCounters)
+			ch <- prometheus.MustNewConstMetric(deadLetters, prometheus.CounterValue, float64(st.InventoryDeadLetters), "processor", schemas.StreamInventory)
 		},
 	})
 }

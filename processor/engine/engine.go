@@ -68,7 +68,10 @@ type Stats struct {
 	// found there already, from a previous run.
 	DeadLetters      uint64
 	DeadLettersKnown uint64
-	Events           uint64
+	// InventoryDeadLetters are the inventories this run copied to the
+	// dead-letter stream (refused: see InventoriesRefused).
+	InventoryDeadLetters uint64
+	Events               uint64
 	// DuplicateEvents were dropped by the events stream's de-duplication.
 	DuplicateEvents uint64
 	// KnownEvents were decided again (a warm-up, a re-run over the same
@@ -116,6 +119,7 @@ type stats struct {
 	decodeErrors, spoofed, panics, deadLetters, deadKnown atomic.Uint64
 	events, dupEvents, known, ports                       atomic.Uint64
 	inventories, inventoriesRefused, configPorts          atomic.Uint64
+	inventoryDeadLetters                                  atomic.Uint64
 	watermark                                             atomic.Int64
 	// parts is indexed like Processor.owned.
 	parts []partStats
@@ -169,7 +173,11 @@ type Processor struct {
 	// dead-lettered. Pruned once caught up with the counters stream.
 	published *publishedLog
 	deadKnown map[uint64]struct{}
-	caughtUp  bool
+	// deadInventory are the inventory-stream sequences dead-lettered by
+	// this or an earlier run: every run re-reads the whole inventory
+	// stream, and must not copy the same bad inventory again each time.
+	deadInventory map[uint64]struct{}
+	caughtUp      bool
 	// events is the events stream, for the message a duplicate publish
 	// names (afterDuplicate); looked up on the first duplicate.
 	events jetstream.Stream
@@ -248,28 +256,29 @@ func (p *Processor) Processed() uint64 { return p.st.processed.Load() }
 // Stats returns a snapshot of the processor's counters.
 func (p *Processor) Stats() Stats {
 	st := Stats{
-		Processed:          p.st.processed.Load(),
-		Samples:            p.st.samples.Load(),
-		StaleSamples:       p.st.stale.Load(),
-		LateSamples:        p.st.late.Load(),
-		ImplausibleSamples: p.st.implausible.Load(),
-		DecodeErrors:       p.st.decodeErrors.Load(),
-		SpoofedNode:        p.st.spoofed.Load(),
-		Panics:             p.st.panics.Load(),
-		DeadLetters:        p.st.deadLetters.Load(),
-		DeadLettersKnown:   p.st.deadKnown.Load(),
-		Events:             p.st.events.Load(),
-		DuplicateEvents:    p.st.dupEvents.Load(),
-		KnownEvents:        p.st.known.Load(),
-		Ports:              p.st.ports.Load(),
-		Inventories:        p.st.inventories.Load(),
-		InventoriesRefused: p.st.inventoriesRefused.Load(),
-		ConfigPorts:        p.st.configPorts.Load(),
-		Watermark:          schemas.Millis(p.st.watermark.Load()),
-		PartitionsOwned:    len(p.owned),
-		Partitions:         make([]PartitionStats, len(p.owned)),
-		Incidents:          map[string]map[string]uint64{},
-		OpenIncidents:      map[string]uint64{},
+		Processed:            p.st.processed.Load(),
+		Samples:              p.st.samples.Load(),
+		StaleSamples:         p.st.stale.Load(),
+		LateSamples:          p.st.late.Load(),
+		ImplausibleSamples:   p.st.implausible.Load(),
+		DecodeErrors:         p.st.decodeErrors.Load(),
+		SpoofedNode:          p.st.spoofed.Load(),
+		Panics:               p.st.panics.Load(),
+		DeadLetters:          p.st.deadLetters.Load(),
+		DeadLettersKnown:     p.st.deadKnown.Load(),
+		InventoryDeadLetters: p.st.inventoryDeadLetters.Load(),
+		Events:               p.st.events.Load(),
+		DuplicateEvents:      p.st.dupEvents.Load(),
+		KnownEvents:          p.st.known.Load(),
+		Ports:                p.st.ports.Load(),
+		Inventories:          p.st.inventories.Load(),
+		InventoriesRefused:   p.st.inventoriesRefused.Load(),
+		ConfigPorts:          p.st.configPorts.Load(),
+		Watermark:            schemas.Millis(p.st.watermark.Load()),
+		PartitionsOwned:      len(p.owned),
+		Partitions:           make([]PartitionStats, len(p.owned)),
+		Incidents:            map[string]map[string]uint64{},
+		OpenIncidents:        map[string]uint64{},
 	}
 	now := time.Now().UnixMilli()
 	for i, part := range p.owned {
@@ -450,11 +459,14 @@ func (p *Processor) readHistory(ctx context.Context, occ *jetstream.OrderedConsu
 	if p.published, unreadable, err = loadPublished(ctx, p.js, eventsFrom); err != nil {
 		return err
 	}
-	if p.deadKnown, err = loadDeadLetters(ctx, p.js, deadFrom); err != nil {
+	if p.deadKnown, err = loadDeadLetters(ctx, p.js, schemas.StreamCounters, deadFrom); err != nil {
+		return err
+	}
+	if p.deadInventory, err = loadDeadLetters(ctx, p.js, schemas.StreamInventory, time.Time{}); err != nil {
 		return err
 	}
 	p.inventory = &inventoryReader{js: p.js, name: fmt.Sprintf("%s instance %d", p.cfg.Name, p.cfg.Instance), log: p.log}
-	if err := p.inventory.read(ctx, p.addInventory); err != nil {
+	if err := p.inventory.read(ctx, func(m jetstream.Msg) { p.addInventory(ctx, m) }); err != nil {
 		return err
 	}
 	p.log.Info("history read", "incidents", len(p.published.last), "unreadable_events", unreadable, "dead_letters", len(p.deadKnown),

@@ -56,6 +56,9 @@ const inventoryInfoTimeout = 2 * time.Second
 // info after a request failed.
 const inventoryInfoPause = 10 * time.Minute
 
+// errInventorySubject marks an inventory whose node is not its subject's.
+var errInventorySubject = errors.New("inventory of another node")
+
 // inventoryReader reads the inventory stream from the processing goroutine.
 type inventoryReader struct {
 	js   jetstream.JetStream
@@ -275,7 +278,9 @@ func newConfigBook() *configBook {
 func (b *configBook) add(subject string, data []byte) error {
 	inv, err := schemas.DecodeInventory(data)
 	if err == nil {
-		err = schemas.CheckInventorySubject(subject, inv)
+		if serr := schemas.CheckInventorySubject(subject, inv); serr != nil {
+			err = fmt.Errorf("%w: %w", errInventorySubject, serr)
+		}
 	}
 	if err != nil {
 		b.refused++
@@ -401,7 +406,7 @@ func (p *Processor) syncConfigs(ctx context.Context, wm schemas.Millis) {
 	}
 	complete := p.inventory.complete
 	wait := wm-complete > 2*p.configSyncStep()
-	if err := p.inventory.poll(ctx, p.addInventory, wait); err != nil {
+	if err := p.inventory.poll(ctx, func(m jetstream.Msg) { p.addInventory(ctx, m) }, wait); err != nil {
 		if ctx.Err() == nil {
 			p.log.Warn("inventory stream; configs are read again at the next sync", "err", err)
 		}
@@ -417,8 +422,37 @@ func (p *Processor) syncConfigs(ctx context.Context, wm schemas.Millis) {
 	p.st.configPorts.Store(uint64(len(p.fabric.configs.known)))
 }
 
-func (p *Processor) addInventory(msg jetstream.Msg) {
-	if err := p.fabric.configs.add(msg.Subject(), msg.Data()); err != nil {
-		p.log.Warn("inventory refused; its configs are not used", "subject", msg.Subject(), "err", err)
+// addInventory hands an inventory to the config book. One the book
+// refuses is dead-lettered, as the sink does, so the refusal can be found
+// and the message examined later instead of only read in a log line; a
+// failed copy is logged and the processing goes on (the configs are
+// advisory, the counters are not).
+func (p *Processor) addInventory(ctx context.Context, msg jetstream.Msg) {
+	err := p.fabric.configs.add(msg.Subject(), msg.Data())
+	if err == nil {
+		return
 	}
+	p.log.Warn("inventory refused; its configs are not used", "subject", msg.Subject(), "err", err)
+	var seq uint64
+	if md, merr := msg.Metadata(); merr == nil {
+		seq = md.Sequence.Stream
+	}
+	if _, known := p.deadInventory[seq]; known && seq != 0 {
+		return
+	}
+	reason := ReasonDecode
+	if errors.Is(err, errInventorySubject) {
+		reason = ReasonSpoofedNode
+	}
+	if err := p.copyDeadLetter(ctx, msg, seq, reason+": "+err.Error()); err != nil {
+		if ctx.Err() == nil {
+			p.log.Error("inventory not dead-lettered", "subject", msg.Subject(), "stream_seq", seq, "err", err)
+		}
+		return
+	}
+	if p.deadInventory == nil {
+		p.deadInventory = map[uint64]struct{}{}
+	}
+	p.deadInventory[seq] = struct{}{}
+	p.st.inventoryDeadLetters.Add(1)
 }

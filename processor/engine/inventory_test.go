@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -277,5 +278,67 @@ func TestInventoryReaderWithoutStreamInfo(t *testing.T) {
 	}
 	if r.infoAsked != 1 {
 		t.Fatalf("asked for the stream's info %d times, want once (then paused for %v)", r.infoAsked, inventoryInfoPause)
+	}
+}
+
+// TestBadInventoryDeadLettered: an inventory the processor refuses (not
+// msgpack, or naming another node than its subject's) is copied to the
+// dead-letter stream with the reason, once, though every instance and
+// every restart reads the whole inventory stream again.
+func TestBadInventoryDeadLettered(t *testing.T) {
+	js, _ := startJS(t)
+	shortDuplicates(t, js, 500*time.Millisecond)
+	publishInventory(t, js, schemas.InventorySubject("a"), inventoryOf("a", t0, 9000))
+	publishInventory(t, js, schemas.InventorySubject("b"), inventoryOf("c", t0, 1500)) // names another node
+	publishRaw(t, js, schemas.InventorySubject("d"), []byte("not msgpack"))
+	const batches = 5
+	for i := range batches {
+		publish(t, js, batch("a", i, 0), "")
+	}
+	for run := range 2 {
+		// The second run starts past the dead letters' duplicate window:
+		// only what it read of the stream keeps it from copying again.
+		time.Sleep(700 * time.Millisecond)
+		r := start(t, js, Config{Instances: 2, Instance: 0, Start: StartAll}, Config{Instances: 2, Instance: 1, Start: StartAll})
+		r.waitProcessed(t, batches)
+		r.stop()
+		var copied uint64
+		for _, p := range r.procs {
+			copied += p.Stats().InventoryDeadLetters
+		}
+		// Both instances of the first run copy (the copies share a
+		// Nats-Msg-Id: the stream keeps one); the second run copies none.
+		if run == 0 && copied == 0 || run == 1 && copied != 0 {
+			t.Errorf("run %d: %d inventories dead-lettered", run, copied)
+		}
+	}
+	c, err := js.OrderedConsumer(context.Background(), schemas.StreamDeadLetter, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{schemas.DeadLetterSubject("processor", schemas.StreamInventory)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(10, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for m := range msgs.Messages() {
+		h := m.Headers()
+		reasons[h.Get(schemas.HeaderDeadSubject)] = h.Get(schemas.HeaderDeadReason)
+	}
+	want := map[string]string{
+		schemas.InventorySubject("b"): ReasonSpoofedNode + ": ",
+		schemas.InventorySubject("d"): ReasonDecode + ": ",
+	}
+	if len(reasons) != len(want) {
+		t.Errorf("dead letters %v, want one for each of %v", reasons, want)
+	}
+	for subj, prefix := range want {
+		if !strings.HasPrefix(reasons[subj], prefix) {
+			t.Errorf("dead letter of %s: reason %q, want %q...", subj, reasons[subj], prefix)
+		}
+	}
+	if n := streamMsgs(t, js, schemas.StreamDeadLetter); n != 2 {
+		t.Errorf("%d dead letters, want 2", n)
 	}
 }

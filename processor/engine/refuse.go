@@ -57,11 +57,20 @@ func (p *Processor) deadLetter(ctx context.Context, msg jetstream.Msg, seq uint6
 		p.st.deadKnown.Add(1)
 		return nil
 	}
+	if err := p.copyDeadLetter(ctx, msg, seq, reason); err != nil {
+		return err
+	}
+	p.st.deadLetters.Add(1)
+	return nil
+}
+
+// copyDeadLetter copies msg to the dead-letter stream, retrying until the
+// copy is stored or ctx ends.
+func (p *Processor) copyDeadLetter(ctx context.Context, msg jetstream.Msg, seq uint64, reason string) error {
 	backoff := retry.NewBackoff(retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second})
 	for {
 		err := natsutil.DeadLetter(ctx, p.js, deadLetterRole, msg, reason)
 		if err == nil {
-			p.st.deadLetters.Add(1)
 			return nil
 		}
 		if ctx.Err() != nil {
@@ -80,13 +89,14 @@ func (p *Processor) deadLetter(ctx context.Context, msg jetstream.Msg, seq uint6
 	}
 }
 
-// loadDeadLetters returns the counters-stream sequences this role has
-// already dead-lettered since from (zero: ever). Only headers are read.
-func loadDeadLetters(ctx context.Context, js jetstream.JetStream, from time.Time) (map[uint64]struct{}, error) {
+// loadDeadLetters returns the sequences of stream (counters, inventory)
+// this role has already dead-lettered since from (zero: ever). Only
+// headers are read.
+func loadDeadLetters(ctx context.Context, js jetstream.JetStream, stream string, from time.Time) (map[uint64]struct{}, error) {
 	known := map[uint64]struct{}{}
-	err := readStream(ctx, js, schemas.StreamDeadLetter, schemas.DeadLetterSubject(deadLetterRole, schemas.StreamCounters), from, true, func(m jetstream.Msg) {
+	err := readStream(ctx, js, schemas.StreamDeadLetter, schemas.DeadLetterSubject(deadLetterRole, stream), from, true, func(m jetstream.Msg) {
 		h := m.Headers()
-		if h.Get(schemas.HeaderDeadStream) != schemas.StreamCounters {
+		if h.Get(schemas.HeaderDeadStream) != stream {
 			return
 		}
 		if seq, err := strconv.ParseUint(h.Get(schemas.HeaderDeadStreamSeq), 10, 64); err == nil {
