@@ -3,6 +3,7 @@ package report_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -88,6 +89,10 @@ func trendsDB(t *testing.T) driver.Conn {
 		)
 	}
 	insertPortHours(ctx, t, conn, hours...)
+	// The day rollup, as the sink rolls it after the hours.
+	if err := chdb.Roll(ctx, conn, chdb.Day, day1, day2.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	port := func(n string) schemas.Subject { return schemas.Subject{Node: n, Device: "mlx5_0", Port: 1} }
 	ev := func(typ, id string, subj schemas.Subject, scope string, at time.Time) *schemas.Event {
 		e := causeEvent(typ, id, subj, (at.UnixMilli()-t0)/1000, 1, nil)
@@ -221,4 +226,92 @@ func TestTrendsRefuses(t *testing.T) {
 			t.Errorf("--by %s --bucket %s: %v, want %q", tc.by, tc.bucket, err, tc.want)
 		}
 	}
+}
+
+// TestTrendsDaysFromDayRollup: day and week trends read the day rollup (and
+// the hour rollup for a partial first or last day); they must answer as the
+// query that read only the hour rollup did (testdata/trends_from_hours.sql,
+// trends.sql before rollup_day), for every group and range, whole days or
+// not.
+func TestTrendsDaysFromDayRollup(t *testing.T) {
+	t.Parallel()
+	conn := trendsDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// More port-hours, so medians over days and weeks see many values and
+	// ranges can cut days: the third day of gpu-001..003, hour by hour,
+	// each hour a little different.
+	day3 := time.UnixMilli(t0).UTC().Add(48 * time.Hour)
+	var more []portHour
+	for h := 0; h < 24; h++ {
+		at := day3.Add(time.Duration(h) * time.Hour)
+		more = append(more,
+			portHour{hour: at, node: "gpu-001", pauseS: uint64(h % 3), discard: uint64(h % 2), corrected: uint64(1000 * (h + 1)), pcs: uint64(h % 4), util: 0.01 * float64(h+1)},
+			portHour{hour: at, node: "gpu-002", pauseS: 1, discard: uint64(h % 5), corrected: uint64(7 * h), pcs: 0, util: 0.9 - 0.02*float64(h)},
+			portHour{hour: at, node: "gpu-003", pauseS: uint64(h % 2), discard: 0, corrected: uint64(h * h), pcs: 1, util: 0.5},
+		)
+	}
+	insertPortHours(ctx, t, conn, more...)
+	if err := chdb.Roll(ctx, conn, chdb.Day, day3, day3.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	q, err := chdb.QueryByName("trends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile("testdata/trends_from_hours.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := q
+	ref.SQL = stripComments(string(data))
+	from := time.UnixMilli(t0).UTC()
+	ranges := []struct {
+		name     string
+		from, to time.Time
+	}{
+		{"whole days", from, from.Add(72 * time.Hour)},
+		{"from mid-day", from.Add(90 * time.Minute), from.Add(72 * time.Hour)},
+		{"to mid-day", from, from.Add(60*time.Hour + 30*time.Minute)},
+		{"both mid-day", from.Add(time.Hour), from.Add(62 * time.Hour)},
+		{"within one day", from.Add(50 * time.Hour), from.Add(58 * time.Hour)},
+		{"a week around", from.Add(-72 * time.Hour), from.Add(96 * time.Hour)},
+	}
+	for _, r := range ranges {
+		for _, by := range []string{"leaf", "rack", "node", "fabric"} {
+			for _, bucket := range []string{"day", "week"} {
+				for _, node := range []string{"", "gpu-001"} {
+					p := report.Params{From: r.from, To: r.to, By: by, Bucket: bucket, Node: node}
+					want, err := report.RunQuery(ctx, conn, ref, p)
+					if err != nil {
+						t.Fatalf("%s by %s per %s (hour rollup): %v", r.name, by, bucket, err)
+					}
+					got, err := report.RunQuery(ctx, conn, q, p)
+					if err != nil {
+						t.Fatalf("%s by %s per %s: %v", r.name, by, bucket, err)
+					}
+					if len(want.Rows) == 0 {
+						t.Errorf("%s by %s per %s node %q: no rows to compare", r.name, by, bucket, node)
+					}
+					if !reflect.DeepEqual(got.Columns, want.Columns) || !reflect.DeepEqual(got.Rows, want.Rows) {
+						t.Errorf("%s by %s per %s node %q: from the day rollup\n%v\nfrom the hour rollup\n%v", r.name, by, bucket, node, got.Rows, want.Rows)
+					}
+				}
+			}
+		}
+	}
+}
+
+// stripComments drops the comment lines of a query file, as
+// chdb.QueryByName does.
+func stripComments(sql string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(sql, "\n") {
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return strings.TrimSpace(b.String())
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
 
-// The rollups (rollup_minute, rollup_hour) are rolled by the sink from the
+// The rollups (rollup_minute, rollup_hour, rollup_day) are rolled by the sink from the
 // rows it stored, not by materialized views on every insert: the views cost
 // ClickHouse three quarters of its CPU under sustained inserts (BENCHMARKS.md
 // section 12), one INSERT ... SELECT per closed minute a small part of that.
@@ -21,7 +21,9 @@ import (
 // the newest sample stored, is RollupDelay past its end, or at once when no
 // rows came in since the last roll (the fleet went quiet, a test ended). A
 // minute that gets rows after it was rolled is rolled again; the hour is
-// rolled from its minutes the same way. Rolling is idempotent
+// rolled from its minutes the same way, and the day from its hours each time
+// one of them was rolled (so the day rollup is as fresh as the hour one, at
+// one day roll an hour). Rolling is idempotent
 // (chdb.Roll), so a roll that fails is simply tried at the next tick, and a
 // sink that starts rolls the minutes since the newest one rolled, minus
 // RollupLookback, again: the sink before it may have died with them pending.
@@ -47,11 +49,11 @@ type roller struct {
 	unrolled  func(ctx context.Context, since time.Time, lookback time.Duration) ([]time.Time, error)
 
 	mu sync.Mutex
-	// minutes and hours waiting to be rolled (unix minute or hour), each
-	// with the mark it got last, so a roll does not forget a mark made
-	// while it ran.
-	minutes, hours map[int64]uint64
-	mark           uint64
+	// minutes, hours and days waiting to be rolled (unix minute, hour or
+	// UTC day), each with the mark it got last, so a roll does not forget
+	// a mark made while it ran.
+	minutes, hours, days map[int64]uint64
+	mark                 uint64
 	// watermark is data time: the newest sample stored (unix ms).
 	watermark int64
 	// stored: rows were stored since the last tick.
@@ -59,6 +61,7 @@ type roller struct {
 	recovered bool
 	minStats  RollupStats
 	hourStats RollupStats
+	dayStats  RollupStats
 }
 
 func newRoller(conn driver.Conn, cfg Config, log *slog.Logger) *roller {
@@ -71,7 +74,7 @@ func newRoller(conn driver.Conn, cfg Config, log *slog.Logger) *roller {
 			return chdb.UnrolledMinutes(ctx, conn, since, lookback)
 		},
 		every: cfg.RollupEvery, delay: cfg.RollupDelay, lookback: cfg.RollupLookback,
-		minutes: map[int64]uint64{}, hours: map[int64]uint64{},
+		minutes: map[int64]uint64{}, hours: map[int64]uint64{}, days: map[int64]uint64{},
 	}
 }
 
@@ -161,10 +164,29 @@ func (r *roller) tick(ctx context.Context, all bool) {
 			}
 		}
 		return !busy[h]
-	}, &r.hourStats, nil)
+	}, &r.hourStats, func(h int64) {
+		r.mark++
+		r.days[floorDiv(h, 24)] = r.mark
+	})
+	// A day is rolled again after any of its hours was, not only once it
+	// is over: trends read whole days from rollup_day. It waits for its
+	// hours that are due (rolled before them it misses rows); the hour
+	// still filling is not due, and marks the day again when it is rolled.
+	var busyDays map[int64]bool
+	r.roll(ctx, chdb.Day, r.days, func(d int64) bool {
+		if busyDays == nil {
+			busyDays = map[int64]bool{}
+			for h := range r.hours {
+				if due(h, time.Hour) {
+					busyDays[floorDiv(h, 24)] = true
+				}
+			}
+		}
+		return !busyDays[d]
+	}, &r.dayStats, nil)
 }
 
-// roll rolls the due keys of pending (minutes or hours), a run of
+// roll rolls the due keys of pending (minutes, hours or days), a run of
 // consecutive keys per statement, and forgets those not marked again
 // meanwhile; rolled is called for each of them under r.mu.
 func (r *roller) roll(ctx context.Context, kind chdb.Rollup, pending map[int64]uint64, due func(int64) bool, st *RollupStats, rolled func(int64)) {
@@ -248,9 +270,9 @@ func (r *roller) recover(ctx context.Context) bool {
 func (r *roller) snapshots() map[string]RollupStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, h := r.minStats, r.hourStats
-	m.Pending, h.Pending = len(r.minutes), len(r.hours)
-	return map[string]RollupStats{string(chdb.Minute): m, string(chdb.Hour): h}
+	m, h, d := r.minStats, r.hourStats, r.dayStats
+	m.Pending, h.Pending, d.Pending = len(r.minutes), len(r.hours), len(r.days)
+	return map[string]RollupStats{string(chdb.Minute): m, string(chdb.Hour): h, string(chdb.Day): d}
 }
 
 // noteStored hands the rows of an acked counters message to the roller.

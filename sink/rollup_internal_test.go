@@ -50,15 +50,15 @@ func TestRollerSchedule(t *testing.T) {
 		name: "rows of a minute rolled while quiet roll it again",
 		steps: []step{
 			{rows: []int64{at(0)}},
-			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00"}},
+			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00", "day 03-14"}},
 			{rows: []int64{at(time.Second)}},
-			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00"}},
+			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00", "day 03-14"}},
 		},
 	}, {
 		name: "a quiet tick rolls everything pending, then the hour from its minutes",
 		steps: []step{
 			{rows: []int64{at(0), at(time.Minute)}},
-			{want: []string{"minute 08:00-08:02", "hour 08:00-09:00"}},
+			{want: []string{"minute 08:00-08:02", "hour 08:00-09:00", "day 03-14"}},
 			{},
 		},
 	}, {
@@ -66,28 +66,36 @@ func TestRollerSchedule(t *testing.T) {
 		steps: []step{
 			{rows: []int64{at(0)}},
 			{rows: []int64{at(10 * time.Minute)}, first: true},
-			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00"}},
+			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00", "day 03-14"}},
 		},
 	}, {
 		name: "a failed roll stays pending and is tried at the next tick",
 		steps: []step{
 			{rows: []int64{at(0)}},
 			{fail: true, want: []string{"minute 08:00-08:01 failed"}},
-			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00"}},
+			{want: []string{"minute 08:00-08:01", "hour 08:00-09:00", "day 03-14"}},
 		},
 	}, {
 		name: "an hour waits for its minutes: closed by data time, rolled after the minute",
 		steps: []step{
 			{rows: []int64{at(59 * time.Minute)}},
-			{rows: []int64{at(62 * time.Minute)}, want: []string{"minute 08:59-09:00", "hour 08:00-09:00"}},
+			{rows: []int64{at(62 * time.Minute)}, want: []string{"minute 08:59-09:00", "hour 08:00-09:00", "day 03-14"}},
 		},
 		pendingM: 1,
 	}, {
 		name:    "a start rolls again what the previous sink left",
 		recover: []time.Duration{0, time.Minute, 3 * time.Minute},
 		steps: []step{
-			{want: []string{"minute 08:00-08:02", "minute 08:03-08:04", "hour 08:00-09:00"}},
+			{want: []string{"minute 08:00-08:02", "minute 08:03-08:04", "hour 08:00-09:00", "day 03-14"}},
 		},
+	}, {
+		name: "a day is rolled after each of its hours, not held by the hour still filling",
+		steps: []step{
+			{rows: []int64{at(0)}},
+			{rows: []int64{at(62 * time.Minute)}, want: []string{"minute 08:00-08:01", "hour 08:00-09:00", "day 03-14"}},
+			{rows: []int64{at(64 * time.Minute)}, want: []string{"minute 09:02-09:03"}}, // hour 09:00 pending, not due: no day roll
+		},
+		pendingM: 1,
 	}, {
 		name: "a sample far ahead of the wall clock does not close every minute",
 		steps: []step{
@@ -102,7 +110,7 @@ func TestRollerSchedule(t *testing.T) {
 			var calls []string
 			fail := false
 			r.rollRange = func(_ context.Context, k chdb.Rollup, from, to time.Time) error {
-				call := fmt.Sprintf("%s %s-%s", k, from.UTC().Format("15:04"), to.UTC().Format("15:04"))
+				call := rollCall(k, from, to)
 				if fail {
 					calls = append(calls, call+" failed")
 					return errors.New("clickhouse down")
@@ -136,13 +144,21 @@ func TestRollerSchedule(t *testing.T) {
 	}
 }
 
+// rollCall names a recorded roll: its rollup and range, a day's by date.
+func rollCall(k chdb.Rollup, from, to time.Time) string {
+	if k == chdb.Day {
+		return fmt.Sprintf("%s %s", k, from.UTC().Format("01-02"))
+	}
+	return fmt.Sprintf("%s %s-%s", k, from.UTC().Format("15:04"), to.UTC().Format("15:04"))
+}
+
 // TestRollerShutdownRollsEverything: the last tick, at shutdown, rolls the
-// minutes data time has not closed yet, and their hour.
+// minutes data time has not closed yet, their hour and its day.
 func TestRollerShutdownRollsEverything(t *testing.T) {
 	r := newRoller(nil, Config{RollupEvery: time.Hour}.withDefaults(), slog.New(slog.DiscardHandler))
 	var calls []string
 	r.rollRange = func(_ context.Context, k chdb.Rollup, from, to time.Time) error {
-		calls = append(calls, fmt.Sprintf("%s %s-%s", k, from.UTC().Format("15:04"), to.UTC().Format("15:04")))
+		calls = append(calls, rollCall(k, from, to))
 		return nil
 	}
 	r.unrolled = func(context.Context, time.Time, time.Duration) ([]time.Time, error) { return nil, nil }
@@ -151,7 +167,7 @@ func TestRollerShutdownRollsEverything(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	r.run(ctx, time.Second)
-	want := []string{"minute 08:00-08:02", "hour 08:00-09:00"}
+	want := []string{"minute 08:00-08:02", "hour 08:00-09:00", "day 03-14"}
 	if !reflect.DeepEqual(calls, want) {
 		t.Errorf("rolled %v, want %v", calls, want)
 	}

@@ -70,7 +70,7 @@ type RollupStats struct {
 	Pending int
 }
 
-// RollupStats returns one snapshot per rollup, keyed "minute" and "hour";
+// RollupStats returns one snapshot per rollup, keyed "minute", "hour" and "day";
 // empty when the sink does not roll (RollupEvery < 0).
 func (s *Sink) RollupStats() map[string]RollupStats {
 	if s.roll == nil {

@@ -17,12 +17,12 @@ func newRetentionCmd(g *global) *cobra.Command {
 		now    string
 	)
 	cmd := &cobra.Command{
-		Use:   "retention [--raw 336h] [--minute 2160h] [--hour 17520h] [--dry-run]",
+		Use:   "retention [--raw 336h] [--minute 2160h] [--hour 17520h] [--day 43800h] [--dry-run]",
 		Short: "Drop the ClickHouse partitions older than each table's retention",
 		Long: `retention drops whole partitions: port_samples and rollup_minute by day,
-rollup_hour by month (and the same of port_minute and port_hour, the
+rollup_hour and rollup_day by month (and the same of port_minute and port_hour, the
 rollups of releases before migration 0012), once the partition's last day is older than the table's
-limit (defaults: raw 14 days, minute 90 days, hour 2 years; 0 keeps a table
+limit (defaults: raw 14 days, minute 90 days, hour 2 years, day 5 years; 0 keeps a table
 whole). ClickHouse 18.16 has no TTL: run this daily (cron, a systemd timer).
 Newer servers also have TTL at the defaults; this command still shortens them.
 Events, inventory and topology are kept. A database migrated with --cluster
@@ -82,6 +82,7 @@ replicas, also to one that is down now).`,
 	f.DurationVar(&r.Raw, "raw", r.Raw, "keep port_samples this long (0: forever)")
 	f.DurationVar(&r.Minute, "minute", r.Minute, "keep rollup_minute this long (0: forever)")
 	f.DurationVar(&r.Hour, "hour", r.Hour, "keep rollup_hour this long (0: forever)")
+	f.DurationVar(&r.Day, "day", r.Day, "keep rollup_day this long (0: forever)")
 	f.BoolVar(&dryRun, "dry-run", false, "only print what would be dropped")
 	f.StringVar(&now, "now", "", "the time to count from instead of the clock (RFC 3339), e.g. for a test")
 	return cmd

@@ -13,15 +13,16 @@ func newRollupCmd(g *global) *cobra.Command {
 	var from, to string
 	cmd := &cobra.Command{
 		Use:   "rollup --from T [--to T]",
-		Short: "Roll port_samples into the minute and hour rollups over a time range, by hand",
+		Short: "Roll port_samples into the minute, hour and day rollups over a time range, by hand",
 		Long: `rollup rolls the samples of --from..--to into rollup_minute (one row per
 port per minute, from port_samples FINAL), then those minutes into
-rollup_hour. The sinks do this as they store samples (sink --rollup-every);
+rollup_hour, then those hours into rollup_day. The sinks do this as they store samples (sink --rollup-every);
 this command is for what they could not: samples inserted by other means,
 a sink stopped with --rollup-every negative, or minutes older than a
 restarted sink's --rollup-lookback. Rolling a range again is harmless: the
 newer roll replaces the older. The range is widened to whole minutes, and
-to whole hours for the hour rollup.`,
+to whole hours for the hour rollup and to whole days (of the server's time
+zone) for the day rollup.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.requireClickHouse(); err != nil {
@@ -54,8 +55,9 @@ to whole hours for the hour rollup.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			// A day per statement: each INSERT ... SELECT stays bounded.
-			for _, r := range []chdb.Rollup{chdb.Minute, chdb.Hour} {
+			// A day per statement: each INSERT ... SELECT stays bounded. In
+			// chdb.Rollups order: each rollup is rolled from the one before.
+			for _, r := range chdb.Rollups {
 				for t := start.Truncate(r.Step()); t.Before(end); t = t.Add(24 * time.Hour) {
 					stop := t.Add(24 * time.Hour)
 					if stop.After(end) {

@@ -60,6 +60,7 @@ var ShardingKeys = map[string]string{
 	"port_hour":      "cityHash64(node)",
 	"rollup_minute":  "cityHash64(node)",
 	"rollup_hour":    "cityHash64(node)",
+	"rollup_day":     "cityHash64(node)",
 	"topology_ports": "cityHash64(node)",
 	"topology_links": "cityHash64(a)",
 	"port_config":    "cityHash64(node)",

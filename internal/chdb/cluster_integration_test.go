@@ -60,6 +60,7 @@ func TestClusterOneNode(t *testing.T) {
 			"schema_migrations": "Distributed", "schema_migrations_local": "MergeTree",
 			"rollup_minute": "Distributed", "rollup_minute_local": "ReplacingMergeTree",
 			"rollup_hour": "Distributed", "rollup_hour_local": "ReplacingMergeTree",
+			"rollup_day": "Distributed", "rollup_day_local": "ReplacingMergeTree",
 			"port_minute_mv": "", "port_hour_mv": "", "events_latest": "View",
 		} {
 			if engines[name] != want {

@@ -15,10 +15,12 @@ type Retention struct {
 	Raw    time.Duration // port_samples (day partitions)
 	Minute time.Duration // rollup_minute, and port_minute before 0012 (day partitions)
 	Hour   time.Duration // rollup_hour, and port_hour before 0012 (month partitions)
+	Day    time.Duration // rollup_day (month partitions)
 }
 
-// DefaultRetention: raw 14 days, minute rollup 90 days, hour rollup 2 years.
-var DefaultRetention = Retention{Raw: 14 * 24 * time.Hour, Minute: 90 * 24 * time.Hour, Hour: 730 * 24 * time.Hour}
+// DefaultRetention: raw 14 days, minute rollup 90 days, hour rollup 2
+// years, day rollup 5 years (the TTL of 0013 and 0018).
+var DefaultRetention = Retention{Raw: 14 * 24 * time.Hour, Minute: 90 * 24 * time.Hour, Hour: 730 * 24 * time.Hour, Day: 1825 * 24 * time.Hour}
 
 // Partition is one partition of a table retention manages.
 type Partition struct {
@@ -40,6 +42,7 @@ var retained = []struct {
 	{"port_samples", "20060102", func(r Retention) time.Duration { return r.Raw }},
 	{"rollup_minute", "20060102", func(r Retention) time.Duration { return r.Minute }},
 	{"rollup_hour", "200601", func(r Retention) time.Duration { return r.Hour }},
+	{"rollup_day", "200601", func(r Retention) time.Duration { return r.Day }},
 	// The rollups of releases before 0012, no longer written: their data
 	// ages out like the rollups'.
 	{"port_minute", "20060102", func(r Retention) time.Duration { return r.Minute }},

@@ -23,18 +23,31 @@ import (
 // is idempotent, and whoever rolls (the sink, `rdmawatch rollup`) needs no
 // bookkeeping beyond which ranges may have changed.
 
-// Rollup names one of the two rollups.
+// rollup_day (migration 0017) holds one row per port per day rolled from
+// the hours, so trends by day or week read a 24th of the rows.
+
+// Rollup names one of the rollups.
 type Rollup string
 
 // The rollups, by the file that rolls them.
 const (
 	Minute Rollup = "minute"
 	Hour   Rollup = "hour"
+	Day    Rollup = "day"
 )
 
-// Step is the span one rollup row covers.
+// Rollups are the rollups in the order they must be rolled: each from the
+// one before.
+var Rollups = []Rollup{Minute, Hour, Day}
+
+// Step is the span one rollup row covers. A day is a day of the server's
+// time zone: day.sql widens whatever range it is given to whole days there,
+// so the UTC truncation Roll does cannot roll part of a day.
 func (r Rollup) Step() time.Duration {
-	if r == Hour {
+	switch r {
+	case Day:
+		return 24 * time.Hour
+	case Hour:
 		return time.Hour
 	}
 	return time.Minute
@@ -47,7 +60,7 @@ func (r Rollup) stmt() (string, error) {
 	}
 	s, ok := stmts[r]
 	if !ok {
-		return "", fmt.Errorf("no rollup %q: minute or hour", r)
+		return "", fmt.Errorf("no rollup %q: minute, hour or day", r)
 	}
 	return s, nil
 }
@@ -56,7 +69,7 @@ func (r Rollup) stmt() (string, error) {
 // seconds), comments and blank lines dropped.
 var rollupStmts = sync.OnceValues(func() (map[Rollup]string, error) {
 	out := map[Rollup]string{}
-	for _, r := range []Rollup{Minute, Hour} {
+	for _, r := range Rollups {
 		data, err := fs.ReadFile(ddl.Rollups, path.Join("rollups", string(r)+".sql"))
 		if err != nil {
 			return nil, fmt.Errorf("rollup %s: %w", r, err)

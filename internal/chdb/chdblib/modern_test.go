@@ -105,7 +105,7 @@ func TestModernMigrations(t *testing.T) {
 	if err := chdb.CheckSchema(ctx, c); err != nil {
 		t.Error(err)
 	}
-	for _, want := range []string{"counter_dictionary", "rollup_minute", "rollup_hour", "events_latest", "port_minute_v", "port_hour_v", "topology_ports"} {
+	for _, want := range []string{"counter_dictionary", "rollup_minute", "rollup_hour", "rollup_day", "events_latest", "port_minute_v", "port_hour_v", "topology_ports"} {
 		var n uint64
 		if err := c.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = @n", ch.Named("n", want)).Scan(&n); err != nil || n != 1 {
 			t.Errorf("table %s: %d, %v", want, n, err)
@@ -204,7 +204,7 @@ func loadFabric(t *testing.T, scenario string) *fabric {
 	}
 	f.from, f.to = from, to
 	for _, c := range []chdb.Conn{old, modern} {
-		for _, r := range []chdb.Rollup{chdb.Minute, chdb.Hour} {
+		for _, r := range chdb.Rollups {
 			if err := chdb.Roll(ctx, c, r, from, to); err != nil {
 				t.Fatal(err)
 			}

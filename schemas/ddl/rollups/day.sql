@@ -1,0 +1,67 @@
+-- Roll the days of [@from, @to) (unix seconds, widened to whole days of
+-- the server's time zone) from rollup_hour into rollup_day: the hours'
+-- states merged, and each port-hour's BER and utilisation kept as exact
+-- quantile states (0017). Run again, the newer roll replaces.
+INSERT INTO rollup_day
+SELECT
+    toDate(hour) AS day,
+    node,
+    device,
+    port,
+    anyLastMergeState(link_layer) AS link_layer,
+    maxMergeState(rate_gbps) AS rate_gbps,
+    sum(samples) AS samples,
+    sumMergeState(interval_ms) AS interval_ms,
+    sumMergeState(rcv_bytes) AS rcv_bytes,
+    sumMergeState(xmit_bytes) AS xmit_bytes,
+    sumMergeState(rcv_packets) AS rcv_packets,
+    sumMergeState(xmit_packets) AS xmit_packets,
+    sumMergeState(symbol_error) AS symbol_error,
+    sumMergeState(link_error_recovery) AS link_error_recovery,
+    sumMergeState(link_downed) AS link_downed,
+    sumMergeState(port_rcv_errors) AS port_rcv_errors,
+    sumMergeState(port_xmit_discards) AS port_xmit_discards,
+    sumMergeState(port_xmit_wait) AS port_xmit_wait,
+    sumMergeState(out_of_buffer) AS out_of_buffer,
+    sumMergeState(out_of_sequence) AS out_of_sequence,
+    sumMergeState(local_ack_timeout_err) AS local_ack_timeout_err,
+    sumMergeState(rx_bits_phy) AS rx_bits_phy,
+    sumMergeState(rx_corrected_bits_phy) AS rx_corrected_bits_phy,
+    sumMergeState(rx_pcs_symbol_err_phy) AS rx_pcs_symbol_err_phy,
+    sumMergeState(link_down_events_phy) AS link_down_events_phy,
+    sumMergeState(np_ecn_marked_roce_packets) AS np_ecn_marked_roce_packets,
+    sumMergeState(np_cnp_sent) AS np_cnp_sent,
+    sumMergeState(rp_cnp_handled) AS rp_cnp_handled,
+    sumMergeState(rp_cnp_ignored) AS rp_cnp_ignored,
+    sumMergeState(rx_pause_duration_us) AS rx_pause_duration_us,
+    sumMergeState(tx_pause_duration_us) AS tx_pause_duration_us,
+    quantilesMergeState(0.5, 0.95)(utilisation_q) AS utilisation_q,
+    maxMergeState(utilisation_max) AS utilisation_max,
+    maxMergeState(tx_pause_fraction_max) AS tx_pause_fraction_max,
+    maxMergeState(rx_pause_fraction_max) AS rx_pause_fraction_max,
+    maxMergeState(pre_fec_ber_max) AS pre_fec_ber_max,
+    maxMergeState(symbol_ber_max) AS symbol_ber_max,
+    maxState(ber) AS hour_pre_fec_ber_max,
+    quantileExactState(0.5)(ber) AS hour_pre_fec_ber_q,
+    maxState(post_ber) AS hour_post_fec_ber_max,
+    quantileExactState(0.5)(post_ber) AS hour_post_fec_ber_q,
+    quantilesExactState(0.5, 0.95)(util) AS hour_utilisation_q,
+    now() AS rolled_at
+FROM
+(
+    -- Each port-hour's BER and utilisation, computed as trends.sql's hour
+    -- bucket computes them, so a day's worst and median are the port-hours'.
+    SELECT
+        *,
+        finalizeAggregation(rx_bits_phy) AS phy_bits,
+        if(phy_bits > 0, finalizeAggregation(rx_corrected_bits_phy) / phy_bits, 0) AS ber,
+        if(phy_bits > 0, finalizeAggregation(rx_pcs_symbol_err_phy) / phy_bits, 0) AS post_ber,
+        finalizeAggregation(rate_gbps) * finalizeAggregation(interval_ms) AS capacity,
+        if(capacity > 0,
+           greatest(finalizeAggregation(rcv_bytes), finalizeAggregation(xmit_bytes)) * 8 / (capacity * 1e6), 0) AS util
+    FROM rollup_hour FINAL
+    -- Whole days of the server's time zone, whatever @from and @to: a roll
+    -- of part of a day would replace the day's row with that part.
+    WHERE hour >= toStartOfDay(toDateTime(@from)) AND hour < toDateTime(toDate(toDateTime(@to - 1)) + 1)
+) AS hours
+GROUP BY node, device, port, day
