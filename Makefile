@@ -89,6 +89,15 @@ bench-e2e: build
 	@dsn=$$($(CH) up | tail -n 1) && \
 	  $(GO) run ./test/bench/cmd/bench-e2e --ports $(PORTS) --interval 1s --duration $(DURATION) --clickhouse "$$dsn" --rdmawatch $(BIN) $(BENCH_E2E_FLAGS)
 
+# Trends over months of rollups (BENCHMARKS.md figure 7): TRENDS=PORTSxDAYS
+# of hourly and daily rollups generated into a private database of the
+# local ClickHouse, then `trends --by leaf --bucket day` over 30, 90 and 365
+# days. Not part of `make test` or `make bench` (generation takes minutes).
+TRENDS ?= 2000x365
+bench-trends:
+	@dsn=$$($(CH) up | tail -n 1) && \
+	  RDMAWATCH_CLICKHOUSE="$$dsn" RDMAWATCH_BENCH_TRENDS=$(TRENDS) $(GO) test -run '^$$' -bench '^BenchmarkTrends$$' -benchtime 1x -v -timeout 60m ./report/
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)

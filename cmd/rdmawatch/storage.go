@@ -164,7 +164,7 @@ func newSinkCmd(g *global) *cobra.Command {
 	cmd.Flags().IntVar(&blockRows, "block-rows", 0, "rows per INSERT block at most: a flush larger than this goes in several (0: twice --batch-rows, so a flush goes in one)")
 	cmd.Flags().IntVar(&maxPending, "max-ack-pending", sink.DefaultMaxAckPending, "messages each consumer holds unacknowledged at most; a flush takes at most half, the other half is pulled meanwhile (the rows held are bounded by two flushes of batch-rows, whatever the message size)")
 	cmd.Flags().DurationVar(&flush, "flush-interval", sink.DefaultFlushInterval, "longest time rows wait before an INSERT")
-	cmd.Flags().DurationVar(&rollup.RollupEvery, "rollup-every", sink.DefaultRollupEvery, "how often the sink rolls the minutes and hours it stored samples of into rollup_minute and rollup_hour (negative: this sink does not roll; `rdmawatch rollup` rolls by hand)")
+	cmd.Flags().DurationVar(&rollup.RollupEvery, "rollup-every", sink.DefaultRollupEvery, "how often the sink rolls the minutes, hours and days it stored samples of into rollup_minute, rollup_hour and rollup_day (negative: this sink does not roll; `rdmawatch rollup` rolls by hand)")
 	cmd.Flags().DurationVar(&rollup.RollupDelay, "rollup-delay", sink.DefaultRollupDelay, "how far data time (the newest sample stored) must be past a minute's end before it is rolled; rows that come later roll it again")
 	cmd.Flags().DurationVar(&rollup.RollupLookback, "rollup-lookback", sink.DefaultRollupLookback, "at a start, roll again the minutes from the newest rolled one minus this (the sink before may have died with them pending)")
 	cluster.register(cmd)
