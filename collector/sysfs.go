@@ -93,6 +93,11 @@ const (
 	SkipRateUnreadable      = "rate_unreadable"       // the port's rate file
 )
 
+// SkipReasons lists every reason, so the counter can be served at 0 for each
+// before anything is skipped (a rule or dashboard sees the series exist).
+var SkipReasons = []string{SkipNoPorts, SkipNotAPort, SkipStateUnreadable, SkipNotActive, SkipNoCounters,
+	SkipNoReadableCounter, SkipCounterUnreadable, SkipCounterNotANumber, SkipLinkLayerUnreadable, SkipRateUnreadable}
+
 func (sc *SysfsScrape) skipFile(why string) {
 	if sc.SkippedFiles == nil {
 		sc.SkippedFiles = map[string]int{}

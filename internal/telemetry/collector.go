@@ -27,6 +27,9 @@ func (s *Server) RegisterCollector(source string) func(collector.Scrape) {
 		Namespace: Namespace, Name: "collector_skipped_total",
 		Help: "Ports and files the scrapes left out, by reason (not_active, no_counters, counter_unreadable, ...).",
 	}, []string{"reason"})
+	for _, why := range collector.SkipReasons {
+		skipped.WithLabelValues(why) // served at 0 from the start
+	}
 	counted := map[string]uint64{} // what skipped holds per reason
 	var (
 		mu   sync.Mutex
