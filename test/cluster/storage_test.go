@@ -115,16 +115,17 @@ FROM numbers(%d)`, start, rows)); err != nil {
 			return nil
 		})
 	}
-	if out := run("rollup", "--clickhouse", withDB(dsns[0], db), "--from", "2026-01-20", "--to", "2026-02-10"); strings.Count(out, "rolled ") != 2*21 {
-		t.Errorf("rollup: want 21 days of each rollup\n%s", out)
+	if out := run("rollup", "--clickhouse", withDB(dsns[0], db), "--from", "2026-01-20", "--to", "2026-02-10"); strings.Count(out, "rolled ") != 3*21 {
+		t.Errorf("rollup: want 21 days of each rollup (minute, hour, day)\n%s", out)
 	}
 	// Now: 2026-02-10 12:00. Raw keeps 14 days: the first day kept is
 	// 2026-01-27. Minute keeps 20 days: partitions ending by 2026-01-21
 	// 12:00 go, so only 2026-01-20. Hour keeps 20 days, but January ends
-	// after now minus 20 days: both months stay.
+	// after now minus 20 days: both months stay, and the day rollup's two
+	// months stay (it keeps five years).
 	args := []string{"retention", "--clickhouse", withDB(dsns[0], db), "--now", "2026-02-10T12:00:00Z", "--raw", "336h", "--minute", "480h", "--hour", "480h"}
-	if out := run(append(args, "--dry-run")...); !strings.Contains(out, "would drop 8 of 44 partitions") {
-		t.Errorf("dry run: want 8 of 44 partitions to drop (7 raw, 1 minute)\n%s", out)
+	if out := run(append(args, "--dry-run")...); !strings.Contains(out, "would drop 8 of 46 partitions") {
+		t.Errorf("dry run: want 8 of 46 partitions to drop (7 raw, 1 minute)\n%s", out)
 	}
 	out := run(args...)
 	t.Logf("retention: %s", lastLine(out))
@@ -136,6 +137,7 @@ FROM numbers(%d)`, start, rows)); err != nil {
 			{"port_samples_local", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
 			{"rollup_minute_local", "minute", "2026-01-21", "2026-02-09", 20 * 24 * 3},
 			{"rollup_hour_local", "hour", "2026-01-20", "2026-02-09", 21 * 24 * 3},
+			{"rollup_day_local", "day", "2026-01-20", "2026-02-09", 21 * 3},
 			{"port_samples", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
 		} {
 			// The drop reaches the other replica through replication.
