@@ -20,6 +20,11 @@ if [ ! -s "$lib" ]; then
   if command -v npm >/dev/null 2>&1; then
     npm pack --silent "@chdb/lib-linux-x64-gnu@$VERSION" >/dev/null
   else
+    # A fresh Debian may have neither npm nor curl: curl is the small one.
+    if ! command -v curl >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "chdb: installing curl (apt-get)" >&2
+      apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl ca-certificates >&2
+    fi
     curl -fsSL -o "$tgz" "https://registry.npmjs.org/@chdb/lib-linux-x64-gnu/-/lib-linux-x64-gnu-$VERSION.tgz"
   fi
   want_var="SHA1_${VERSION//[.-]/_}"
