@@ -26,7 +26,7 @@ import (
 //     of n links' pause durations can reach n intervals;
 //   - one more sample per member that is up, device
 //     schemas.BondMemberDevice(bond device, member), port 1: the member's
-//     physical-layer statistics (isPHYStat), which are per cable and mean
+//     physical-layer statistics (schemas.BondMemberStat), which are per cable and mean
 //     nothing summed (a BER of two cables added is no cable's BER), with
 //     the member's own state, rate, ifindex and configuration.
 //
@@ -73,31 +73,6 @@ func parseBondSlaves(path string, b []byte) ([]string, error) {
 	return names, nil
 }
 
-// isPHYStat reports whether an ethtool statistic belongs to one cable's
-// physical layer, so a LAG publishes it per member instead of summing it.
-// The rule, by name, on mlx5's counter groups (PPCNT's physical layer and
-// statistical groups, and the module events): a "_phy" statistic whose
-// name says bits, symbols, FEC, CRC, per-lane errors, link-down events or
-// malformed frames (fragments, jabbers); and the module_* events of the
-// cable's transceiver. Other "_phy" statistics count traffic
-// (rx_packets_phy, rx_discards_phy, tx_pause_ctrl_phy, rx_prio3_bytes...)
-// and are summed like the rest.
-func isPHYStat(name string) bool {
-	if strings.HasPrefix(name, "module_") {
-		return true
-	}
-	stem, ok := strings.CutSuffix(name, "_phy")
-	if !ok {
-		return false
-	}
-	for _, w := range [...]string{"bits", "symbol_err", "fec", "crc_err", "err_lane", "link_down", "fragments", "jabbers"} {
-		if strings.Contains(stem, w) {
-			return true
-		}
-	}
-	return false
-}
-
 // sumBondStats returns the sum over members of their non-PHY statistics
 // (a statistic some members lack sums those that have it), with
 // schemas.GaugeLAGMembers set to the number of members summed, and each
@@ -112,7 +87,7 @@ func sumBondStats(members []string, stats map[string]map[string]uint64) (sum map
 	for _, m := range members {
 		own := make(map[string]uint64)
 		for name, v := range stats[m] {
-			if isPHYStat(name) {
+			if schemas.BondMemberStat(name) {
 				own[name] = v
 				continue
 			}

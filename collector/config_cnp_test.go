@@ -3,6 +3,8 @@ package collector
 import (
 	"strings"
 	"testing"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func TestDecodeDCBDSCPMap(t *testing.T) {
@@ -145,12 +147,12 @@ func TestIsPHYStat(t *testing.T) {
 	summed := []string{"rx_discards_phy", "tx_discards_phy", "rx_packets_phy", "tx_bytes_phy", "rx_pause_ctrl_phy", "tx_pause_ctrl_phy",
 		"rx_prio3_pause", "tx_prio3_pause_duration", "rx_global_pause", "rx_out_of_buffer", "rx_oversize_pkts_phy", "rx_prio3_bytes", "tx_pause_storm_warning_events"}
 	for _, n := range phy {
-		if !isPHYStat(n) {
+		if !schemas.BondMemberStat(n) {
 			t.Errorf("%s: want per member (physical layer)", n)
 		}
 	}
 	for _, n := range summed {
-		if isPHYStat(n) {
+		if schemas.BondMemberStat(n) {
 			t.Errorf("%s: want summed over the members", n)
 		}
 	}

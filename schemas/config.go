@@ -245,3 +245,29 @@ func SplitBondMember(device string) (bondDevice, member string, ok bool) {
 	bondDevice, member, ok = strings.Cut(device, bondMemberSep)
 	return bondDevice, member, ok && bondDevice != "" && member != ""
 }
+
+// BondMemberStat reports whether an ethtool statistic belongs to one cable's
+// physical layer, so a LAG's member sample carries it instead of the bond's
+// sum (the collector's rule, which the simulator follows).
+// The rule, by name, on mlx5's counter groups (PPCNT's physical layer and
+// statistical groups, and the module events): a "_phy" statistic whose
+// name says bits, symbols, FEC, CRC, per-lane errors, link-down events or
+// malformed frames (fragments, jabbers); and the module_* events of the
+// cable's transceiver. Other "_phy" statistics count traffic
+// (rx_packets_phy, rx_discards_phy, tx_pause_ctrl_phy, rx_prio3_bytes...)
+// and are summed like the rest.
+func BondMemberStat(name string) bool {
+	if strings.HasPrefix(name, "module_") {
+		return true
+	}
+	stem, ok := strings.CutSuffix(name, "_phy")
+	if !ok {
+		return false
+	}
+	for _, w := range [...]string{"bits", "symbol_err", "fec", "crc_err", "err_lane", "link_down", "fragments", "jabbers"} {
+		if strings.Contains(stem, w) {
+			return true
+		}
+	}
+	return false
+}

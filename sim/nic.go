@@ -71,18 +71,6 @@ const (
 // ports of one ConnectX card (mlx5 bonds two PFs of one device).
 const bondMembers = 2
 
-// phyStat reports whether an ethtool statistic is a PHY-layer one: on a
-// bond the collector publishes those on the member samples and sums every
-// other statistic (pause, discards) on the bond's sample.
-func phyStat(name string) bool {
-	switch name {
-	case "rx_bits_phy", "rx_corrected_bits_phy", "rx_pcs_symbol_err_phy", "rx_symbol_err_phy",
-		"rx_crc_errors_phy", "link_down_events_phy":
-		return true
-	}
-	return strings.HasPrefix(name, "rx_err_lane_") && strings.HasSuffix(name, "_phy")
-}
-
 // perLinkStat reports whether a bond's summed statistic counts per member
 // link time or per link events that every member sees alike: the pause
 // frames and durations (a host that stops draining pauses each of its
@@ -129,9 +117,9 @@ func ethtoolNames(profile NICProfile, role portRole) []string {
 	case roleBond:
 		// The collector's member count (a gauge, not a driver statistic)
 		// follows the summed statistics, as it writes it.
-		return append(filterNames(out, func(n string) bool { return !phyStat(n) }), schemas.GaugeLAGMembers)
+		return append(filterNames(out, func(n string) bool { return !schemas.BondMemberStat(n) }), schemas.GaugeLAGMembers)
 	case roleMember:
-		return filterNames(out, phyStat)
+		return filterNames(out, schemas.BondMemberStat)
 	}
 	return out
 }

@@ -92,7 +92,7 @@ func TestNICProfileCounters(t *testing.T) {
 					t.Errorf("member %d: %s netdev %s with %d counters, want %s, ethtool only", i, m.Device, m.Netdev, len(m.Counters), want)
 				}
 				for _, e := range m.Ethtool {
-					if !phyStat(e.Name) {
+					if !schemas.BondMemberStat(e.Name) {
 						t.Errorf("member %s lists %s, not a PHY statistic", m.Device, e.Name)
 					}
 				}
