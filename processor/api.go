@@ -4,7 +4,7 @@
 //
 // It does not import the engine (processor/engine), which consumes the
 // counters stream, owns the port states and the watermark, and calls the
-// detectors; the runtime imports this package.
+// detectors; the engine imports this package.
 //
 // Calls into detectors are sequential per processor: one goroutine drives a
 // processor's ports, detectors and emitter, so detectors need no locks. Each

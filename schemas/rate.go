@@ -8,9 +8,10 @@ import (
 )
 
 // ParseRateGbps reads a port's speed out of its sysfs rate text: 200 from
-// "200 Gb/sec (4X HDR)", 2.5 from "2.5 Gb/sec (1X SDR)". The collector, the
-// sink's derived figures and the detectors read rates with this one parser;
-// it allocates nothing on the way to a value, since detectors call it per
+// "200 Gb/sec (4X HDR)", 2.5 from "2.5 Gb/sec (1X SDR)". The sink's derived
+// figures (PortFigures) and the detectors read rates with this one parser,
+// and the collector writes a LAG member's rate in the form it reads; it
+// allocates nothing on the way to a value, since detectors call it per
 // sample.
 func ParseRateGbps(rate string) (float64, error) {
 	s := strings.TrimSpace(rate)

@@ -1,5 +1,8 @@
-// Package clickhouse opens ClickHouse connections for rdmawatch and migrates
-// its tables. The DDL lives in migrations/*.sql, embedded into the binary, and
+// Package chdb is rdmawatch's ClickHouse side of the SQL in schemas/ddl: it
+// opens connections, applies the migrations (on one server or, rewritten, on
+// a cluster), checks a database's schema for the sink, runs the shipped
+// queries and the rollup rolls, drops expired partitions and loads the
+// topology. The SQL itself lives in schemas/ddl, embedded into the binary, and
 // is kept to what both Debian's 18.16 and current releases accept (see the
 // "ClickHouse versions" section of docs/formats.md); features of newer servers go
 // into migration variants gated on the server's version.

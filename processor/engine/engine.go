@@ -1,4 +1,4 @@
-// Package runtime runs the detectors of package processor over the counters
+// Package engine runs the detectors of package processor over the counters
 // stream: it consumes the partitions this instance owns from JetStream, keeps
 // the per-port state and the watermark in data time, calls the detectors and
 // publishes their events.
