@@ -78,7 +78,7 @@ bench: build
 	@dsn=$$($(CH) up | tail -n 1) && \
 	  RDMAWATCH_CLICKHOUSE="$$dsn" $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 10m $(PKGS)
 
-# The end-to-end benchmark (BENCHMARKS.md figure 5), its own program out of
+# The end-to-end benchmark (e2e-max-ports in BENCHMARKS.md), its own program out of
 # the product binary: PORTS ports at a 1 s interval for DURATION, published
 # from memory into nats-server, rdmawatch processor(s) and sink(s) as separate
 # processes, a private database of the local ClickHouse. BENCH_E2E_FLAGS adds
@@ -89,7 +89,7 @@ bench-e2e: build
 	@dsn=$$($(CH) up | tail -n 1) && \
 	  $(GO) run ./test/bench/cmd/bench-e2e --ports $(PORTS) --interval 1s --duration $(DURATION) --clickhouse "$$dsn" --rdmawatch $(BIN) $(BENCH_E2E_FLAGS)
 
-# Trends over months of rollups (BENCHMARKS.md figure 7): TRENDS=PORTSxDAYS
+# Trends over months of rollups (the trends-* rows of BENCHMARKS.md): TRENDS=PORTSxDAYS
 # of hourly and daily rollups generated into a private database of the
 # local ClickHouse, then `trends --by leaf --bucket day` over 30, 90 and 365
 # days. Not part of `make test` or `make bench` (generation takes minutes).

@@ -1,8 +1,8 @@
 package collector
 
-// Benchmark #1 of BENCHMARKS.md: collector scrape CPU on an mlx5-like sysfs
-// fixture (sysfstest.MLX5RoCE(8, 2): 8 devices x 2 ports, full counter
-// sets) against rdmamap's own GetRdmaSysfsAllPortsStats over every device.
+// Benchmark collector-scrape-cpu of BENCHMARKS.md: collector scrape CPU on
+// an mlx5-like sysfs fixture (sysfstest.MLX5RoCE(8, 2): 8 devices x 2
+// ports, full counter sets) against rdmamap's own GetRdmaSysfsAllPortsStats over every device.
 //
 //	go test -run '^$' -bench '^BenchmarkSysfsScrape$' ./collector
 //

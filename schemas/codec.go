@@ -13,7 +13,9 @@ import (
 
 // The counter batch is msgpack, written and read by hand: a batch is the
 // hot path of every collector, processor and sink, and reflection-based
-// decoding cost more than every detector together (BENCHMARKS.md). The type
+// decoding cost more than every detector together (decoding by hand took the
+// processor's bare consume-and-decode from 55 k to about 250 k port-samples
+// per CPU second). The type
 // codes are the msgpack library's (msgpcode); only the framing is ours.
 //
 //	batch = array(6)  [version, node, boot_id, seq, time_ms, ports]

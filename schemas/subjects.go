@@ -231,7 +231,7 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // broker restart or failover with room to spare. JetStream keeps one id per
 // host per interval for the whole window, so its memory grows with fleet x
 // window; at 50 000 ports at 1 s, 2 minutes instead of 10 saved nats-server
-// 0.02-0.05 cores and no latency that mattered (BENCHMARKS.md section 19),
+// 0.02-0.05 cores and no latency that mattered (counters-duplicate-window),
 // too little to give up the longer cover. `rdmawatch streams apply
 // --duplicates` sets another window.
 const CountersDuplicates = 10 * time.Minute

@@ -1,6 +1,6 @@
 package schemas_test
 
-// Benchmark #2 of BENCHMARKS.md: wire size per port-sample, the msgpack
+// Benchmark wire-bytes of BENCHMARKS.md: wire size per port-sample, the msgpack
 // CounterBatch the collector publishes against the JSON of the raw reading
 // (its trace-v1 sample line), on a simulated RoCE fleet after the baseline
 // round.
@@ -72,9 +72,10 @@ func BenchmarkWireSize(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "encode-ns/port-sample")
 }
 
-// compactSize is the size a batch would have in the encoding BENCHMARKS.md
-// proposes for schemas/wire.go (not implemented there: the wire format is
-// owned elsewhere). It is a measurement of the proposal, not a codec:
+// compactSize is the size a batch would have in a stateful encoding that
+// sends a port's strings once per boot id (proposal/json in wire-bytes; not
+// implemented: each message stands alone). It is a measurement of the
+// proposal, not a codec:
 //
 //   - counter names, sources and the port's strings (link layer, state,
 //     rate, netdev) go once per boot id in the inventory, as a dictionary;

@@ -21,8 +21,7 @@ import (
 // they lie in memory, so a pass over all rows per column would touch every
 // row once per column in no order the cache can follow. (The first sorted
 // version did that, with a stable sort, and the sink rose from 0.39 to 0.49
-// cores at 50 000 ports; the two causes were not measured apart,
-// BENCHMARKS.md section 13.)
+// cores at 50 000 ports; the two causes were not measured apart.)
 
 // column is one port_samples column: it makes the builder that gathers its
 // values for a block of n rows.
@@ -148,8 +147,8 @@ var sampleBlock = func() []column {
 // next, where a fresh 32 768-row column grew by append from empty on every
 // INSERT (the driver appends value by value, and Go grows a large slice by
 // a quarter: about five times the column's size allocated and copied, 45 %
-// of the sink's allocations while it drained a backlog, BENCHMARKS.md
-// section 14). ClickHouse squashes the blocks of one INSERT into one
+// of the sink's allocations while it drained a backlog, sink-insert-chunks).
+// ClickHouse squashes the blocks of one INSERT into one
 // before it writes a part (min_insert_block_size_rows), so the parts are
 // as large as before (TestSinkChunksLandAsOnePart).
 const chunkRows = 8192

@@ -34,7 +34,7 @@ type Config struct {
 	// BatchRows flushes a table's buffer once it holds this many rows
 	// (default 65536: ClickHouse takes fewer, larger INSERTs at a far
 	// lower cost per row, 0.6 of the CPU per row of 32 768-row ones on
-	// 18.16, BENCHMARKS.md section 16; FlushInterval bounds the wait at low
+	// 18.16, sink-flush-rows; FlushInterval bounds the wait at low
 	// rates).
 	BatchRows int
 	// BlockRows bounds one INSERT: a flush, or one message with very many

@@ -13,7 +13,7 @@ import (
 //
 // It sorts keys, not rows. Comparing rows through their pointers and their
 // strings missed the cache on most comparisons: 12.5 % of the sink's CPU
-// at 30 000 ports, 2.7 % after (BENCHMARKS.md section 18). The node and
+// at 30 000 ports, 2.7 % after (sink-sort-keys). The node and
 // device strings are ranked once per INSERT instead (a flush holds a few
 // thousand nodes and a handful of device names), and a row's key is
 // usually one integer. One pipeline goroutine uses it; its slices and maps

@@ -13,8 +13,9 @@ import (
 
 // The rollups (rollup_minute, rollup_hour, rollup_day) are rolled by the sink from the
 // rows it stored, not by materialized views on every insert: the views cost
-// ClickHouse three quarters of its CPU under sustained inserts (BENCHMARKS.md
-// section 12), one INSERT ... SELECT per closed minute a small part of that.
+// ClickHouse three quarters of its CPU under sustained inserts
+// (rollup-views-cost), one INSERT ... SELECT per closed minute a small part
+// of that.
 //
 // The roller notes the minutes the sink stored samples of (from acked
 // messages, redelivered ones included) and rolls a minute once data time,

@@ -158,7 +158,8 @@ func (r *SampleRow) Delta(column string) (uint64, bool) {
 // SampleRows converts a counter batch into port_samples rows, one per port.
 // The rows' arrays share a few allocations per batch: growing each row's
 // arrays by append was the sink's largest allocation after the driver's
-// columns while it drained a backlog (BENCHMARKS.md section 14).
+// columns while it drained a backlog (0.41 of 2.0 GB allocated for 276 474
+// rows).
 func SampleRows(b *schemas.CounterBatch) []SampleRow {
 	rows := make([]SampleRow, len(b.Ports))
 	counters, gaugeN := 0, 0

@@ -530,7 +530,7 @@ func (p *pipeline[R]) fetch(ctx context.Context, log *slog.Logger) {
 // and the next filling. Rows, not only messages: MaxAckPending must be
 // large for a fleet of small messages (2 ports each: 10 000 messages made
 // flushes of 10 000 rows, and ClickHouse 18.16 spent 3.5x the CPU per row
-// of 32 768-row ones, BENCHMARKS.md section 10c), and a bound on messages
+// of 32 768-row ones, sink-row-bound), and a bound on messages
 // alone would let large ones (64 ports each) hold millions of rows.
 func (p *pipeline[R]) maxHeldRows() int64 {
 	return 2 * int64(max(p.s.cfg.BatchRows, 1))

@@ -1,6 +1,6 @@
 package sink_test
 
-// Benchmark #4 of BENCHMARKS.md: rows per second the sink writes into
+// Benchmark sink-insert of BENCHMARKS.md: rows per second the sink writes into
 // ClickHouse (JetStream consume, decode, rows, PrepareBatch inserts), against
 // clickhouse-client inserting the same rows in Native format. The rows are
 // exported by clickhouse-client itself (SELECT ... FORMAT Native) from what

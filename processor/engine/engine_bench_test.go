@@ -1,17 +1,18 @@
 package engine
 
-// Benchmarks #3 and #6 of BENCHMARKS.md.
+// Benchmarks processor-throughput and processor-port-memory of BENCHMARKS.md.
 //
 //	go test -run '^$' -bench '^Benchmark(ProcessorThroughput|PortMemory)$' ./processor/engine
 //
-// #3: port-samples per CPU second through decode and every registered
-// detector (the real Processor on a real embedded JetStream), against a
-// bare consume-and-decode of the same stream by an ordered consumer. CPU
-// time is the whole process's (getrusage), so the embedded server's share
-// of delivering the messages is in both; the two are measured alternately.
+// processor-throughput: port-samples per CPU second through decode and
+// every registered detector (the real Processor on a real embedded
+// JetStream), against a bare consume-and-decode of the same stream by an
+// ordered consumer. CPU time is the whole process's (getrusage), so the
+// embedded server's share of delivering the messages is in both; the two
+// are measured alternately.
 //
-// #6: heap per tracked port after 2 hours of 10 s samples through every
-// detector.
+// processor-port-memory: heap per tracked port after 2 hours of 10 s
+// samples through every detector.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 -- Roll the minutes of [@from, @to) (unix seconds) from port_samples into
 -- rollup_minute: one row per port per minute. Baselines (first = 1) carry no
 -- deltas and are left out. Run again, the newer roll replaces (0012).
--- No FINAL: it tripled the roll's cost (BENCHMARKS.md section 12), and the
+-- No FINAL: it tripled the roll's cost (roll-without-final in BENCHMARKS.md), and the
 -- sink never inserts a sample the table already holds.
 INSERT INTO rollup_minute
 SELECT

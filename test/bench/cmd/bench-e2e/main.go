@@ -1,4 +1,4 @@
-// Command bench-e2e is the end-to-end benchmark of BENCHMARKS.md (figure 5):
+// Command bench-e2e is the end-to-end benchmark of BENCHMARKS.md (e2e-max-ports):
 // it measures the pipeline, not the load generator.
 //
 // Before the measured window it runs the simulated RoCE fleet of test/bench

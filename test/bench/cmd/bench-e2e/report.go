@@ -86,7 +86,7 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
-// verdict is the rule of BENCHMARKS.md figure 5: a trial holds when the
+// verdict is the rule of e2e-max-ports in BENCHMARKS.md: a trial holds when the
 // generator kept the pace, the backlogs and the lag stayed flat (the last
 // window's mean within one interval of the first window's maximum),
 // everything was processed and stored within the drain grace, ClickHouse
