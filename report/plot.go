@@ -143,18 +143,13 @@ func (p *Plot) panelPlot(i int, t0, t1 float64) (*plot.Plot, error) {
 	pl.Title.TextStyle.XAlign = draw.XLeft
 	pl.Title.Padding = 2
 	pl.X.Min, pl.X.Max = t0, t1
-	ticks := timeTicks(t0, t1)
 	if i == len(p.Panels)-1 {
-		pl.X.Tick.Marker = plot.ConstantTicks(ticks)
+		pl.X.Tick.Marker = timeTicks{}
 		pl.X.Label.Text = "UTC, " + time.Unix(int64(t0), 0).UTC().Format("2006-01-02")
 		pl.X.Label.TextStyle.Font = textFont
 	} else {
-		// Same grid, no labels: only the bottom panel names the times.
-		unlabelled := make([]plot.Tick, len(ticks))
-		for k, tk := range ticks {
-			unlabelled[k] = plot.Tick{Value: tk.Value}
-		}
-		pl.X.Tick.Marker = plot.ConstantTicks(unlabelled)
+		// Same ticks, no labels: only the bottom panel names the times.
+		pl.X.Tick.Marker = unlabelled{timeTicks{}}
 	}
 	pl.X.Tick.Label.Font, pl.Y.Tick.Label.Font = textFont, textFont
 	pl.Y.Label.Text = panel.Unit
@@ -165,7 +160,7 @@ func (p *Plot) panelPlot(i int, t0, t1 float64) (*plot.Plot, error) {
 		pl.Y.Scale = plot.LogScale{}
 		pl.Y.Tick.Marker = decadeTicks{}
 	} else {
-		pl.Y.Tick.Marker = plot.ConstantTicks(linearTicks(lo, hi))
+		pl.Y.Tick.Marker = linearTicks{}
 	}
 	grid := plotter.NewGrid()
 	grid.Vertical.Color = color.Gray{Y: 0xe4}
@@ -246,9 +241,9 @@ func runs(times []time.Time, values []float64, logAxis bool) []plotter.XYs {
 	return out
 }
 
-// yRange is the panel's axis range: from 0 (or the lowest value) to a round
-// number above the highest on a linear axis; whole decades that hold every
-// value and level on a log axis.
+// yRange is the panel's axis range: from 0 (or the lowest value) to a tick
+// of the axis above the highest on a linear axis; whole decades that hold
+// every value and level on a log axis.
 func (panel Panel) yRange() (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	see := func(v float64) {
@@ -282,67 +277,119 @@ func (panel Panel) yRange() (lo, hi float64) {
 	if hi <= lo {
 		return lo, lo + 1
 	}
-	step := niceStep((hi - lo) / 4)
-	return math.Floor(lo/step) * step, math.Ceil(hi*1.02/step) * step
+	// 2% headroom: a flat series at its maximum is drawn under the
+	// panel's frame, not on it.
+	return tickedRange(lo, hi+0.02*(hi-lo))
 }
 
-// niceStep rounds a step up to 1, 2, 2.5 or 5 times a power of ten.
-func niceStep(raw float64) float64 {
-	if raw <= 0 || math.IsNaN(raw) || math.IsInf(raw, 0) {
-		return 1
+// tickedRange widens [lo, hi] to end on ticks of gonum's DefaultTicks, the
+// linear axis's ticker; see tickedEnd.
+func tickedRange(lo, hi float64) (float64, float64) {
+	hi = tickedEnd(lo, hi)
+	if lo < 0 {
+		lo = -tickedEnd(-hi, -lo)
 	}
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*p >= raw*(1-1e-9) {
-			return m * p
+	return lo, hi
+}
+
+// tickedEnd is the top for an axis from lo up to at least hi: the lowest
+// value DefaultTicks labels up to half the range again above hi (30 for data
+// up to 20), else its next tick above hi, labelled or not. DefaultTicks only
+// places ticks inside the range it is given, so each candidate top, a
+// multiple of its smallest step, is tried in turn.
+func tickedEnd(lo, hi float64) float64 {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	values := make([]float64, len(ticks))
+	for i, tk := range ticks {
+		values[i] = tk.Value
+	}
+	sort.Float64s(values)
+	step := math.Inf(1)
+	for i := 1; i < len(values); i++ {
+		if d := values[i] - values[i-1]; d > 0 {
+			step = math.Min(step, d)
 		}
 	}
-	return 10 * p
+	if math.IsInf(step, 1) {
+		return hi
+	}
+	// Rounded to 12 digits: DefaultTicks leaves out a label at 0.1 when
+	// the top is 0.09999999999999999.
+	round := func(v float64) float64 {
+		r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 12, 64), 64)
+		return r
+	}
+	first := math.Ceil(hi/step - 1e-9)
+	for k := first; k*step <= hi+(hi-lo)/2; k++ {
+		top := round(k * step)
+		for _, tk := range (plot.DefaultTicks{}).Ticks(lo, top) {
+			if tk.Label != "" && math.Abs(tk.Value-top) <= 1e-9*(top-lo) {
+				return tk.Value
+			}
+		}
+	}
+	return round(first * step)
 }
 
-// linearTicks are 3 to 6 round ticks over [lo, hi], labels without float
-// noise (0.3, not 0.30000000000000004).
-func linearTicks(lo, hi float64) []plot.Tick {
-	step := niceStep((hi - lo) / 4)
-	var ticks []plot.Tick
-	for k := math.Ceil(lo/step - 1e-9); k*step <= hi+step*1e-9; k++ {
-		v := k * step
-		ticks = append(ticks, plot.Tick{Value: v, Label: formatTick(v, step)})
+// linearTicks is gonum's DefaultTicks with the trailing zeros of its labels
+// cut: DefaultTicks writes all labels of an axis with one precision, and a
+// 2.5 step adds two decimals to it, so 0..75 would read 0.00 25.00 50.00
+// 75.00 and 0..1 would read 0.0 0.5 1.0.
+type linearTicks struct{}
+
+func (linearTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		ticks[i].Label = trimZeros(ticks[i].Label)
 	}
 	return ticks
 }
 
-// formatTick prints v with the decimals its step needs: 0.3, not
-// 0.30000000000000004; 0.5, not 0.50.
-func formatTick(v, step float64) string {
-	if math.Abs(v) < step/2 {
+// trimZeros cuts the zeros after a fixed-point label's last significant
+// decimal ("25.00" is "25", "0.50" is "0.5"); exponent labels ('g' format)
+// have none.
+func trimZeros(label string) string {
+	if !strings.Contains(label, ".") || strings.ContainsAny(label, "eE") {
+		return label
+	}
+	label = strings.TrimRight(strings.TrimRight(label, "0"), ".")
+	if label == "-0" {
 		return "0"
 	}
-	if a := math.Abs(v); a >= 1e6 || a < 1e-3 {
-		return strconv.FormatFloat(v, 'g', 3, 64)
-	}
-	decimals := max(0, 2-int(math.Floor(math.Log10(step))))
-	s := strconv.FormatFloat(v, 'f', decimals, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
+	return label
 }
 
-// decadeTicks labels every decade (every other when there are many) as
-// 1e-9, 1e-8, ...: one label per power of ten, never two alike.
+// decadeTicks is gonum's LogTicks (a labelled tick on every power of ten,
+// unlabelled ones at 2 to 9 times it) with three changes. Labels read 1e-9:
+// LogTicks writes 1e-09. A decade's tick sits on the exact power of ten:
+// LogTicks multiplies its way up the decades, so its ticks drift off them
+// (9.999999999999999e-06), and one a hair above the axis's end would be left
+// out with its label. Past 8 decades only every other decade is labelled and the ticks
+// between decades are left out: more labels overlap in a panel's height,
+// and 8 ticks a decade merge into a bar.
 type decadeTicks struct{}
 
 func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
-	dlo, dhi := int(math.Floor(math.Log10(lo)+1e-9)), int(math.Ceil(math.Log10(hi)-1e-9))
+	// LogTicks starts at 10^int(log10(lo)), and int() rounds toward zero:
+	// for lo = 1e-15, whose log10 is -14.999999999999998, it would start a
+	// decade late and leave the bottom of the axis without a label.
+	all := plot.LogTicks{}.Ticks(lo*(1-1e-9), hi)
+	dlo, dhi := int(math.Ceil(math.Log10(lo)-1e-9)), int(math.Floor(math.Log10(hi)+1e-9))
 	every := 1
 	if dhi-dlo > 8 {
 		every = 2
 	}
-	var ticks []plot.Tick
-	for d := dlo; d <= dhi; d++ {
-		tk := plot.Tick{Value: math.Pow(10, float64(d))}
-		if (d-dlo)%every == 0 {
+	ticks := all[:0]
+	for _, tk := range all {
+		if tk.IsMinor() {
+			if every == 1 {
+				ticks = append(ticks, tk)
+			}
+			continue
+		}
+		d := int(math.Round(math.Log10(tk.Value)))
+		tk = plot.Tick{Value: math.Pow10(d)}
+		if d >= dlo && d <= dhi && (d-dlo)%every == 0 {
 			tk.Label = "1e" + strconv.Itoa(d)
 		}
 		ticks = append(ticks, tk)
@@ -350,9 +397,17 @@ func (decadeTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// timeTicks are 4 to 8 ticks on round UTC times (whole minutes, 5 minutes,
-// hours, ...), labelled hh:mm, or hh:mm:ss under a minute's step.
-func timeTicks(t0, t1 float64) []plot.Tick {
+// timeTicks places the data-time axis's ticks on round UTC times (whole
+// minutes, 5 minutes, hours, ...), 4 to 8 of them, and has gonum's TimeTicks
+// write their labels hh:mm, or hh:mm:ss under a minute's step. The placement
+// stays here: TimeTicks takes its positions from another Ticker, by default
+// DefaultTicks, which steps by 1, 2, 2.5, 3, 4 or 5 times a power of ten of
+// the axis's values, here seconds since 1970, so that a 2h40m window gets
+// 00:26:40, 01:33:20, 02:40:00 rather than whole half hours. gonum has no
+// ticker that steps by minutes and hours.
+type timeTicks struct{}
+
+func (timeTicks) Ticks(t0, t1 float64) []plot.Tick {
 	steps := []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400}
 	step := steps[len(steps)-1]
 	for _, s := range steps {
@@ -361,13 +416,26 @@ func timeTicks(t0, t1 float64) []plot.Tick {
 			break
 		}
 	}
-	layout := "15:04"
+	format := "15:04"
 	if step < 60 {
-		layout = "15:04:05"
+		format = "15:04:05"
 	}
-	var ticks []plot.Tick
+	var at plot.ConstantTicks
 	for v := math.Ceil(t0/step) * step; v <= t1; v += step {
-		ticks = append(ticks, plot.Tick{Value: v, Label: time.Unix(int64(v), 0).UTC().Format(layout)})
+		// Any label makes a tick major; TimeTicks writes the real one.
+		at = append(at, plot.Tick{Value: v, Label: "t"})
+	}
+	return plot.TimeTicks{Ticker: at, Format: format, Time: plot.UTCUnixTime}.Ticks(t0, t1)
+}
+
+// unlabelled is a ticker's ticks without their labels: the same tick marks
+// on a panel whose axis another panel names.
+type unlabelled struct{ plot.Ticker }
+
+func (u unlabelled) Ticks(lo, hi float64) []plot.Tick {
+	ticks := u.Ticker.Ticks(lo, hi)
+	for i := range ticks {
+		ticks[i].Label = ""
 	}
 	return ticks
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rollup_cost.sh: what keeping the rollups costs ClickHouse while port_samples
-# rows are inserted (BENCHMARKS.md section 12), three ways side by side:
+# rows are inserted (rollup-views-cost in BENCHMARKS.md), three ways side by side:
 #   - "views": the materialized views of migration 0005 (created here from
 #     its text), which aggregate every INSERT block as it comes;
 #   - "rolled": what the sink does since 0012, one INSERT ... SELECT per
@@ -8,11 +8,13 @@
 #     then the hours from the minutes;
 #   - "none": port_samples alone.
 # It needs a ClickHouse of your own (deploy/clickhouse/local.sh up: its
-# server CPU is read from /proc) and a database the ingest benchmark kept:
+# server CPU is read from /proc) and a database of its own holding the
+# make-run fleet's port_samples rows (92 154; its tables are truncated, the
+# rows put back at the end):
 #
-#   go build -o /tmp/ingest ./test/bench/cmd/ingest
-#   /tmp/ingest --rounds 1 --keep          # SHOW DATABASES names it
-#   test/bench/rollup_cost.sh default_ingest_<n>_new
+#   make build
+#   RDMAWATCH_CLICKHOUSE=clickhouse://127.0.0.1:19000/rollup_cost bin/rdmawatch run --speed 0 --no-progress
+#   test/bench/rollup_cost.sh rollup_cost
 #
 # It copies the table's rows into two Memory tables: "fleet" (the make-run
 # fleet: 128 ports at 10 s), inserted 10 times back to back, each copy 10
@@ -24,7 +26,7 @@
 # time in ticks (10 ms), ROUNDS times (default 1). The views are dropped
 # again at the end.
 set -euo pipefail
-db=${1:?usage: rollup_cost.sh DATABASE (one /tmp/ingest --keep left)}
+db=${1:?usage: rollup_cost.sh DATABASE (one that bin/rdmawatch run --speed 0 filled)}
 here=$(cd "$(dirname "$0")/../.." && pwd)
 pid=$(cat "${RDMAWATCH_CH_DIR:-$here/.clickhouse}/clickhouse.pid")
 port=${RDMAWATCH_CH_TCP_PORT:-19000}
