@@ -24,6 +24,9 @@ type lossGen struct {
 	// (1: Poisson).
 	reorder float64
 	burst   float64
+	// perSec is reordering in out-of-sequence packets per second, whatever
+	// the traffic (route changes, congestion).
+	perSec float64
 	// loss is the lost share at second sec; factor draws the
 	// out-of-sequence packets of one loss.
 	loss   func(sec float64) float64
@@ -55,7 +58,7 @@ func poissonDraw(r *rand.Rand, mu float64) float64 {
 func (g *lossGen) sample(id schemas.PortID, sec, interval float64) (recv *Sample, naks float64) {
 	pkts := math.Round(g.pps(sec) * interval * (1 + 0.05*g.r.NormFloat64()))
 	burst := math.Max(1, g.burst)
-	oos := burst * poissonDraw(g.r, pkts*g.reorder/burst)
+	oos := burst*poissonDraw(g.r, pkts*g.reorder/burst) + poissonDraw(g.r, g.perSec*interval)
 	var lost float64
 	if g.loss != nil {
 		lost = poissonDraw(g.r, pkts*g.loss(sec))
@@ -203,6 +206,25 @@ func TestRetransLoss(t *testing.T) {
 				}}
 			},
 			duration: 4 * hour,
+		},
+		{
+			name: "reordering a few packets a second whatever the traffic, then traffic falls tenfold",
+			gen: func(r *rand.Rand) *lossGen {
+				return &lossGen{r: r, perSec: 0.3, pps: func(sec float64) float64 {
+					if sec >= lossAt {
+						return 1e5
+					}
+					return 1e6
+				}}
+			},
+			duration: 4 * hour,
+		},
+		{
+			name: "reordering a few packets a second, then 1e-5 lost with 1 to 40 per loss",
+			gen: func(r *rand.Rand) *lossGen {
+				return &lossGen{r: r, perSec: 0.3, pps: constant(1e6), loss: between(lossAt, lossAt+1800, 1e-5), factor: uniformFactor(1, 40)}
+			},
+			duration: lossAt + 1800, found: true, maxLatency: 240,
 		},
 		{
 			name: "1e-7 lost, 1 to 40 out of sequence per loss: below the minimum effect",

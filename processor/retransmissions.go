@@ -37,7 +37,12 @@ func init() {
 // counts divided by phi (stats.RateTestQuasi), which carries the history's
 // own uncertainty: a port quiet for an hour with zero out-of-sequence
 // packets needs only a handful to be significant, a port that always
-// reorders needs a rise well outside its own noise.
+// reorders needs a rise well outside its own noise. Reordering need not
+// scale with traffic (route changes and congestion reorder a few packets
+// a second whatever the load), so the window is also tested against the
+// history's out-of-sequence packets per second, and the larger p-value
+// and the smaller excess decide: a port whose traffic falls tenfold does
+// not turn its usual reordering into a loss.
 //
 // Open: the window's p-value is at most lossAlpha = 1e-9 and the excess is
 // at least the minimum effect, for OpenAfter (1 min) and 3 samples in a
@@ -166,6 +171,7 @@ const (
 // ports whose counters ever moved.
 type lossPort struct {
 	kh, nh  float64 // the quiet history: out-of-sequence and received packets, decayed
+	sh      float64 // the same history's seconds, decayed alike
 	disp    stats.Dispersion
 	histMs  int64 // data time the history covers (not decayed: for lossWarm)
 	buckets [lossBuckets]lossBucket
@@ -176,23 +182,39 @@ type lossPort struct {
 	segM             int
 
 	// What the latest sample said, for the finding.
-	p, ratio, base, excess, phi, factor, lost, lostPerS, pps float64
+	p, ratio, base, baseRate, excess, phi, factor, lost, lostPerS, pps float64
 	explained, congestion                                    bool
 }
 
 type lossBucket struct {
-	id   int64
-	k, n float64
+	id      int64
+	k, n, s float64 // out of sequence, received packets, seconds
 }
 
 // window sums the buckets of the last lossWindowMs up to bucket id cur.
-func (lp *lossPort) window(cur int64) (k, n float64) {
+func (lp *lossPort) window(cur int64) (k, n, secs float64) {
 	for _, b := range lp.buckets {
 		if b.id > cur-lossBuckets && b.id <= cur && b.n > 0 {
-			k, n = k+b.k, n+b.n
+			k, n, secs = k+b.k, n+b.n, secs+b.s
 		}
 	}
-	return k, n
+	return k, n, secs
+}
+
+// test is the p-value of the window's k against the quiet history under
+// the null that explains the window best: out-of-sequence packets in
+// proportion to received packets (reordering that scales with traffic),
+// or in proportion to time (reordering from route changes and congestion
+// that does not fall when traffic does). Taking the larger p-value makes
+// a port that always reordered a few packets a second not look lossy
+// when its traffic drops tenfold; a loss scales with packets and raises
+// the count under both.
+func (lp *lossPort) test(kw, nw, sw, phi float64) float64 {
+	p := stats.RateTestQuasi(kw, nw, lp.kh, lp.nh, phi)
+	if lp.sh > 0 && sw > 0 {
+		p = max(p, stats.RateTestQuasi(kw, sw, lp.kh, lp.sh, phi))
+	}
+	return p
 }
 
 // lossJudge judges the sample's out-of-sequence count k over n received
@@ -207,6 +229,7 @@ func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n floa
 		// Every sample before this one was quiet (the state is made on
 		// the first that moved a counter): as many packets as now.
 		lp.nh = float64(port.Samples) * n * math.Min(1, lossSpan.Seconds()/math.Max(1, float64(port.Samples)*secs))
+		lp.sh = math.Min(lossSpan.Seconds(), float64(port.Samples)*secs)
 		lp.histMs = int64(port.Samples) * s.IntervalMs
 	}
 	id := int64(s.Time) / lossBucketMs
@@ -214,17 +237,21 @@ func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n floa
 	if b.id != id {
 		*b = lossBucket{id: id}
 	}
-	b.k, b.n = b.k+k, b.n+n
-	kw, nw := lp.window(id)
+	b.k, b.n, b.s = b.k+k, b.n+n, b.s+secs
+	kw, nw, sw := lp.window(id)
 
-	lp.base = 0
+	lp.base, lp.baseRate = 0, 0
 	if lp.nh > 0 {
 		lp.base = lp.kh / lp.nh
 	}
+	if lp.sh > 0 {
+		lp.baseRate = lp.kh / lp.sh
+	}
 	lp.phi = min(lp.disp.Index(lossPhiPrior), 100)
-	lp.p = stats.RateTestQuasi(kw, nw, lp.kh, lp.nh, lp.phi)
+	lp.p = lp.test(kw, nw, sw, lp.phi)
 	lp.ratio = kw / math.Max(nw, 1)
-	lp.excess = lp.ratio - lp.base
+	// The excess over what the better-fitting null expects (see test).
+	lp.excess = (kw - math.Max(lp.base*nw, lp.baseRate*sw)) / math.Max(nw, 1)
 	winSecs := math.Min(float64(lossWindowMs)/1000, float64(s.Time-port.FirstTime)/1000+secs)
 	lp.pps = nw / math.Max(winSecs, secs)
 	warm := lp.histMs >= lossWarm.Milliseconds()
@@ -248,7 +275,7 @@ func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n floa
 		// with no events yet has no dispersion to learn from): judge the
 		// clumps, not the packets, so that three bursts of reordering are
 		// three events.
-		lp.p = stats.RateTestQuasi(kw, nw, lp.kh, lp.nh, clump)
+		lp.p = lp.test(kw, nw, sw, clump)
 	}
 	// Out of sequence per loss: the upper 95% bound of the clumping, so
 	// that the loss it gives is a lower bound (a handful of samples does
@@ -286,7 +313,7 @@ func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n floa
 		if lp.nh > 0 {
 			lp.disp.Add(k, mu, w)
 		}
-		lp.kh, lp.nh = lp.kh*w+k, lp.nh*w+n
+		lp.kh, lp.nh, lp.sh = lp.kh*w+k, lp.nh*w+n, lp.sh*w+secs
 		lp.histMs += s.IntervalMs
 	}
 	return hold
