@@ -241,9 +241,16 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 
 	replaced := netdevReplaced(ps, pr)
 	portZero := !baseline && looksUnreadable(ps, raws)
-	restarted := !baseline && !portZero && (replaced || looksLikePortRestart(ps, raws))
+	restart := restartNone
+	if !baseline && !portZero {
+		if replaced {
+			restart = restartPort
+		} else {
+			restart = looksLikePortRestart(ps, raws)
+		}
+	}
 	s.Counters = make([]schemas.CounterDelta, 0, len(raws))
-	if restarted {
+	if restart == restartPort {
 		e.stats.PortRestarts++
 		for _, rc := range raws {
 			s.Counters = append(s.Counters, e.restartDelta(ps, rc))
@@ -254,7 +261,14 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 	if !baseline {
 		lim.packets, lim.packetsKnown = packetDelta(ps, raws)
 	}
+	if restart == restartPMA {
+		e.stats.PortRestarts++
+	}
 	for _, rc := range raws {
+		if restart == restartPMA && rc.key.src == schemas.SourceCounters {
+			s.Counters = append(s.Counters, e.restartDelta(ps, rc))
+			continue
+		}
 		if portZero {
 			if cd, ok := e.heldUnreadable(ps, rc); ok {
 				s.Counters = append(s.Counters, cd)
@@ -389,28 +403,64 @@ func (e *Engine) heldUnreadable(ps *portState, rc rawCounter) (schemas.CounterDe
 //     hand-cleared IB error counter is one too. Two falling may still be
 //     two independent misreads, so two count only when they are at least
 //     half the port's counters; three is a restart whatever the share
-//     (issue 25's reload: 11 of 52 fell, 41 grew past their old value).
-func looksLikePortRestart(ps *portState, raws []rawCounter) bool {
-	fell, nonzeroBefore := 0, 0
+//     (a driver reload of 52 counters: 11 fell, 41 grew past their old
+//     value).
+//
+// A clear of the port's PMA counters alone (`perfquery -R`, which clears
+// the counters/ directory and nothing else) is told from a restart: when
+// the evidence is all in counters/ and, outside it, at most one statistic
+// fell (to exactly 0: a misread that happened at the same reading), only
+// counters/ starts over (restartPMA); hw_counters and ethtool keep their
+// baselines, so a link_down_events_phy misread as 0 at that reading stays
+// a held misread instead of becoming a fresh count of link downs.
+func looksLikePortRestart(ps *portState, raws []rawCounter) restartKind {
+	var fell, nonzeroBefore [2]int // [0] counters/ (PMA), [1] the others
+	hard := [2]bool{}              // a fall no misread or wrap explains
+	otherNonzeroFall := false      // outside counters/, a fall to more than 0
 	for _, rc := range raws {
 		cs := ps.counters[rc.key]
 		if cs == nil || cs.value == 0 {
 			continue
 		}
-		nonzeroBefore++
+		i := 1
+		if rc.key.src == schemas.SourceCounters {
+			i = 0
+		}
+		nonzeroBefore[i]++
 		if rc.value >= cs.value {
 			continue
 		}
+		if i == 1 && rc.value > 0 {
+			otherNonzeroFall = true
+		}
 		if (rc.key.src == schemas.SourceEthtool || rc.kind == schemas.Counter64 || rc.kind == schemas.Ext64Sat32) && rc.value > 0 {
-			return true
+			hard[i] = true
+			continue
 		}
 		if rc.kind == schemas.Wrap32 && cs.value > rc.kind.Max()/2 && rc.value > 0 {
 			continue // a wrap
 		}
-		fell++
+		fell[i]++
 	}
-	return fell >= 3 || (fell >= 2 && fell*2 >= nonzeroBefore)
+	together := func(f, nz int) bool { return f >= 3 || (f >= 2 && f*2 >= nz) }
+	all, allNZ := fell[0]+fell[1], nonzeroBefore[0]+nonzeroBefore[1]
+	if !hard[0] && !hard[1] && !together(all, allNZ) {
+		return restartNone
+	}
+	if !otherNonzeroFall && fell[1] <= 1 && (hard[0] || together(fell[0], nonzeroBefore[0])) {
+		return restartPMA
+	}
+	return restartPort
 }
+
+// restartKind is what looksLikePortRestart found.
+type restartKind int
+
+const (
+	restartNone restartKind = iota
+	restartPMA              // counters/ alone was cleared
+	restartPort             // every counter of the port started over
+)
 
 // maxQCounterRate bounds a 32-bit q-counter's events per second (packets
 // marked, CNPs, retransmissions, requests): a 400 Gb/s port full of 512-byte

@@ -120,6 +120,20 @@ func TestEngineDeltas(t *testing.T) {
 			{at: 1, c: m("port_xmit_data", 100, "port_rcv_data", 50, "symbol_error", 0), hw: m("out_of_buffer", 2),
 				want: map[string]wantDelta{"port_xmit_data": {0, reset}, "port_rcv_data": {0, reset}, "symbol_error": {0, reset}, "out_of_buffer": {0, reset}}},
 		}},
+		{"a PMA clear (perfquery -R) starts counters/ over; an ethtool misread at the same reading stays held", []step{
+			{at: 0, c: m("port_xmit_data", 1000000, "port_rcv_data", 900000, "link_downed", 1), hw: m("out_of_sequence", 50), et: m("link_down_events_phy", 1, "rx_corrected_bits_phy", 500),
+				want: map[string]wantDelta{"port_xmit_data": {0, first}}},
+			{at: 1, c: m("port_xmit_data", 100, "port_rcv_data", 50, "link_downed", 0), hw: m("out_of_sequence", 52), et: m("link_down_events_phy", 0, "rx_corrected_bits_phy", 530),
+				want: map[string]wantDelta{"port_xmit_data": {0, reset}, "link_downed": {0, reset}, "out_of_sequence": {2, 0}, "link_down_events_phy": {0, held}, "rx_corrected_bits_phy": {30, 0}}},
+			{at: 2, c: m("port_xmit_data", 300, "port_rcv_data", 90, "link_downed", 0), hw: m("out_of_sequence", 53), et: m("link_down_events_phy", 1, "rx_corrected_bits_phy", 560),
+				want: map[string]wantDelta{"port_xmit_data": {800, 0}, "link_down_events_phy": {0, 0}, "rx_corrected_bits_phy": {30, 0}}},
+		}},
+		{"a reload starts every source over, even with one ethtool statistic read 0", []step{
+			{at: 0, c: m("port_xmit_data", 1000000, "port_rcv_data", 900000), et: m("link_down_events_phy", 1, "rx_corrected_bits_phy", 500),
+				want: map[string]wantDelta{"port_xmit_data": {0, first}}},
+			{at: 1, c: m("port_xmit_data", 100, "port_rcv_data", 50), et: m("link_down_events_phy", 0, "rx_corrected_bits_phy", 20),
+				want: map[string]wantDelta{"port_xmit_data": {0, reset}, "link_down_events_phy": {0, reset}, "rx_corrected_bits_phy": {0, reset}}},
+		}},
 		{"read glitch to 0 is held, then recovers", []step{
 			{at: 0, c: m("port_xmit_data", 1000, "symbol_error", 7), want: map[string]wantDelta{"port_xmit_data": {0, first}}},
 			{at: 1, c: m("port_xmit_data", 0, "symbol_error", 7), want: map[string]wantDelta{"port_xmit_data": {0, held}, "symbol_error": {0, 0}}},

@@ -128,6 +128,7 @@ func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	t := d.track()
 	subject := s.ID.Subject()
 	downs, seen := linkDowns(s)
+	downs = misreadDowns(port, s, downs, seen)
 	open := t.IsOpen(subject)
 	var since schemas.Millis
 	if !open {
@@ -204,16 +205,57 @@ func linkDowns(s *Sample) (downs uint64, seen linkReadings) {
 		if portReset || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld) != 0 {
 			continue
 		}
+		seen.d[which] = c.Delta
 		downs = max(downs, c.Delta)
 	}
 	return downs, seen
 }
+
+// phyZeroBase is kept for a port whose first reading had
+// link_down_events_phy at 0 while link_downed, which counts the same
+// events, was not: the 0 may be a misread that no later reading can hold
+// as a glitch (there was no earlier value to hold). Until the PHY counter
+// has counted past what link_downed already showed, a rise of it while
+// link_downed stays put is that misread catching up, not new downs.
+type phyZeroBase struct {
+	owed uint64 // downs link_downed counted that the PHY counter has not
+}
+
+// misreadDowns returns downs without the PHY counter's catch-up (see
+// phyZeroBase); port state exists only for ports whose first reading
+// showed the disagreement.
+func misreadDowns(port *PortState, s *Sample, downs uint64, seen linkReadings) uint64 {
+	if ld, ok := s.CounterByID(idLinkDowned); ok && ld.Flags&schemas.FlagFirst != 0 && ld.Value > 0 {
+		if phy, ok := s.CounterByID(idLinkDownEventsPhy); ok && phy.Flags&schemas.FlagFirst != 0 && phy.Value == 0 {
+			PortLocal[phyZeroBase](port, phyZeroBaseKey).owed = ld.Value
+		}
+		return downs
+	}
+	zb, ok := LookupPortLocal[phyZeroBase](port, phyZeroBaseKey)
+	if !ok || zb.owed == 0 {
+		return downs
+	}
+	if s.anyFlags()&schemas.FlagReset != 0 {
+		zb.owed = 0 // both counters start over: nothing is owed
+		return downs
+	}
+	if seen.d[1] == 0 || seen.d[0] > 0 {
+		return downs
+	}
+	caught := min(zb.owed, seen.d[1])
+	zb.owed -= caught
+	return max(seen.d[0], seen.d[1]-caught)
+}
+
+// phyZeroBaseKey names phyZeroBase among the port's detector states.
+const phyZeroBaseKey = schemas.TypeLinkFlap + "/phy-zero-baseline"
 
 // linkReadings are the raw readings of link_downed ([0]) and
 // link_down_events_phy ([1]) when read (ok).
 type linkReadings struct {
 	v  [2]uint64
 	ok [2]bool
+	d  [2]uint64 // the deltas counted as downs
 }
 
 // linkUp reads the sysfs state text ("ACTIVE", "4: ACTIVE"); an unknown

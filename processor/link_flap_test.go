@@ -33,6 +33,24 @@ func TestLinkFlap(t *testing.T) {
 			},
 		},
 		{
+			name: "link_down_events_phy read 0 on the first reading catches up with link_downed: no flap, a later one opens",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 1, 0, first), eth("link_down_events_phy", 0, 0, first)))
+				h.feed(sample(portA, 5, "ACTIVE", ctr("link_downed", 0, 0, 0), eth("link_down_events_phy", 0, 1, 0)))
+				h.steady(portA, 10, 600, "ACTIVE", func(float64) []schemas.CounterDelta { return quiet(0) })
+				h.feed(sample(portA, 600, "ACTIVE", ctr("link_downed", 0, 1, 0), eth("link_down_events_phy", 0, 1, 0)))
+			},
+			want: []string{"open"},
+		},
+		{
+			name: "both link-down counters at 0 on the first reading: the PHY counter's rise is a flap",
+			run: func(h *harness) {
+				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 0, 0, first), eth("link_down_events_phy", 0, 0, first)))
+				h.feed(sample(portA, 5, "ACTIVE", ctr("link_downed", 0, 0, 0), eth("link_down_events_phy", 0, 1, 0)))
+			},
+			want: []string{"open"},
+		},
+		{
 			name: "one flap opens once and resolves after 5 min stable",
 			run: func(h *harness) {
 				h.feed(sample(portA, 0, "ACTIVE", ctr("link_downed", 1, 0, first)))
