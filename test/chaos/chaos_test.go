@@ -139,7 +139,10 @@ func (c *clickHouse) run(verb string) (string, error) {
 // the rollups equal the raw rows, and every incident's revisions 0..n are on
 // the events stream exactly once, across a processor outage longer than 9
 // minutes of data time.
-func TestChaos(t *testing.T) {
+func TestChaos(tt *testing.T) {
+	// t records every failure so the run's last lines name them: CI shows
+	// the end of a failing run, after the roles' log tails.
+	t := &recorder{T: tt}
 	begin := time.Now()
 	base := portBase()
 	ns := &natsServer{dir: filepath.Join(t.TempDir(), "nats"), port: base}
@@ -165,7 +168,7 @@ func TestChaos(t *testing.T) {
 	dsn := strings.TrimSuffix(chDSN, "/default") + "/chaos"
 	t.Logf("nats %s (store %s), clickhouse %s: up in %s", url, ns.dir, dsn, time.Since(begin).Round(time.Millisecond))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute+processorOutage(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute+processorOutage(t.T))
 	defer cancel()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
 	if err != nil {
@@ -225,7 +228,7 @@ func TestChaos(t *testing.T) {
 	// processors stay down for processorOutage (at 30x, 28 s are 14 minutes
 	// of data time); RDMAWATCH_CHAOS_PROCESSOR_OUTAGE=10m30s makes it longer
 	// than the old resend window in wall time too (run with -timeout 30m).
-	outage := processorOutage(t)
+	outage := processorOutage(t.T)
 	var outageFrom, outageTo time.Time
 	steps := []struct {
 		at   time.Duration
@@ -359,7 +362,46 @@ func TestChaos(t *testing.T) {
 		for _, r := range roles {
 			t.Logf("--- %s: %d runs, log tail:\n%s", r.name, r.starts, r.log.tail(12))
 		}
+		t.Logf("=== failed checks:\n%s", strings.Join(t.failures(), "\n"))
 	}
+}
+
+// recorder is a testing.T that keeps the first line of every failure.
+type recorder struct {
+	*testing.T
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.T.Helper()
+	r.note(fmt.Sprintf(format, args...))
+	r.T.Errorf(format, args...)
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.T.Helper()
+	r.note(fmt.Sprintf(format, args...))
+	r.T.Fatalf(format, args...)
+}
+
+func (r *recorder) Fatal(args ...any) {
+	r.T.Helper()
+	r.note(fmt.Sprint(args...))
+	r.T.Fatal(args...)
+}
+
+func (r *recorder) note(msg string) {
+	first, _, _ := strings.Cut(msg, "\n")
+	r.mu.Lock()
+	r.msgs = append(r.msgs, first)
+	r.mu.Unlock()
+}
+
+func (r *recorder) failures() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.msgs...)
 }
 
 // lastDataTime is the data time of the newest batch on the counters stream.
@@ -488,7 +530,7 @@ var (
 // checkSamples: every port sample in a batch the counters stream holds
 // (what NATS acknowledged to the collectors) is a row of port_samples FINAL,
 // and nothing else is.
-func checkSamples(ctx context.Context, t *testing.T, js jetstream.JetStream, conn driver.Conn, colB *role, inv *inventoryLog) int {
+func checkSamples(ctx context.Context, t *recorder, js jetstream.JetStream, conn driver.Conn, colB *role, inv *inventoryLog) int {
 	t.Helper()
 	msgs, err := readStream(ctx, js, schemas.StreamCounters)
 	if err != nil {
@@ -586,7 +628,7 @@ func checkSamples(ctx context.Context, t *testing.T, js jetstream.JetStream, con
 }
 
 // checkDuplicates: FINAL leaves one row per key.
-func checkDuplicates(ctx context.Context, t *testing.T, conn driver.Conn) {
+func checkDuplicates(ctx context.Context, t *recorder, conn driver.Conn) {
 	t.Helper()
 	for _, c := range []struct{ table, key string }{
 		{"port_samples", "node, device, port, time_ms"},
@@ -610,7 +652,7 @@ func checkDuplicates(ctx context.Context, t *testing.T, conn driver.Conn) {
 
 // checkRollups compares a rollup view with the same sums over port_samples
 // FINAL, per port per bucket.
-func checkRollups(ctx context.Context, t *testing.T, conn driver.Conn, view, bucket, bucketExpr string) {
+func checkRollups(ctx context.Context, t *recorder, conn driver.Conn, view, bucket, bucketExpr string) {
 	t.Helper()
 	cols := []struct{ view, raw string }{
 		{"samples", "count()"},
@@ -705,7 +747,7 @@ func checkRollups(ctx context.Context, t *testing.T, conn driver.Conn, view, buc
 // the event's own id#revision, every incident's revisions 0..n each once;
 // the events table holds the same; and incident state changes decided
 // while the processors were down are among them.
-func checkRevisions(ctx context.Context, t *testing.T, js jetstream.JetStream, conn driver.Conn, outageFrom, outageTo time.Time) {
+func checkRevisions(ctx context.Context, t *recorder, js jetstream.JetStream, conn driver.Conn, outageFrom, outageTo time.Time) {
 	t.Helper()
 	if d := outageTo.Sub(outageFrom); d <= oldResendWindow {
 		t.Errorf("the processor outage covered %s of data time, not more than the old %s resend window: the test did not test it", d, oldResendWindow)
@@ -842,7 +884,7 @@ func checkRevisions(ctx context.Context, t *testing.T, js jetstream.JetStream, c
 
 // checkNoDeadLetters: a run without poison refuses nothing; outages must
 // never turn good messages into dead letters.
-func checkNoDeadLetters(ctx context.Context, t *testing.T, js jetstream.JetStream) {
+func checkNoDeadLetters(ctx context.Context, t *recorder, js jetstream.JetStream) {
 	t.Helper()
 	s, err := js.Stream(ctx, schemas.StreamDeadLetter)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
