@@ -183,7 +183,7 @@ type lossPort struct {
 
 	// What the latest sample said, for the finding.
 	p, ratio, base, baseRate, excess, phi, factor, lost, lostPerS, pps float64
-	explained, congestion                                    bool
+	explained, congestion                                              bool
 }
 
 type lossBucket struct {
