@@ -540,6 +540,12 @@ type berFit struct {
 	accelTauMin float64
 	accelLR     float64
 	crossMin    float64
+	// aheadSE is the standard error of the time to critical (minutes,
+	// stats.AccelResult.ReachSD); +Inf when unknown. aheadHalf is the
+	// half-width the projection is published with (see berProjRelErr),
+	// and confident whether it is within berProjRelErr of the time left.
+	aheadSE, aheadHalf float64
+	confident          bool
 }
 
 // berSeries is the window as the fit reads it, oldest first.
@@ -660,6 +666,25 @@ const (
 	// under 3 minutes is a step, not a ramp; over 8 hours is a line.
 	berAccelTauMin = 3
 	berAccelTauMax = 480
+	// A time to critical is published only when its 90% interval
+	// (berProjZ standard errors, and every slope growth rate the data do
+	// not rule out) is within berProjRelErr of the time left: a projection from a
+	// handful of errors (an InfiniBand link's symbol errors before the
+	// crossing) is otherwise off by tens of percent, and a wrong time in
+	// a page is worse than "not yet known".
+	berProjZ      = 1.645
+	berProjRelErr = 0.2
+	// berProfileDrop: the rates R whose profile log-likelihood is within
+	// one chi-square(1) unit of the best (one standard error) spread the
+	// projection; 90% (2.7) withheld half the accurate projections of
+	// noisy log-linear ramps in TestBERDriftProjection.
+	berProfileDrop = 1
+	// berAccelMaybeLR and berAccelSureLR: below 2 (p ~ 0.16) the data do
+	// not favour acceleration at all; from 10.8 (p = 0.001) they settle it.
+	// Between them the distance between the two models' crossings is part
+	// of the uncertainty.
+	berAccelMaybeLR = 2
+	berAccelSureLR  = 10.8
 )
 
 // project fits the projection model over the minutes since the incident's
@@ -695,6 +720,7 @@ func (d *BERDrift) project(st *berPort, ser *berSeries, f berFit) berFit {
 	level := math.Log(f.critical)
 	res := stats.AccelFit(ts[:m], ks[:m], bs[:m], f.nowMin, berAccelTauMin, berAccelTauMax)
 	ahead := math.Inf(1)
+	f.aheadSE = math.Inf(1)
 	if res.OK {
 		f.projected = true
 		f.accelLR = res.LR()
@@ -714,6 +740,16 @@ func (d *BERDrift) project(st *berPort, ser *berSeries, f berFit) berFit {
 		case !math.IsInf(ahead, 1):
 			f.minutesToCritical = ahead
 		}
+		f.aheadSE = res.ReachSD(ts[:m], bs[:m], f.nowMin, level, f.accel)
+		// The half-width: 90% of the level and slope's standard error;
+		// the spread over the slope growth rates within one standard
+		// error on the profile likelihood; and, where neither model is
+		// settled, the distance between the two.
+		f.aheadHalf = max(berProjZ*f.aheadSE, res.ReachSpread(level, berProfileDrop, ahead))
+		if lr := f.accelLR; res.R > 0 && lr >= berAccelMaybeLR && lr < berAccelSureLR {
+			f.aheadHalf = max(f.aheadHalf, math.Abs(res.Reach(level)-res.LinReach(level)))
+		}
+		f.confident = ahead > 0 && !math.IsInf(ahead, 1) && f.aheadHalf <= berProjRelErr*ahead
 	}
 	crossed := f.recentMedian >= f.critical && f.recentBER >= f.critical || f.recentLow >= f.critical
 	switch {
@@ -1208,6 +1244,17 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 			ev["slope_efold_minutes"] = berSig(f.accelTauMin)
 		}
 	}
+	if !crossed && !math.IsInf(f.aheadSE, 0) {
+		ev["minutes_to_critical_se"] = berSig(f.aheadSE)
+	}
+	withheld := !crossed && !f.confident
+	if withheld {
+		// Not known to berProjRelErr: no time is published (see
+		// berProjZ), the reason is.
+		delete(ev, "projected_critical_at")
+		delete(ev, "minutes_to_critical")
+		ev["projection_withheld"] = berWithheldWhy(f)
+	}
 	if crossed {
 		// The observed crossing: projected_critical_at is it from now on.
 		ev["critical_crossed_at"] = criticalAt.String()
@@ -1231,6 +1278,9 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	var summary string
 	if crossed {
 		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and crossed the critical %.0e at %s", where, what, f.baseBER, f.nowBER, onset, f.critical, criticalAt.Time().Format("15:04:05"))
+	} else if withheld {
+		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); the time to the critical %.0e is not yet known to %.0f%% (%s)",
+			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, berMinSlope), f.critical, 100*berProjRelErr, berWithheldWhy(f))
 	} else {
 		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); critical %.0e projected in %.0f min",
 			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, berMinSlope), f.critical, f.minutesToCritical)
@@ -1251,6 +1301,18 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		Checks:   d.checks(s, ib),
 		Keys:     keys,
 		Progress: true,
+	}
+}
+
+// berWithheldWhy says why a projection is not published.
+func berWithheldWhy(f berFit) string {
+	switch {
+	case !f.projected:
+		return "too few minutes since the onset to fit"
+	case f.minutesToCritical <= 0 || math.IsInf(f.aheadHalf, 1):
+		return fmt.Sprintf("%.0f errors since the onset do not give a rise that reaches it", math.Round(finite(f.postErrors)))
+	default:
+		return fmt.Sprintf("%.0f min, give or take %.0f, from %.0f errors since the onset", f.minutesToCritical, f.aheadHalf, math.Round(finite(f.postErrors)))
 	}
 }
 

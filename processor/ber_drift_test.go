@@ -427,10 +427,17 @@ func TestBERDrift(t *testing.T) {
 				if start < c.onset-20*m {
 					t.Errorf("onset %.0f s far before the real %.0f s", start, c.onset)
 				}
-				for _, k := range []string{"minutes_to_critical", "projected_critical_at", "slope_decades_per_h", "current_ber", "recent_ber_low", "recent_ber_high"} {
+				for _, k := range []string{"slope_decades_per_h", "current_ber", "recent_ber_low", "recent_ber_high"} {
 					if _, ok := open.Evidence[k]; !ok {
 						t.Errorf("evidence lacks %s", k)
 					}
+				}
+				// A projection, or the reason there is none.
+				_, proj := open.Evidence["projected_critical_at"]
+				_, mins := open.Evidence["minutes_to_critical"]
+				_, why := open.Evidence["projection_withheld"]
+				if proj != mins || proj == why {
+					t.Errorf("projected_critical_at %v, minutes_to_critical %v, projection_withheld %v: want the first two or the third", proj, mins, why)
 				}
 			}
 			if c.check != nil {
@@ -758,8 +765,9 @@ func crit(ib bool) float64 {
 // log-linear and on accelerating ramps; once crossed it is the observed
 // crossing (within 2 minutes of the true one) and never moves; the
 // baseline and the onset are those of the open; errors_since_onset is a
-// whole number. Ethernet ramps with Poisson noise are held to 20 %;
-// InfiniBand and noisy optics are measured (see below). The log sums the
+// whole number. A projection not known to 20 % is withheld (with its
+// reason); every published one is held to 20 % but the noisy accelerating
+// optic's, which is measured (see below). The log sums the
 // errors per family:
 // go test ./processor -run BERDriftProjection -v
 func TestBERDriftProjection(t *testing.T) {
@@ -794,8 +802,8 @@ func TestBERDriftProjection(t *testing.T) {
 		}
 	}
 	type family struct {
-		n          int
-		sum, worst float64
+		n, withheld int
+		sum, worst  float64
 	}
 	fams := map[string]*family{}
 	for _, r := range ramps {
@@ -839,15 +847,41 @@ func TestBERDriftProjection(t *testing.T) {
 							continue
 						}
 						det := float64(ev.DetectedAt-t0) / 1000
-						pa, err := time.Parse(time.RFC3339Nano, ev.Evidence["projected_critical_at"].(string))
+						fam := "log-linear"
+						if r.accel {
+							fam = "accelerating"
+						}
+						if r.ib {
+							fam = "ib " + fam
+						}
+						if r.noise > 0 {
+							fam += ", noise"
+						}
+						f := fams[fam]
+						if f == nil {
+							f = &family{}
+							fams[fam] = f
+						}
+						pas, ok := ev.Evidence["projected_critical_at"].(string)
+						if !ok {
+							if crossedAt != "" || ev.Evidence["projection_withheld"] == nil {
+								t.Errorf("%s at %.1f min: no projection and no reason: %v", ev.State, det/m, ev.Evidence)
+							}
+							if truth-det >= 2*m {
+								f.withheld++
+							}
+							t.Logf("%s at %.1f min: withheld (%v), truth %.1f", ev.State, det/m, ev.Evidence["projection_withheld"], truth/m)
+							continue
+						}
+						pa, err := time.Parse(time.RFC3339Nano, pas)
 						if err != nil {
 							t.Fatal(err)
 						}
 						proj := float64(schemas.MillisOf(pa)-t0) / 1000
 						left := truth - det
 						crossed := ev.Evidence["critical_crossed"] == true
-						t.Logf("%s at %.1f min: projected %.1f min (truth %.1f), left %.1f min, error %+.0f%%, model %v, crossed %v, onset %v lr %v",
-							ev.State, det/m, proj/m, truth/m, left/m, 100*(proj-truth)/left, ev.Evidence["projection_model"], crossed, ev.Evidence["onset_estimate"], ev.Evidence["acceleration_lr"])
+						t.Logf("%s at %.1f min: projected %.1f min (truth %.1f), left %.1f min, error %+.0f%%, se %v min, model %v, crossed %v, onset %v lr %v",
+							ev.State, det/m, proj/m, truth/m, left/m, 100*(proj-truth)/left, ev.Evidence["minutes_to_critical_se"], ev.Evidence["projection_model"], crossed, ev.Evidence["onset_estimate"], ev.Evidence["acceleration_lr"])
 						switch {
 						case crossed:
 							if crossedAt == "" {
@@ -862,31 +896,17 @@ func TestBERDriftProjection(t *testing.T) {
 							t.Errorf("crossed, then not: %v", ev.Evidence)
 						case left >= 2*m:
 							e := math.Abs(proj-truth) / left
-							fam := "log-linear"
-							if r.accel {
-								fam = "accelerating"
-							}
-							if r.ib {
-								fam = "ib " + fam
-							}
-							if r.noise > 0 {
-								fam += ", noise"
-							}
-							f := fams[fam]
-							if f == nil {
-								f = &family{}
-								fams[fam] = f
-							}
 							f.n++
 							f.sum += e
 							f.worst = max(f.worst, e)
-							// Measured, not held to 20 %: InfiniBand, whose
-							// counter shows a handful of errors before the
-							// crossing (the slope of ten errors is known to
-							// ~30 %), and the noisy optic, where the bend of
-							// an accelerating ramp is under the per-minute
-							// noise for its first 20 minutes.
-							if e > 0.2 && !r.ib && r.noise == 0 {
+							// Every published projection is held to 20 %
+							// but the noisy accelerating optic's, which is
+							// measured: the bend of its ramp is under the
+							// per-minute noise for its first 20 minutes,
+							// and a few revisions (about 1 in 12) miss.
+							// InfiniBand's are withheld: its counter shows
+							// a handful of errors before the crossing.
+							if e > 0.2 && !(r.noise > 0 && r.accel) {
 								t.Errorf("revision at %.1f min projects %.1f min, truth %.1f: off by %.0f%% of the %.1f min left",
 									det/m, proj/m, truth/m, 100*e, left/m)
 							}
@@ -909,7 +929,7 @@ func TestBERDriftProjection(t *testing.T) {
 	}
 	for _, name := range []string{"log-linear", "accelerating", "log-linear, noise", "accelerating, noise", "ib log-linear", "ib accelerating"} {
 		if f := fams[name]; f != nil {
-			t.Logf("%-16s revisions %3d: mean |error| %.1f%% of the time left, worst %.1f%%", name, f.n, 100*f.sum/float64(f.n), 100*f.worst)
+			t.Logf("%-19s revisions %3d with a projection: mean |error| %.1f%% of the time left, worst %.1f%%; %d withheld", name, f.n, 100*f.sum/max(1, float64(f.n)), 100*f.worst, f.withheld)
 		}
 	}
 }

@@ -363,7 +363,7 @@ func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error)
 		}
 		// What the incident knew: where the BER crossed (observed, the
 		// latest evidence's critical_crossed_at) and the crossing it
-		// projected when it was announced (the open's
+		// projected when it was announced (the first
 		// projected_critical_at): the lead the alert gave, and how right it
 		// was. The latest projection of an incident not yet crossed is
 		// drawn as such.
@@ -448,11 +448,13 @@ func evidenceTime(evidence, key string) (time.Time, bool) {
 	return t.UTC(), err == nil
 }
 
-// announcedCrossing is the projected_critical_at of a ber_drift's open
-// event: the crossing it announced (zero when the open is not stored).
+// announcedCrossing is the first projected_critical_at a ber_drift
+// published before it crossed: the crossing it announced (zero when none
+// is stored). ber_drift withholds a projection it does not know to 20 %,
+// so the open may carry none and a later update the first.
 func announcedCrossing(ctx context.Context, conn chdb.Conn, inc *Incident) (time.Time, error) {
 	rows, err := conn.Query(ctx, `SELECT evidence FROM events FINAL
-WHERE type = @type AND id = @id AND state = 'open' ORDER BY revision LIMIT 1`, ch.Named("type", inc.Type), ch.Named("id", inc.ID))
+WHERE type = @type AND id = @id AND state != 'resolved' ORDER BY revision`, ch.Named("type", inc.Type), ch.Named("id", inc.ID))
 	if err != nil {
 		return time.Time{}, fmt.Errorf("postmortem: the announcement of %s: %w", inc.ID, err)
 	}
@@ -463,7 +465,14 @@ WHERE type = @type AND id = @id AND state = 'open' ORDER BY revision LIMIT 1`, c
 		if err := rows.Scan(&ev); err != nil {
 			return time.Time{}, fmt.Errorf("postmortem: the announcement of %s: %w", inc.ID, err)
 		}
-		at, _ = projectedCrossing(ev)
+		if !at.IsZero() {
+			continue // drain the rows: the first projection is the announcement
+		}
+		if p, ok := projectedCrossing(ev); ok {
+			if _, crossed := evidenceTime(ev, "critical_crossed_at"); !crossed {
+				at = p
+			}
+		}
 	}
 	return at, rows.Err()
 }

@@ -2,6 +2,8 @@ package stats
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -43,5 +45,68 @@ func TestAccelFit(t *testing.T) {
 				t.Errorf("reaches the level in %v, want 10", got)
 			}
 		})
+	}
+}
+
+// TestReachSD: on Poisson counts of a straight rise in log rate, the
+// delta-method standard error of the reach matches the spread of the
+// reach over independent draws (within a third), and the profile spread
+// of a straight line is small beside it.
+func TestReachSD(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	const b = 1.0
+	ln := func(m float64) float64 { return math.Log(0.5) + 0.08*m } // 0.5 to ~60 a minute
+	level := ln(40)
+	var reaches, sds []float64
+	for range 400 {
+		var ts, ks, bs []float64
+		for m := 0.5; m < 30; m++ {
+			ts, ks, bs = append(ts, m), append(ks, poissonSample(r, b*math.Exp(ln(m)))), append(bs, b)
+		}
+		fit := AccelFit(ts, ks, bs, 30, 3, 480)
+		if !fit.OK {
+			t.Fatal("no fit")
+		}
+		reaches = append(reaches, fit.LinReach(level))
+		sds = append(sds, fit.ReachSD(ts, bs, 30, level, false))
+		if sp := fit.ReachSpread(level, 1, fit.LinReach(level)); math.IsInf(sp, 0) {
+			t.Fatalf("spread %v", sp)
+		}
+	}
+	var mean, sq, sdMean float64
+	for i := range reaches {
+		mean += reaches[i]
+		sdMean += sds[i]
+	}
+	mean /= float64(len(reaches))
+	sdMean /= float64(len(sds))
+	for _, v := range reaches {
+		sq += (v - mean) * (v - mean)
+	}
+	emp := math.Sqrt(sq / float64(len(reaches)-1))
+	// The reach is a ratio (distance over slope): skewed, so its median,
+	// not its mean, sits at the truth.
+	sorted := slices.Clone(reaches)
+	slices.Sort(sorted)
+	if med := sorted[len(sorted)/2]; math.Abs(med-10) > 0.5 {
+		t.Errorf("median reach %.2f, want 10", med)
+	}
+	if sdMean < emp/1.33 || sdMean > emp*1.33 {
+		t.Errorf("ReachSD %.3f on average, the reach's spread over draws %.3f", sdMean, emp)
+	}
+	t.Logf("reach %.2f, spread over draws %.3f, ReachSD %.3f", mean, emp, sdMean)
+}
+
+func poissonSample(r *rand.Rand, mu float64) float64 {
+	l, k, p := math.Exp(-mu), 0.0, 1.0
+	if mu > 50 {
+		return math.Max(0, math.Round(mu+math.Sqrt(mu)*r.NormFloat64()))
+	}
+	for {
+		p *= r.Float64()
+		if p <= l {
+			return k
+		}
+		k++
 	}
 }
