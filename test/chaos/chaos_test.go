@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,8 +207,11 @@ func TestChaos(tt *testing.T) {
 	}
 	defer invCC.Stop()
 
-	proc0 := newRole(t, "processor-0", "processor", "--nats", url, "--instance", "0", "--instances", "2")
-	proc1 := newRole(t, "processor-1", "processor", "--nats", url, "--instance", "1", "--instances", "2")
+	// The processors serve /metrics: the drain waits until what they have
+	// processed stops growing (caught up), not only until the sink is.
+	procMetrics := []string{fmt.Sprintf("http://127.0.0.1:%d/metrics", base+80), fmt.Sprintf("http://127.0.0.1:%d/metrics", base+81)}
+	proc0 := newRole(t, "processor-0", "processor", "--nats", url, "--instance", "0", "--instances", "2", "--listen", fmt.Sprintf("127.0.0.1:%d", base+80))
+	proc1 := newRole(t, "processor-1", "processor", "--nats", url, "--instance", "1", "--instances", "2", "--listen", fmt.Sprintf("127.0.0.1:%d", base+81))
 	snk := newRole(t, "sink", "sink", "--nats", url, "--clickhouse", dsn, "--flush-interval", "500ms", "--rollup-every", "1s", "--rollup-delay", "5s", "--rollup-lookback", "2m")
 	// Phase A: the fleet in real time (speed 1), so that the collector
 	// started after its kill -9 publishes later data times, as a real
@@ -323,7 +328,7 @@ func TestChaos(tt *testing.T) {
 	}
 	t.Logf("+%5.1fs collector finished its data", time.Since(t0).Seconds())
 
-	if err := waitDrained(ctx, js, roles); err != nil {
+	if err := waitDrained(ctx, js, procMetrics); err != nil {
 		t.Errorf("the pipeline did not drain: %v", err)
 	}
 	t.Logf("+%5.1fs drained", time.Since(t0).Seconds())
@@ -404,6 +409,36 @@ func (r *recorder) failures() []string {
 	return append([]string(nil), r.msgs...)
 }
 
+// metricSum sums every series of metric that url's Prometheus text shows.
+func metricSum(ctx context.Context, url, metric string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", url, line, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
 // lastDataTime is the data time of the newest batch on the counters stream.
 func lastDataTime(ctx context.Context, js jetstream.JetStream) (time.Time, error) {
 	var out time.Time
@@ -437,9 +472,25 @@ func lastDataTime(ctx context.Context, js jetstream.JetStream) (time.Time, error
 // unacknowledged and the events stream has stopped growing (the processors
 // are through the counters stream), stable for a few seconds. The ack wait
 // of a killed sink's messages (60 s) bounds how long this can take.
-func waitDrained(ctx context.Context, js jetstream.JetStream, roles []*role) error {
-	stable, lastEvents := 0, uint64(0)
+func waitDrained(ctx context.Context, js jetstream.JetStream, procMetrics []string) error {
+	stable, lastEvents, lastProcessed := 0, uint64(0), -1.0
 	return waitUntil(3*time.Minute, time.Second, nil, func() error {
+		// The processors first: a processor catching up after its outage
+		// may decide nothing for seconds while it reads minutes of data,
+		// and the events stream alone would look settled.
+		processed := 0.0
+		for _, u := range procMetrics {
+			v, err := metricSum(ctx, u, "rdmawatch_processor_samples_processed_total")
+			if err != nil {
+				stable = 0
+				return err
+			}
+			processed += v
+		}
+		if processed != lastProcessed {
+			stable, lastProcessed = 0, processed
+			return fmt.Errorf("the processors are still processing (%.0f samples)", processed)
+		}
 		for _, name := range []string{"counters", "events", "inventory"} {
 			stream := map[string]string{"counters": schemas.StreamCounters, "events": schemas.StreamEvents, "inventory": schemas.StreamInventory}[name]
 			c, err := js.Consumer(ctx, stream, "rdmawatch-sink-"+name)
