@@ -16,10 +16,15 @@
 #                           CLUSTER and Replicated tables still fail here.
 #   RDMAWATCH_CH_USERS      1: also create rdmawatch's users (rdmawatch-users.xml):
 #                           rdmawatch_admin, rdmawatch_sink (no DDL) and
-#                           rdmawatch_reader (read only), with the passwords in
+#                           rdmawatch_reader (read only), confined to the database
+#                           RDMAWATCH_CH_DATABASE, with the passwords in
 #                           RDMAWATCH_CH_ADMIN_PASSWORD, RDMAWATCH_CH_SINK_PASSWORD
-#                           and RDMAWATCH_CH_READER_PASSWORD. The passwordless
-#                           default user stays.
+#                           and RDMAWATCH_CH_READER_PASSWORD. grants: the same
+#                           users from rdmawatch-users-grants.xml (ClickHouse 23.5
+#                           or later only: 18.16 refuses them at login). The
+#                           passwordless default user stays.
+#   RDMAWATCH_CH_DATABASE   the database those users are confined to (default
+#                           rdmawatch): the database of their DSNs.
 #   RDMAWATCH_CH_TLS_PORT   optional: also listen for TLS (tcp_port_secure) on
 #                           this port with RDMAWATCH_CH_TLS_CERT and
 #                           RDMAWATCH_CH_TLS_KEY (PEM files); clients use
@@ -44,10 +49,24 @@ log_dir=$dir/log
 dsn="clickhouse://127.0.0.1:${tcp_port}/default"
 cluster=${RDMAWATCH_CH_CLUSTER:-}
 with_users=${RDMAWATCH_CH_USERS:-}
+users_db=${RDMAWATCH_CH_DATABASE:-rdmawatch}
 tls_port=${RDMAWATCH_CH_TLS_PORT:-}
 start_timeout=${RDMAWATCH_CH_START_TIMEOUT:-60}
 
 die() { echo "local.sh: $*" >&2; exit 1; }
+
+# The users file RDMAWATCH_CH_USERS asks for; checked before anything starts.
+users_file=
+case $with_users in
+'' | 0) with_users= ;;
+1) users_file=$script_dir/rdmawatch-users.xml ;;
+grants) users_file=$script_dir/rdmawatch-users-grants.xml ;;
+*) die "RDMAWATCH_CH_USERS=$with_users: 1 (rdmawatch-users.xml) or grants (rdmawatch-users-grants.xml)" ;;
+esac
+# The name goes into XML and GRANT statements: a plain identifier only.
+if [[ -n $with_users && ! $users_db =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
+	die "RDMAWATCH_CH_DATABASE=$users_db: letters, digits and '_' only, not starting with a digit"
+fi
 
 # server_cmd / client_cmd: the single `clickhouse` binary (current releases)
 # or Debian's split clickhouse-server / clickhouse-client (18.16).
@@ -106,7 +125,7 @@ write_config() {
 	local users=/etc/clickhouse-server/users.xml
 	# Our own users.xml when rdmawatch's users are asked for: the server
 	# merges users.d/ next to the users file it is given.
-	if [[ ! -r $users || $with_users == 1 ]]; then
+	if [[ ! -r $users || -n $with_users ]]; then
 		users=$dir/users.xml
 		cp "$script_dir/users-default.xml" "$users"
 	fi
@@ -146,15 +165,16 @@ write_config() {
 </yandex>
 XML
 	rm -rf "$dir/users.d"
-	if [[ $with_users == 1 ]]; then
-		local admin=${RDMAWATCH_CH_ADMIN_PASSWORD:?RDMAWATCH_CH_USERS=1 needs RDMAWATCH_CH_ADMIN_PASSWORD}
-		local sink=${RDMAWATCH_CH_SINK_PASSWORD:?RDMAWATCH_CH_USERS=1 needs RDMAWATCH_CH_SINK_PASSWORD}
-		local reader=${RDMAWATCH_CH_READER_PASSWORD:?RDMAWATCH_CH_USERS=1 needs RDMAWATCH_CH_READER_PASSWORD}
+	if [[ -n $with_users ]]; then
+		local admin=${RDMAWATCH_CH_ADMIN_PASSWORD:?RDMAWATCH_CH_USERS needs RDMAWATCH_CH_ADMIN_PASSWORD}
+		local sink=${RDMAWATCH_CH_SINK_PASSWORD:?RDMAWATCH_CH_USERS needs RDMAWATCH_CH_SINK_PASSWORD}
+		local reader=${RDMAWATCH_CH_READER_PASSWORD:?RDMAWATCH_CH_USERS needs RDMAWATCH_CH_READER_PASSWORD}
 		mkdir -p "$dir/users.d"
 		sed -e "s/@ADMIN_SHA256@/$(sha256_hex "$admin")/" \
 			-e "s/@SINK_SHA256@/$(sha256_hex "$sink")/" \
 			-e "s/@READER_SHA256@/$(sha256_hex "$reader")/" \
-			"$script_dir/rdmawatch-users.xml" >"$dir/users.d/rdmawatch-users.xml"
+			-e "s/@DATABASE@/$users_db/g" \
+			"$users_file" >"$dir/users.d/rdmawatch-users.xml"
 	fi
 	# The server merges config.d/*.xml next to its config file.
 	local cluster_xml=$dir/config.d/rdmawatch-cluster.xml
