@@ -19,7 +19,7 @@ import (
 // is alive and says why it is not ready.
 func serveTelemetry(cmd *cobra.Command, g *global, role string) (*telemetry.Server, error) {
 	s := telemetry.New(role, version, g.log)
-	if _, err := s.Serve(cmd.Context(), g.listen); err != nil {
+	if _, err := s.ServeWeb(cmd.Context(), g.listen, g.webConfig); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -29,7 +29,7 @@ func serveTelemetry(cmd *cobra.Command, g *global, role string) (*telemetry.Serv
 // yet, and checks (never changes) the streams the role needs: a missing or
 // incompatible stream stops the role with the stream and field named.
 func connectJS(cmd *cobra.Command, g *global, name string, streams ...string) (*nats.Conn, jetstream.JetStream, error) {
-	nc, js, err := dialJS(cmd.Context(), g, name)
+	nc, js, err := dial(cmd.Context(), g, name, roleInbox(cmd))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,13 +40,21 @@ func connectJS(cmd *cobra.Command, g *global, name string, streams ...string) (*
 	return nc, js, nil
 }
 
-// dialJS dials NATS as name, waiting with backoff while the server is not
-// up yet, and opens JetStream; the caller closes the connection.
+// dialJS dials NATS as name for an admin command (streams apply|check),
+// with the admin's inbox prefix, waiting with backoff while the server is
+// not up yet, and opens JetStream; the caller closes the connection.
 func dialJS(ctx context.Context, g *global, name string) (*nats.Conn, jetstream.JetStream, error) {
+	return dial(ctx, g, name, natsutil.InboxPrefix(natsutil.RoleAdmin, ""))
+}
+
+// dial is dialJS with the replies arriving under inbox.
+func dial(ctx context.Context, g *global, name, inbox string) (*nats.Conn, jetstream.JetStream, error) {
 	if err := checkURLs("--nats", g.natsURL, true, natsSchemes...); err != nil {
 		return nil, nil, err
 	}
-	nc, err := natsutil.ConnectWait(ctx, g.natsOptions(name))
+	o := g.natsOptions(name)
+	o.InboxPrefix = inbox
+	nc, err := natsutil.ConnectWait(ctx, o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -56,6 +64,38 @@ func dialJS(ctx context.Context, g *global, name string) (*nats.Conn, jetstream.
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// roleInbox is the inbox prefix of the role cmd runs
+// (natsutil.InboxPrefix): each user of deploy/nats/rdmawatch-auth.conf may
+// receive on its own role's prefix only, a collector's user on its node's.
+// A command not named here gets a prefix of its own name, which no shipped
+// user may read: it fails at its first request until it is given one.
+func roleInbox(cmd *cobra.Command) string {
+	flag := func(name string) string {
+		if f := cmd.Flags().Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	switch name := cmd.Name(); name {
+	case "collector":
+		if flag("source") == "sim" {
+			// One process publishing as many nodes: the user rdmawatch-sim.
+			return natsutil.InboxPrefix(natsutil.RoleSim, "")
+		}
+		return natsutil.InboxPrefix(natsutil.RoleCollector, flag("node"))
+	case "processor":
+		return natsutil.InboxPrefix(natsutil.RoleProcessor, "")
+	case "sink":
+		return natsutil.InboxPrefix(natsutil.RoleSink, "")
+	case "alert":
+		return natsutil.InboxPrefix(natsutil.RoleAlert, "")
+	case "tail":
+		return natsutil.InboxPrefix(natsutil.RoleReader, "")
+	default:
+		return natsutil.InboxPrefix(name, "")
+	}
 }
 
 // deprecatePartitions keeps --partitions accepted on the roles, which no

@@ -77,6 +77,10 @@ type ConnectOptions struct {
 	// are the client certificate a server with verify: true asks for.
 	TLSCA, TLSCert, TLSKey string
 	Name                   string
+	// InboxPrefix is where the connection's replies arrive (InboxPrefix
+	// of the role); empty keeps nats.go's _INBOX, which the shipped users
+	// may not subscribe to.
+	InboxPrefix string
 	// Log receives connection state changes (disconnect WARN, reconnect
 	// INFO with the outage's length, async errors); nil logs to
 	// slog.Default().
@@ -109,6 +113,12 @@ func (o ConnectOptions) natsOptions() ([]nats.Option, error) {
 			return nil, fmt.Errorf("nats nkey seed %s: %w", o.NKey, err)
 		}
 		opts = append(opts, opt)
+	}
+	if o.InboxPrefix != "" {
+		if err := checkInboxPrefix(o.InboxPrefix); err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.CustomInboxPrefix(o.InboxPrefix))
 	}
 	if o.TLSCA != "" {
 		opts = append(opts, nats.RootCAs(o.TLSCA))

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -148,7 +149,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 
 	// What each role must not do.
 	t.Run("collector updates a stream", func(t *testing.T) {
-		cjs := adminJS(t, ns.URL, nats.UserInfo("rdmawatch-sim", natsCollectorPW))
+		cjs := adminJS(t, ns.URL, nats.UserInfo("rdmawatch-sim", natsCollectorPW), nats.CustomInboxPrefix(natsutil.InboxPrefix(natsutil.RoleSim, "")))
 		cfg := schemas.CountersStream(schemas.StreamOptions{})
 		cfg.MaxMsgs = 1
 		c, cancel := context.WithTimeout(ctx, time.Second)
@@ -161,7 +162,7 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 		}
 	})
 	t.Run("collector publishes as another node", func(t *testing.T) {
-		cjs := adminJS(t, ns.URL, nats.UserInfo("rdmawatch-sim", natsCollectorPW))
+		cjs := adminJS(t, ns.URL, nats.UserInfo("rdmawatch-sim", natsCollectorPW), nats.CustomInboxPrefix(natsutil.InboxPrefix(natsutil.RoleSim, "")))
 		c, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if _, err := cjs.Publish(c, schemas.CountersSubject("gpu-victim"), []byte("x")); err == nil {
@@ -172,8 +173,14 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 		}
 	})
 	t.Run("processor and sink change streams", func(t *testing.T) {
-		for user, pw := range map[string]string{"rdmawatch-processor": natsProcessorPW, "rdmawatch-sink": natsSinkPW, "rdmawatch-alert": natsAlertPW} {
-			rjs := adminJS(t, ns.URL, nats.UserInfo(user, pw))
+		for _, u := range shippedNATSUsers() {
+			if u.role == "collector" || u.role == "sim" {
+				continue // above
+			}
+			user := u.user
+			// With the role's own inbox: a refusal is the server's, not a
+			// reply that could not be received.
+			rjs := adminJS(t, ns.URL, nats.UserInfo(user, u.pw), nats.CustomInboxPrefix(u.inbox))
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			if err := rjs.DeleteStream(c, schemas.StreamEvents); err == nil {
 				t.Errorf("%s deleted the events stream", user)
