@@ -45,6 +45,7 @@ type global struct {
 	configPath  string
 	logFormat   string
 	listen      string
+	webConfig   string
 	log         *slog.Logger
 	// wait is --wait; connectWait is what this command gives NATS: wait
 	// for a one-shot command, 0 (as long as it takes) for a role.
@@ -164,7 +165,8 @@ func newRootOf(g *global) *cobra.Command {
 	pf.StringVar(&g.chTLSCA, "clickhouse-tls-ca", envOr("RDMAWATCH_CLICKHOUSE_TLS_CA", ""), "CA certificate(s) (PEM) that sign ClickHouse's certificate, with ?secure=true in the DSN (env RDMAWATCH_CLICKHOUSE_TLS_CA)")
 	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
 	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
-	pf.StringVar(&g.listen, "listen", envOr("RDMAWATCH_LISTEN", ""), "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. :9464 (env RDMAWATCH_LISTEN; default off)")
+	pf.StringVar(&g.listen, "listen", envOr("RDMAWATCH_LISTEN", ""), "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 or the host's own address; an empty host (:9464) is every interface (env RDMAWATCH_LISTEN; default off)")
+	pf.StringVar(&g.webConfig, "web-config-file", envOr("RDMAWATCH_WEB_CONFIG_FILE", ""), "TLS and basic auth of --listen: a Prometheus exporter-toolkit web configuration file, as node_exporter reads (env RDMAWATCH_WEB_CONFIG_FILE)")
 	pf.DurationVar(&g.wait, "wait", 30*time.Second, "one-shot commands (streams, events, migrate, ...): give up on an unreachable NATS after this long; the roles wait as long as it takes")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")

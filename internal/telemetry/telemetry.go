@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 // Namespace prefixes every metric.
@@ -160,10 +161,26 @@ func (s *Server) Handler() http.Handler {
 // listening (so a bad address fails the role's start) and shuts the
 // listener down when ctx ends; the returned channel closes after that.
 func (s *Server) Serve(ctx context.Context, addr string) (<-chan struct{}, error) {
+	return s.ServeWeb(ctx, addr, "")
+}
+
+// ServeWeb is Serve with webConfig, a Prometheus exporter-toolkit web
+// configuration file (TLS, client certificates, basic auth with bcrypt
+// hashes: the format node_exporter and Prometheus read, so one file and one
+// way of rotating it serve the fleet's exporters alike); "" serves plain
+// HTTP. The file is read and checked before listening, so a bad one fails
+// the role's start with the file named.
+func (s *Server) ServeWeb(ctx context.Context, addr, webConfig string) (<-chan struct{}, error) {
 	done := make(chan struct{})
 	if addr == "" {
 		close(done)
 		return done, nil
+	}
+	if webConfig != "" {
+		if err := web.Validate(webConfig); err != nil {
+			close(done)
+			return done, fmt.Errorf("--web-config-file %s: %w", webConfig, err)
+		}
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -173,7 +190,14 @@ func (s *Server) Serve(ctx context.Context, addr string) (<-chan struct{}, error
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if webConfig == "" {
+			err = srv.Serve(ln)
+		} else {
+			noSystemd := false
+			err = web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &[]string{addr}, WebSystemdSocket: &noSystemd, WebConfigFile: &webConfig}, s.log)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("telemetry listener stopped", "addr", addr, "err", err)
 		}
 	}()

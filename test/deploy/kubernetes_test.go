@@ -127,10 +127,11 @@ type (
 		ReadinessProbe  *k8sProbe `yaml:"readinessProbe"`
 		Resources       map[string]map[string]string
 		SecurityContext *struct {
-			AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
-			ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
-			Privileged               *bool `yaml:"privileged"`
-			RunAsNonRoot             *bool `yaml:"runAsNonRoot"`
+			AllowPrivilegeEscalation *bool  `yaml:"allowPrivilegeEscalation"`
+			ReadOnlyRootFilesystem   *bool  `yaml:"readOnlyRootFilesystem"`
+			Privileged               *bool  `yaml:"privileged"`
+			RunAsNonRoot             *bool  `yaml:"runAsNonRoot"`
+			RunAsUser                *int64 `yaml:"runAsUser"`
 			Capabilities             *struct {
 				Drop []string `yaml:"drop"`
 				Add  []string `yaml:"add"`
@@ -352,6 +353,23 @@ func checkWorkload(t *testing.T, m manifests, key string, w k8sWorkload) {
 		t.Fatal("no containers")
 	}
 	for _, c := range containers {
+		// The one exception: the collector's init container that gives
+		// the spool's host directory to the collector user (the image is
+		// scratch, with no chown; a hostPath is created root-owned).
+		spoolOwner := w.Kind == "DaemonSet" && c.Name == "spool-owner" && c.Image == "busybox:1.36"
+		if spoolOwner {
+			cs := c.SecurityContext
+			if cs == nil || cs.Capabilities == nil || !slices.Equal(cs.Capabilities.Drop, []string{"ALL"}) || !slices.Equal(cs.Capabilities.Add, []string{"CHOWN", "FOWNER"}) ||
+				cs.AllowPrivilegeEscalation == nil || *cs.AllowPrivilegeEscalation {
+				t.Errorf("container %s: must drop ALL, add only CHOWN and FOWNER, no privilege escalation", c.Name)
+			}
+			for _, vm := range c.VolumeMounts {
+				if vm.Name != "spool" {
+					t.Errorf("container %s mounts %s: only the spool", c.Name, vm.Name)
+				}
+			}
+			continue
+		}
 		if !strings.HasPrefix(c.Image, "rdmawatch") {
 			t.Errorf("container %s: image %q, want the rdmawatch image", c.Name, c.Image)
 		}
@@ -379,7 +397,7 @@ func checkWorkload(t *testing.T, m manifests, key string, w k8sWorkload) {
 				t.Errorf("container %s mounts volume %q, which the pod does not define", c.Name, vm.Name)
 				continue
 			}
-			if v.HostPath != nil && !vm.ReadOnly {
+			if v.HostPath != nil && !vm.ReadOnly && !(vm.Name == "spool" && strings.HasPrefix(v.HostPath.Path, "/var/lib/rdmawatch/")) {
 				t.Errorf("container %s: host path %s is mounted writable", c.Name, v.HostPath.Path)
 			}
 			if (v.Secret != nil || v.ConfigMap != nil) && !vm.ReadOnly {
