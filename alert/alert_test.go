@@ -127,6 +127,17 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Webhooks: []string{"http://user:secret@[::1"}}, "does not parse"},
 		{Config{Alertmanagers: []string{"http://am:9093"}, RetryMin: time.Minute, RetryMax: time.Second}, "retry min"},
 		{Config{Alertmanagers: []string{"http://am:9093"}}, ""},
+		{Config{Webhooks: []string{"oncall=ftp://x"}}, "want http(s)"},
+		{Config{Webhooks: []string{"on call=https://h/x"}}, `name "on call"`},
+		{Config{Webhooks: []string{"a.b=https://h/x"}}, `name "a.b"`},
+		{Config{Webhooks: []string{"https://h/x?token=secret-1", "https://h/x?token=secret-2"}}, "two targets named"},
+		{Config{Webhooks: []string{"hook=https://h/x?token=secret-1", "hook=https://h/y"}}, "two targets named"},
+		{Config{Webhooks: []string{"hook=https://h/x"}, Alertmanagers: []string{"hook=http://am:9093"}}, ""},
+		{Config{Alertmanagers: []string{"http://am:9093"}, Labels: map[string]string{"bad-name": "x"}}, "label name"},
+		{Config{Alertmanagers: []string{"http://am:9093"}, Labels: map[string]string{"__name": "x"}}, "label name"},
+		{Config{Alertmanagers: []string{"http://am:9093"}, HTTPTimeout: 20 * time.Second}, "ack wait"},
+		{Config{Alertmanagers: []string{"http://am:9093"}, HTTPTimeout: 20 * time.Second, AckWait: time.Minute}, ""},
+		{Config{Alertmanagers: []string{"http://am:9093"}, MaxOpen: -1}, "max open"},
 	} {
 		err := tc.cfg.Validate()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrInvalidConfig)) {
@@ -153,6 +164,13 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		var a []postableAlert
 		_ = json.NewDecoder(req.Body).Decode(&a)
 		r.alerts = append(r.alerts, a)
+		// Alertmanager's own check (model.Alert.Validate).
+		for _, al := range a {
+			if al.EndsAt.Before(al.StartsAt) {
+				http.Error(w, "start time must be before end time", http.StatusBadRequest)
+				return
+			}
+		}
 	} else {
 		r.hooks = append(r.hooks, req.Header.Get(HeaderIdempotencyKey))
 	}

@@ -17,7 +17,8 @@ import (
 // rdmawatch repeats (it crashed after the POST, before its ack) has the same
 // Idempotency-Key.
 type Webhook struct {
-	url    string
+	name   string // the operator's label or the URL's derived name
+	url    string // may carry a token: never printed
 	client *http.Client
 }
 
@@ -29,8 +30,9 @@ const (
 	HeaderEventRevision  = "Rdmawatch-Event-Revision"
 )
 
-// Name identifies the target in logs, consumer names and dead letters.
-func (w *Webhook) Name() string { return "webhook " + w.url }
+// Name identifies the target in logs, metrics, consumer descriptions and
+// dead letters; it never holds the URL's secrets.
+func (w *Webhook) Name() string { return "webhook " + w.name }
 
 func (w *Webhook) deliver(ctx context.Context, ev *schemas.Event) error {
 	body, err := json.Marshal(ev)

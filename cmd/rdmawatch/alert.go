@@ -5,9 +5,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/alert"
+	"github.com/rdmawatch/rdmawatch/internal/redact"
+	"github.com/rdmawatch/rdmawatch/internal/telemetry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -25,8 +28,15 @@ update fire, resolved ends the alert; open incidents are re-sent every
 --resend-interval so Alertmanager keeps them firing) and to webhooks (one JSON
 POST per change, the same JSON as replay --events-out, with an Idempotency-Key
 header). An event is acknowledged only after the target accepted it; one a
-target refuses (4xx) or fails --max-attempts times goes to the dead-letter
-stream with the reason.`,
+target refuses (4xx), one that cannot be sent (a control character in its
+type), an incident beyond --max-open-incidents, or one that fails
+--max-attempts times goes to the dead-letter stream with the reason.
+
+Give each target a name: --webhook oncall=https://hooks.example/T0/B0/SECRET
+or --alertmanager am-1=http://user:password@alertmanager:9093. Logs, metrics,
+dead letters and the durable consumer show and use the name, never the URL, so
+a rotated token or password keeps the consumer. A bare URL is named by its
+scheme, host and path with every secret masked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Labels = map[string]string{}
@@ -55,6 +65,10 @@ stream with the reason.`,
 			}
 			tel.WatchNATS(nc)
 			tel.RegisterAlert(b.Stats)
+			tel.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Namespace: telemetry.Namespace, Name: "alert_incidents_refused_total",
+				Help: "Incident state changes not held toward Alertmanager because --max-open-incidents incidents were open (each dead-lettered, or skipped in the history read at start).",
+			}, func() float64 { return float64(b.Stats().Refused) }))
 			g.log.Info("alert bridge started", "alertmanagers", len(cfg.Alertmanagers), "webhooks", len(cfg.Webhooks), "filter", cfg.FilterSubject)
 			err = b.Run(cmd.Context())
 			g.log.Info("alert bridge stopped", "reason", stopReason(cmd, err))
@@ -62,15 +76,22 @@ stream with the reason.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&cfg.Alertmanagers, "alertmanager", splitEnv("RDMAWATCH_ALERTMANAGER"), "Alertmanager base URL, repeatable (env RDMAWATCH_ALERTMANAGER, comma separated)")
-	f.StringSliceVar(&cfg.Webhooks, "webhook", splitEnv("RDMAWATCH_WEBHOOK"), "webhook URL receiving one JSON POST per incident state change, repeatable (env RDMAWATCH_WEBHOOK)")
+	f.StringSliceVar(&cfg.Alertmanagers, "alertmanager", splitEnv("RDMAWATCH_ALERTMANAGER"), "Alertmanager as name=URL (or a base URL), repeatable (env RDMAWATCH_ALERTMANAGER, comma separated)")
+	f.StringSliceVar(&cfg.Webhooks, "webhook", splitEnv("RDMAWATCH_WEBHOOK"), "webhook as name=URL (or a URL) receiving one JSON POST per incident state change, repeatable (env RDMAWATCH_WEBHOOK)")
 	f.StringArrayVar(&labels, "label", nil, "extra label name=value on every Alertmanager alert, repeatable (e.g. fabric=pod-a)")
 	f.StringVar(&cfg.RunbookURL, "runbook-url", "", "runbook URL template for the runbook_url annotation; {type} is the incident type")
 	f.DurationVar(&cfg.ResendInterval, "resend-interval", time.Minute, "how often open incidents are re-sent to Alertmanager (each send holds an alert for 4 intervals)")
+	f.IntVar(&cfg.MaxOpen, "max-open-incidents", alert.DefaultMaxOpen, "open incidents held and re-sent to Alertmanager; an event opening one more goes to the dead-letter stream")
 	f.IntVar(&cfg.MaxAttempts, "max-attempts", 12, "deliveries of one event to one target before it goes to the dead-letter stream")
 	f.DurationVar(&cfg.RetryMin, "retry-min", 500*time.Millisecond, "first wait before re-trying a failed delivery; doubles up to --retry-max, with jitter")
-	f.DurationVar(&cfg.RetryMax, "retry-max", time.Minute, "longest wait between delivery attempts")
+	f.DurationVar(&cfg.RetryMax, "retry-max", time.Minute, "longest wait between delivery attempts (the event is kept in progress meanwhile)")
 	f.StringVar(&cfg.FilterSubject, "subject", "", "deliver only events on this subject filter (NATS wildcards; default every event)")
+	// The defaults come from the environment and may hold tokens and
+	// passwords: --help shows them masked.
+	for _, name := range []string{"alertmanager", "webhook"} {
+		fl := f.Lookup(name)
+		fl.DefValue = redact.String(fl.DefValue)
+	}
 	return cmd
 }
 

@@ -31,7 +31,21 @@ import (
 // on a free loopback port with a throwaway config and storage, stopped by PID
 // when the test ends. Without the binary the test skips, or fails when
 // RDMAWATCH_REQUIRE_ALERTMANAGER=1 (make test installs it).
-func startAlertmanager(t *testing.T) string {
+func startAlertmanager(t *testing.T) string { return runAlertmanager(t, "", "") }
+
+// startAlertmanagerBasicAuth runs Alertmanager wanting HTTP basic auth of
+// user with the password whose bcrypt hash is hash (its --web.config.file),
+// and returns its host:port; the test's own requests use password.
+func startAlertmanagerBasicAuth(t *testing.T, user, hash, password string) string {
+	t.Helper()
+	base := runAlertmanager(t, fmt.Sprintf("basic_auth_users:\n  %s: %q\n", user, hash), user+":"+password+"@")
+	return strings.TrimPrefix(base, "http://")
+}
+
+// runAlertmanager starts Alertmanager with webConfig (empty: none) and
+// returns http://host:port; creds ("user:password@") are for its readiness
+// check.
+func runAlertmanager(t *testing.T, webConfig, creds string) string {
 	t.Helper()
 	var path string
 	for _, name := range []string{"prometheus-alertmanager", "alertmanager"} {
@@ -54,8 +68,16 @@ func startAlertmanager(t *testing.T) string {
 	}
 	port := freePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(path, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr, "--cluster.listen-address=")
+	args := []string{"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr, "--cluster.listen-address="}
+	if webConfig != "" {
+		web := filepath.Join(dir, "web.yml")
+		if err := os.WriteFile(web, []byte(webConfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--web.config.file="+web)
+	}
+	cmd := exec.Command(path, args...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -68,16 +90,15 @@ func startAlertmanager(t *testing.T) string {
 			t.Logf("alertmanager log:\n%s", logs.String())
 		}
 	})
-	base := "http://" + addr
 	waitUntil(t, 30*time.Second, "alertmanager ready", func() bool {
-		resp, err := http.Get(base + "/-/ready")
+		resp, err := http.Get("http://" + creds + addr + "/-/ready")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return base
+	return "http://" + addr
 }
 
 func freePort(t *testing.T) int {
