@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/alert"
-	"github.com/rdmawatch/rdmawatch/internal/redact"
 	"github.com/rdmawatch/rdmawatch/internal/telemetry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -87,11 +86,7 @@ scheme, host and path with every secret masked.`,
 	f.DurationVar(&cfg.RetryMax, "retry-max", time.Minute, "longest wait between delivery attempts (the event is kept in progress meanwhile)")
 	f.StringVar(&cfg.FilterSubject, "subject", "", "deliver only events on this subject filter (NATS wildcards; default every event)")
 	// The defaults come from the environment and may hold tokens and
-	// passwords: --help shows them masked.
-	for _, name := range []string{"alertmanager", "webhook"} {
-		fl := f.Lookup(name)
-		fl.DefValue = redact.String(fl.DefValue)
-	}
+	// passwords: --help shows them masked (redactDefaults, for every flag).
 	return cmd
 }
 

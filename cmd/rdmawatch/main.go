@@ -190,6 +190,7 @@ func newRootOf(g *global) *cobra.Command {
 		newEventsCmd(g),
 		newConfigCmd(g),
 	)
+	redactDefaults(root)
 	return root
 }
 
