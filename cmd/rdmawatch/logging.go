@@ -6,19 +6,23 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+
+	"github.com/rdmawatch/rdmawatch/internal/redact"
 )
 
 // newLogger is the one logger of every role: text for people, JSON (one
 // object per line) for log pipelines. Every role names the same things with
 // the same attribute keys (node, device, port, stream, subject, err), so a
-// log query works across roles.
+// log query works across roles. Every message and attribute passes
+// through redact (a DSN or URL quoted in an error keeps no password or
+// token), whatever part of the code logged it.
 func newLogger(w io.Writer, format string, lvl slog.Level) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: replaceAttr}
 	switch format {
 	case "text", "":
-		return slog.New(newUniqueHandler(slog.NewTextHandler(w, opts))), nil
+		return slog.New(redact.Handler(newUniqueHandler(slog.NewTextHandler(w, opts)))), nil
 	case "json":
-		return slog.New(newUniqueHandler(slog.NewJSONHandler(w, opts))), nil
+		return slog.New(redact.Handler(newUniqueHandler(slog.NewJSONHandler(w, opts)))), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

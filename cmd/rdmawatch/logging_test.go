@@ -108,3 +108,29 @@ func TestLastWords(t *testing.T) {
 		})
 	}
 }
+
+// TestLogLinesRedacted: a secret quoted anywhere in a line (the message, an
+// error, a string attribute, a logger's own attributes) is masked in both
+// formats, whichever part of the code logged it.
+func TestLogLinesRedacted(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		var buf bytes.Buffer
+		log, err := newLogger(&buf, format, slog.LevelDebug)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log = log.With("dsn", "clickhouse://sink:ChL0gPw@ch:9000/rdmawatch")
+		log.Warn("dial nats://col:NatsL0gPw@n:4222 failed",
+			"err", errors.New(`Post "https://h.example/hook?token=WhL0gTok": refused`),
+			"target", "https://am:AmL0gPw@am.example:9093")
+		out := buf.String()
+		for _, s := range []string{"ChL0gPw", "NatsL0gPw", "WhL0gTok", "AmL0gPw"} {
+			if strings.Contains(out, s) {
+				t.Errorf("%s: %s is in %s", format, s, out)
+			}
+		}
+		if !strings.Contains(out, "am.example") {
+			t.Errorf("%s: the host went with the password: %s", format, out)
+		}
+	}
+}
