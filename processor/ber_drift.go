@@ -112,14 +112,6 @@ func NewBERDrift() *BERDrift {
 	}
 }
 
-// Critical levels of docs/formats.md's ber_drift labels.
-const (
-	CriticalPreFECBER = 1e-6
-	CriticalSymbolBER = 1e-12
-	// criticalPostFECBER is where uncorrectable blocks start to cost packets.
-	criticalPostFECBER = 1e-12
-)
-
 // Thresholds of the statistics that no operator should need to tune: each
 // is tied to the model (Poisson counts, one-minute buckets), not to a fleet.
 const (
@@ -199,7 +191,7 @@ const (
 	// berMinSlope keeps the doubling time finite in the evidence.
 	berMinSlope = 1e-9
 	// berPostFECMinErrors: post-FEC errors before a post-FEC BER over
-	// criticalPostFECBER makes the drift critical (fewer are noise).
+	// schemas.CriticalPostFECBER makes the drift critical (fewer are noise).
 	berPostFECMinErrors = 3
 )
 
@@ -582,14 +574,14 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 	t := d.track()
 	subject := s.ID.Subject()
 	open := t.IsOpen(subject)
-	pending := t.Active() > 0 && !open && berHasActive(t, subject)
+	pending := t.Active() > 0 && !open && t.Pending(subject)
 	ser := st.series(minute-1, port.LastIntervalMs)
-	critical := CriticalPreFECBER
+	critical := schemas.CriticalPreFECBER
 	switch {
 	case s.LinkLayer == "InfiniBand":
-		critical = CriticalSymbolBER
+		critical = schemas.CriticalSymbolBER
 	case st.mode == berModePostFEC:
-		critical = criticalPostFECBER
+		critical = schemas.CriticalPostFECBER
 	}
 	if !open && !pending && !d.rising(ser) {
 		return
@@ -766,11 +758,6 @@ func (d *BERDrift) project(st *berPort, ser *berSeries, f berFit) berFit {
 		f.minutesToCritical = 0
 	}
 	return f
-}
-
-func berHasActive(t *Tracker, subject schemas.Subject) bool {
-	_, ok := t.active[subject]
-	return ok
 }
 
 // rising is the cheap check: the last RecentMinutes show at least 1.3
@@ -1322,7 +1309,7 @@ func berWithheldWhy(f berFit) string {
 // lanes, and the post-FEC figures: the post-FEC BER, the symbol errors and
 // CRC errors per second, and the frames lost after FEC as a share of the
 // frames received. True when packets are being lost: the post-FEC BER past
-// criticalPostFECBER, or frames dropped for bad FCS after FEC.
+// schemas.CriticalPostFECBER, or frames dropped for bad FCS after FEC.
 func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 	ev["bits_source"] = st.bitsSrc.String()
 	var sum float32
@@ -1354,7 +1341,7 @@ func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 		if st.havePCS || st.haveSym {
 			post /= float64(st.phyBits)
 			ev["post_fec_ber"] = berSig(post)
-			if postErrs >= berPostFECMinErrors && post > criticalPostFECBER {
+			if postErrs >= berPostFECMinErrors && post > schemas.CriticalPostFECBER {
 				ev["post_fec_critical"] = true
 				postFECCritical = true
 			}

@@ -629,7 +629,7 @@ func TestBERDriftRiseScalesWithDistance(t *testing.T) {
 		{5e-7, 2.5},  // close: the floor
 	}
 	for _, tc := range tests {
-		got := d.busyMinRise(tc.base, CriticalPreFECBER)
+		got := d.busyMinRise(tc.base, schemas.CriticalPreFECBER)
 		if math.Abs(got-tc.want) > 0.01 {
 			t.Errorf("base %g: rise %v, want %v", tc.base, got, tc.want)
 		}
@@ -683,7 +683,7 @@ func TestBERDriftPostFECOnly(t *testing.T) {
 				t.Errorf("detected at %s", open.DetectedAt)
 			}
 			ev := open.Evidence
-			if ev["post_fec_only"] != true || ev["critical_ber"] != criticalPostFECBER || ev["bits_source"] != "link_rate_x_interval" ||
+			if ev["post_fec_only"] != true || ev["critical_ber"] != schemas.CriticalPostFECBER || ev["bits_source"] != "link_rate_x_interval" ||
 				ev["measure"] != "rx_symbol_err_phy / (link rate x interval)" || ev["rx_crc_errors_per_s"] == nil || ev["frames_lost_after_fec_share"] == nil {
 				t.Errorf("evidence %v", ev)
 			}
@@ -755,9 +755,9 @@ func accelerating(base, critical, onset, toCritical, tau float64) func(float64) 
 
 func crit(ib bool) float64 {
 	if ib {
-		return CriticalSymbolBER
+		return schemas.CriticalSymbolBER
 	}
-	return CriticalPreFECBER
+	return schemas.CriticalPreFECBER
 }
 
 // TestBERDriftProjection: at every revision at least 2 minutes before the

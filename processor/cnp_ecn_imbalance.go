@@ -599,8 +599,7 @@ func (d *CNPECNImbalance) judgePort(st *cnpPort, port *PortState, s *Sample, em 
 // pending reports whether the tracker has a pending (not yet open) incident
 // for subject.
 func (d *CNPECNImbalance) pending(t *Tracker, subject schemas.Subject) bool {
-	_, active := t.active[subject]
-	return active && !t.IsOpen(subject)
+	return t.Pending(subject)
 }
 
 func round3(v float64) float64 { return roundTo(v, 3) }

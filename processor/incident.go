@@ -147,6 +147,19 @@ func (t *Tracker) ID(subject schemas.Subject) (string, bool) {
 // Active is the number of pending or open incidents.
 func (t *Tracker) Active() int { return len(t.active) }
 
+// Tracks reports whether subject has an incident pending (held, not yet
+// open) or open.
+func (t *Tracker) Tracks(subject schemas.Subject) bool {
+	_, ok := t.active[subject]
+	return ok
+}
+
+// Pending reports whether subject has an incident held but not yet open.
+func (t *Tracker) Pending(subject schemas.Subject) bool {
+	inc, ok := t.active[subject]
+	return ok && inc.phase != phaseOpen
+}
+
 func severityRank(s string) int {
 	switch s {
 	case schemas.SeverityCritical:

@@ -362,7 +362,7 @@ func (d *PFCStorm) clear(st *pfcIncident, now schemas.Millis, why string, em Emi
 	t := d.track()
 	subject := st.subject()
 	t.Clear(now, subject, why, map[string]any{"tx_pause_fraction": pfcRound2(st.reading.txFraction)}, em)
-	if _, still := t.active[subject]; !still {
+	if !t.Tracks(subject) {
 		delete(d.storms, st.origin)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 // Incident is one incident of the report, in its latest state.
@@ -298,11 +299,6 @@ const (
 
 var victimColors = []string{"#9467bd", "#bcbd22", "#8c564b", "#7f7f7f", "#17becf"}
 
-// Critical BER levels (the contract's ber_drift labels): pre-FEC 1e-6 on
-// Ethernet, symbol 1e-12 on InfiniBand; post-FEC 1e-12 where an Ethernet
-// port has no pre-FEC counter (ber_drift's post_fec_only).
-const criticalPreFEC, criticalSymbol, criticalPostFEC = 1e-6, 1e-12, 1e-12
-
 // portPlot draws the series that prove the incident's type: for a storm the
 // pauses its origin sends and those its victims receive; for a BER drift the
 // BER against the critical level and the projected crossing; for a CNP/ECN
@@ -351,15 +347,15 @@ func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error)
 		switch {
 		case hasValues(s.symBER) && !hasValues(s.ber):
 			ber.Series = ber.Series[1:]
-			ber.Levels = []Level{{Name: "critical symbol BER 1e-12", Value: criticalSymbol, Color: colorCritical}}
+			ber.Levels = []Level{{Name: "critical symbol BER 1e-12", Value: schemas.CriticalSymbolBER, Color: colorCritical}}
 		case !hasValues(s.ber) && (hasValues(s.postBER) || postFECOnly(inc.Evidence)):
 			// A port without rx_corrected_bits_phy: ber_drift judged the
 			// symbol errors FEC left, against the post-FEC level.
 			ber.Series = []Series{{Name: "post-FEC BER (over " + ethBits + ")", Color: colorBER, Values: s.postBER}}
-			ber.Levels = []Level{{Name: "critical post-FEC BER 1e-12", Value: criticalPostFEC, Color: colorCritical}}
+			ber.Levels = []Level{{Name: "critical post-FEC BER 1e-12", Value: schemas.CriticalPostFECBER, Color: colorCritical}}
 		default:
 			ber.Series = ber.Series[:1]
-			ber.Levels = []Level{{Name: "critical pre-FEC BER 1e-6", Value: criticalPreFEC, Color: colorCritical}}
+			ber.Levels = []Level{{Name: "critical pre-FEC BER 1e-6", Value: schemas.CriticalPreFECBER, Color: colorCritical}}
 		}
 		// What the incident knew: where the BER crossed (observed, the
 		// latest evidence's critical_crossed_at) and the crossing it

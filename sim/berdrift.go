@@ -8,12 +8,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// Critical levels of docs/formats.md's ber_drift labels.
-const (
-	CriticalPreFECBER = 1e-6  // Ethernet: rx_corrected_bits_phy / rx_bits_phy
-	CriticalSymbolBER = 1e-12 // InfiniBand: symbol_error / received bits
-)
-
 // BERDrift is a link whose bit error rate grows exponentially (a dirty or
 // failing optic): on Ethernet the pre-FEC corrected bits of one lane, on
 // InfiniBand the symbol errors (symbol BER is over the line rate's bits, as
@@ -61,9 +55,9 @@ func (f BERDrift) Start(l *Layout) (Effect, error) {
 	if !f.Until.IsZero() && !f.Until.After(f.From) {
 		return nil, fmt.Errorf("ber_drift: until before from")
 	}
-	start, critical := driftStartPreFEC, CriticalPreFECBER
+	start, critical := driftStartPreFEC, schemas.CriticalPreFECBER
 	if info.LinkLayer == LinkLayerInfiniBand {
-		start, critical = driftStartSymbol, CriticalSymbolBER
+		start, critical = driftStartSymbol, schemas.CriticalSymbolBER
 	}
 	return &berDrift{spec: f, start: start, growthPerS: math.Log(critical/start+1) / f.ToCritical.Seconds(), max: 100 * critical}, nil
 }

@@ -38,11 +38,11 @@ func TestBERDrift(t *testing.T) {
 	}{
 		{PortRef{"gpu-001", "mlx5_0", 1},
 			func(l traceLine) uint64 { return l.Ethtool["rx_err_lane_2_phy"] },
-			func(l traceLine) uint64 { return l.Ethtool["rx_bits_phy"] }, CriticalPreFECBER},
+			func(l traceLine) uint64 { return l.Ethtool["rx_bits_phy"] }, schemas.CriticalPreFECBER},
 		{PortRef{"gpu-003", "mlx5_0", 1},
 			func(l traceLine) uint64 { return l.Counters["symbol_error"] },
 			// Symbol BER is over the bits the line carries at its rate (200G).
-			func(l traceLine) uint64 { return uint64(l.time.UnixMilli()) * 200e6 }, CriticalSymbolBER},
+			func(l traceLine) uint64 { return uint64(l.time.UnixMilli()) * 200e6 }, schemas.CriticalSymbolBER},
 	}
 	for _, tt := range tests {
 		t.Run(tt.port.String(), func(t *testing.T) {
