@@ -7,12 +7,18 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 PKGS    := ./...
 
-.PHONY: all build run test test-modern tools test-unit test-chaos test-cluster fuzz bench bench-e2e bench-trends lint fmt clickhouse stop clean
+.PHONY: all build build-fleet run test test-modern tools test-unit test-chaos test-cluster fuzz bench bench-e2e bench-trends lint fmt clickhouse stop clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/rdmawatch
+
+# The fleet build: the roles and the operators' commands, without the lab
+# (replay, run, simulate, eval, collector --source sim) and so without
+# nats-server and the simulator; what the container image ships.
+build-fleet:
+	$(GO) build -tags fleet -ldflags "$(LDFLAGS)" -o bin/rdmawatch-fleet ./cmd/rdmawatch
 
 # Starts (or reuses) the throwaway ClickHouse, then the pipeline over a live
 # simulated fleet in accelerated time. ClickHouse keeps running until `make stop`.
@@ -101,6 +107,8 @@ bench-trends:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) build -tags fleet -o /dev/null ./cmd/rdmawatch
+	@if $(GO) list -tags fleet -deps ./cmd/rdmawatch | grep -qE 'nats-server|rdmawatch/sim$$|internal/pipeline$$'; then echo "the fleet build links the lab (nats-server, sim or pipeline)"; exit 1; fi
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); else echo "staticcheck not installed: skipped"; fi
 
 fmt:

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -25,7 +26,7 @@ type outageBroker struct {
 	t     *testing.T
 	port  int
 	store string
-	srv   *natsutil.Embedded
+	srv   *natsembed.Server
 }
 
 func newOutageBroker(t *testing.T, port int) *outageBroker {
@@ -37,7 +38,7 @@ func newOutageBroker(t *testing.T, port int) *outageBroker {
 
 func (b *outageBroker) start() {
 	b.t.Helper()
-	srv, err := natsutil.StartEmbedded(b.store, b.port)
+	srv, err := natsembed.Start(b.store, b.port)
 	if err != nil {
 		b.t.Fatal(err)
 	}

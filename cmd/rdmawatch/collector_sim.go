@@ -1,3 +1,5 @@
+//go:build !fleet
+
 package main
 
 // The simulated fleet of `rdmawatch collector --source sim` and of the live

@@ -178,10 +178,6 @@ func newRootOf(g *global) *cobra.Command {
 		newSinkCmd(g),
 		newMigrateCmd(g),
 		newStreamsCmd(g),
-		newReplayCmd(g),
-		newRunCmd(g),
-		newSimulateCmd(g),
-		newEvalCmd(g),
 		newQueryCmd(g),
 		newPostmortemCmd(g),
 		newRetentionCmd(g),
@@ -190,6 +186,7 @@ func newRootOf(g *global) *cobra.Command {
 		newEventsCmd(g),
 		newConfigCmd(g),
 	)
+	root.AddCommand(labCommands(g)...)
 	redactDefaults(root)
 	return root
 }

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -84,7 +85,7 @@ type Pipeline struct {
 	start time.Time
 
 	dir string
-	ns  *natsutil.Embedded
+	ns  *natsembed.Server
 	nc  *nats.Conn
 	js  jetstream.JetStream
 
@@ -170,7 +171,7 @@ func (p *Pipeline) startBroker(ctx context.Context) error {
 	if p.dir, err = os.MkdirTemp("", "rdmawatch-nats-"); err != nil {
 		return err
 	}
-	if p.ns, err = natsutil.StartEmbedded(p.dir, 0); err != nil {
+	if p.ns, err = natsembed.Start(p.dir, 0); err != nil {
 		return err
 	}
 	if p.nc, err = nats.Connect(p.ns.URL(), nats.Name("rdmawatch-pipeline")); err != nil {

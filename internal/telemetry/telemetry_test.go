@@ -15,7 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -67,7 +67,7 @@ func grep(s, sub string) string {
 }
 
 func TestWatchNATS(t *testing.T) {
-	srv, err := natsutil.StartEmbedded(t.TempDir(), 0)
+	srv, err := natsembed.Start(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -141,12 +142,12 @@ func TestPoisonCorpus(t *testing.T) {
 }
 
 func runPoison(ctx context.Context, t *testing.T, dsn string, port int, p poison, now time.Time) {
-	ns, err := natsutil.StartEmbedded(t.TempDir(), port)
+	ns, err := natsembed.Start(t.TempDir(), port)
 	if err != nil {
 		// Another run of this test (another checkout) holds the port: any
 		// free port will do.
 		t.Logf("embedded nats on port %d: %v; using a free port", port, err)
-		if ns, err = natsutil.StartEmbedded(t.TempDir(), 0); err != nil {
+		if ns, err = natsembed.Start(t.TempDir(), 0); err != nil {
 			t.Fatalf("embedded nats: %v", err)
 		}
 	}

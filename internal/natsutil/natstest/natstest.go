@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -25,7 +26,7 @@ type Server struct {
 // With streams non-nil, the rdmawatch streams are created with those options.
 func Start(t testing.TB, streams *schemas.StreamOptions) *Server {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(t.TempDir(), 0)
+	srv, err := natsembed.Start(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

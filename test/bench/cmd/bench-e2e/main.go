@@ -44,7 +44,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 )
 
 // flags are the settings of one trial.
@@ -189,7 +189,7 @@ func serveNATS(ctx context.Context, args []string) error {
 			pf.Close()
 		}()
 	}
-	srv, err := natsutil.StartEmbedded(*dir, *port)
+	srv, err := natsembed.Start(*dir, *port)
 	if err != nil {
 		return err
 	}
