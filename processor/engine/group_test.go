@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/processor"
@@ -316,7 +317,7 @@ func readRaw(t *testing.T, js jetstream.JetStream) []jetstream.Msg {
 // the TTL, so it must let go of its partitions by then, not hold them
 // because it cannot see who took them.
 func TestElasticReleasesWhenCutOff(t *testing.T) {
-	srv, err := natsutil.StartEmbedded(t.TempDir(), 0)
+	srv, err := natsembed.Start(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
