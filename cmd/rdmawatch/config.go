@@ -217,7 +217,7 @@ func applyConfig(root, cmd *cobra.Command, path string) error {
 			return
 		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok && v != "" {
-			if err := f.Value.Set(v); err != nil {
+			if err := setFlag(f, v, false); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s=%q: %w", envName(f.Name), maskValue(f.Name, v), err))
 			}
 			return
@@ -225,7 +225,7 @@ func applyConfig(root, cmd *cobra.Command, path string) error {
 		for _, sec := range []string{section, ""} {
 			for _, e := range entries {
 				if e.section == sec && e.key == f.Name {
-					if err := setFlag(f, e.value); err != nil {
+					if err := setFlag(f, e.value, true); err != nil {
 						errs = append(errs, fmt.Errorf("%s:%d: key %q: %w", path, e.line, e.key, err))
 					}
 					return
@@ -236,12 +236,23 @@ func applyConfig(root, cmd *cobra.Command, path string) error {
 	return errors.Join(errs...)
 }
 
-// setFlag sets a flag from a file value; a list flag takes a comma list.
-func setFlag(f *pflag.Flag, v string) error {
-	if sv, ok := f.Value.(pflag.SliceValue); ok {
-		return sv.Replace(strings.Split(v, ","))
+// setFlag sets a flag from the environment or the file (a list flag from
+// the file takes a comma list) and marks it changed, as the command line
+// does: a command that asks whether the user gave a value (Changed) must
+// get the same answer wherever the value came from (a collector file's
+// `speed: 30` was printed by config print and ignored by the collector,
+// which ran at its scenario's 60).
+func setFlag(f *pflag.Flag, v string, list bool) error {
+	var err error
+	if sv, ok := f.Value.(pflag.SliceValue); ok && list {
+		err = sv.Replace(strings.Split(v, ","))
+	} else {
+		err = f.Value.Set(v)
 	}
-	return f.Value.Set(v)
+	if err == nil {
+		f.Changed = true
+	}
+	return err
 }
 
 func newConfigCmd(g *global) *cobra.Command {
@@ -278,7 +289,7 @@ func newConfigCmd(g *global) *cobra.Command {
 				if f == nil {
 					continue // checkConfig named it
 				}
-				if err := setFlag(f, e.value); err != nil {
+				if err := setFlag(f, e.value, true); err != nil {
 					errs = append(errs, fmt.Errorf("%s:%d: key %q: %w", args[0], e.line, e.key, err))
 				}
 			}

@@ -79,6 +79,11 @@ func TestConfigPrecedence(t *testing.T) {
 			if got := c.Flags().Lookup("interval").Value.String(); got != tc.want {
 				t.Errorf("interval %s, want %s", got, tc.want)
 			}
+			// A value from the environment or the file counts as given,
+			// as one from the command line: commands ask Changed.
+			if got, want := c.Flags().Changed("interval"), tc.name != "default"; got != want {
+				t.Errorf("Changed(interval) %v, want %v", got, want)
+			}
 			if tc.file {
 				if got := c.Flags().Lookup("node").Value.String(); got != "from-file" {
 					t.Errorf("node %q, want the section's", got)
