@@ -48,6 +48,33 @@ type configEntry struct {
 	line                int
 }
 
+// looksLikeTOML: the first setting line is a [section] or key = value.
+func looksLikeTOML(data []byte) bool {
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			return true
+		}
+		k, _, ok := strings.Cut(line, "=")
+		return ok && !strings.Contains(k, ":") && strings.TrimSpace(k) != ""
+	}
+	return false
+}
+
+func yamlKind(k yaml.Kind) string {
+	switch k {
+	case yaml.SequenceNode:
+		return "list"
+	case yaml.ScalarNode:
+		return "single value"
+	default:
+		return "document of another kind"
+	}
+}
+
 // readConfigFile parses path into entries; section "" is the top level.
 func readConfigFile(path string) ([]configEntry, error) {
 	data, err := os.ReadFile(path)
@@ -63,7 +90,10 @@ func readConfigFile(path string) ([]configEntry, error) {
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("%s:%d: want a mapping of settings at the top level", path, root.Line)
+		if looksLikeTOML(data) {
+			return nil, fmt.Errorf("%s:%d: this looks like TOML or INI (a [section] or key = value line); the file is YAML: `key: value` at the top level and `command:` sections holding them", path, root.Line)
+		}
+		return nil, fmt.Errorf("%s:%d: want a YAML mapping of settings at the top level (`key: value`), found a %s", path, root.Line, yamlKind(root.Kind))
 	}
 	var out []configEntry
 	var walk func(section string, m *yaml.Node) error

@@ -130,3 +130,20 @@ func TestConfigDetectorSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigNotYAML: a TOML or INI file, a list or a lone value is refused
+// with the line and what the file should look like.
+func TestConfigNotYAML(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"toml section", "[collector]\nspeed = 30\n", "looks like TOML or INI"},
+		{"toml keys", "# settings\nnats = \"nats://h:4222\"\n", "looks like TOML or INI"},
+		{"list", "- nats: x\n", "found a list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := readConfigFile(writeConfig(t, tc.text))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), ":1:") && !strings.Contains(err.Error(), ":2:") {
+				t.Errorf("%v, want %q with the line", err, tc.want)
+			}
+		})
+	}
+}
