@@ -184,6 +184,7 @@ func newRootOf(g *global) *cobra.Command {
 		newRollupCmd(g),
 		newAlertCmd(g),
 		newEventsCmd(g),
+		newDeadLetterCmd(g),
 		newConfigCmd(g),
 	)
 	root.AddCommand(labCommands(g)...)
