@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,6 +81,10 @@ type Publisher struct {
 	// busy is moveOn's scratch set of subjects with an unacknowledged
 	// message earlier in the list.
 	busy map[string]bool
+	// storeErr is the stream's store error the last failed publish named
+	// (storeError), nil after an ack: StoreError reads it from another
+	// goroutine.
+	storeErr atomic.Pointer[error]
 }
 
 // DropCount counts messages the publisher gave up, with the port samples
@@ -120,6 +125,51 @@ func (f *inflight) poll() {
 		f.failed = err
 	default:
 	}
+}
+
+// storeErrorCodes are the JetStream API error codes of a publish that
+// reached the stream and that its store refused (nats-server's
+// errors.json): the stream or the server is out of room, which no re-send
+// cures until someone frees it. The error's description says which.
+var storeErrorCodes = map[jetstream.ErrorCode]bool{
+	10023: true, // JSInsufficientResourcesErr "insufficient resources": the server's JetStream limits
+	10047: true, // JSStorageResourcesExceededErr "insufficient storage resources available"
+	10028: true, // JSMemoryResourcesExceededErr "insufficient memory resources available"
+	10077: true, // JSStreamStoreFailedF: the store's error, e.g. "maximum bytes exceeded" (discard new)
+}
+
+// storeError returns err when it is the stream's store refusing a publish
+// (storeErrorCodes), else nil.
+func storeError(err error) error {
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		if storeErrorCodes[api.ErrorCode] {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteFailure records a failed publish's store error, and says once, when
+// one starts, which: "NATS does not acknowledge" alone hid a full disk.
+func (p *Publisher) noteFailure(f *inflight) {
+	serr := storeError(f.failed)
+	if serr == nil {
+		return
+	}
+	if old := p.storeErr.Swap(&serr); old == nil {
+		p.log.Error("JetStream refuses publishes: the stream cannot store them; the collector keeps what it read and retries", "subject", f.msg.Subject, "store_error", serr.Error())
+	}
+}
+
+// StoreError is non-nil while the stream's store refuses this publisher's
+// messages (the last failed publish named a store error, and no publish
+// was acknowledged since): a collector's readiness.
+func (p *Publisher) StoreError() error {
+	if e := p.storeErr.Load(); e != nil {
+		return fmt.Errorf("JetStream does not store publishes: %w", *e)
+	}
+	return nil
 }
 
 // resendWait is how long a message whose publish failed waits before its
@@ -378,6 +428,9 @@ func (p *Publisher) reap() {
 	if len(p.inflight) == 0 {
 		return
 	}
+	if f := p.inflight[0]; f.failed != nil {
+		p.noteFailure(f)
+	}
 	if len(p.inflight) > 1 {
 		p.moveOn()
 	}
@@ -404,6 +457,7 @@ func (p *Publisher) moveOn() {
 				blocked = true
 			}
 		case f.failed != nil && now.Sub(f.sent) >= resendWait(f.attempts):
+			p.noteFailure(f)
 			if p.tryStart(f) != nil {
 				f.fut = nil
 			}
@@ -416,6 +470,9 @@ func (p *Publisher) acked(f *inflight) {
 	p.inflight = p.inflight[1:]
 	p.published++
 	p.lastAck = p.now()
+	if p.storeErr.Swap(nil) != nil {
+		p.log.Info("JetStream stores publishes again")
+	}
 	if f.spooled != "" {
 		p.spool.remove(f.spooled)
 	}
@@ -435,7 +492,11 @@ func (p *Publisher) checkOutage(oldest *inflight) {
 	}
 	p.outageSince = since
 	batches, samples := p.waiting()
-	p.log.Warn("NATS does not acknowledge publishes; the collector waits and keeps what it read", "since", since.UTC().Format(time.RFC3339Nano), "waiting_batches", batches, "waiting_samples", samples, "spool", p.spool != nil)
+	args := []any{"since", since.UTC().Format(time.RFC3339Nano), "waiting_batches", batches, "waiting_samples", samples, "spool", p.spool != nil}
+	if e := p.storeErr.Load(); e != nil {
+		args = append(args, "store_error", (*e).Error())
+	}
+	p.log.Warn("NATS does not acknowledge publishes; the collector waits and keeps what it read", args...)
 }
 
 // waitingSince is since when the oldest publish has gone unanswered: its
@@ -484,6 +545,7 @@ func (p *Publisher) waitOldest(ctx context.Context) error {
 			}
 			continue
 		}
+		p.noteFailure(f)
 		p.log.Debug("publish not acknowledged, re-sending", "subject", f.msg.Subject, "msg_id", f.msg.Header.Get(jetstream.MsgIDHeader), "attempt", f.attempts, "err", f.failed)
 		// One wait per burst: when the stream's leader dies, every publish
 		// in flight fails at once, and waiting before each re-send stalled

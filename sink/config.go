@@ -7,6 +7,8 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 // ErrInvalidConfig is wrapped by every error Config.Validate returns.
@@ -23,6 +25,9 @@ const (
 	DefaultRollupEvery    = 10 * time.Second
 	DefaultRollupDelay    = time.Minute
 	DefaultRollupLookback = 15 * time.Minute
+	// DefaultProbeEvery: how often the sink asks ClickHouse whether it can
+	// write (Config.ProbeEvery).
+	DefaultProbeEvery = 5 * time.Second
 )
 
 // Config sizes the sink. The zero value of a field means its default.
@@ -99,6 +104,24 @@ type Config struct {
 	// before may have died with them pending; keep it above RollupDelay
 	// plus a minute.
 	RollupEvery, RollupDelay, RollupLookback time.Duration
+	// MaxAhead and MaxBehind bound a counter sample's data time relative
+	// to the message's store time in JetStream, by the rule the processor
+	// applies too (schemas.TimeBounds): at most MaxAhead (default
+	// schemas.DefaultMaxAhead) ahead of the later of the store time and
+	// the newest data time this sink accepted (a simulated fleet played
+	// faster than real time walks that forward), and at most MaxBehind
+	// behind the store time. A message with a sample outside is
+	// dead-lettered whole, never inserted: port_samples is partitioned by
+	// day, and one batch of 1024 ports on distinct days would add a
+	// thousand partitions. MaxBehind zero sets no bound behind, for an
+	// in-process run over a recorded trace (internal/pipeline), whose data
+	// is as old as the trace; `rdmawatch sink` sets
+	// schemas.DefaultMaxBehind.
+	MaxAhead, MaxBehind time.Duration
+	// ProbeEvery is how often the sink asks ClickHouse whether it can
+	// write (it answers, and the sink's user is not read-only), so that
+	// Ready says so while no INSERT is there to fail (default 5s).
+	ProbeEvery time.Duration
 	// ObserveInsert, when set, is called after every INSERT attempt of one
 	// block with its table, rows, duration and error (nil: accepted), from
 	// the table's goroutine: keep it fast (a histogram's Observe).
@@ -136,6 +159,8 @@ func (c Config) withDefaults() Config {
 	def(&c.RollupEvery, DefaultRollupEvery)
 	def(&c.RollupDelay, DefaultRollupDelay)
 	def(&c.RollupLookback, DefaultRollupLookback)
+	def(&c.MaxAhead, schemas.DefaultMaxAhead)
+	def(&c.ProbeEvery, DefaultProbeEvery)
 	return c
 }
 
@@ -167,7 +192,8 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{{"flush interval", c.FlushInterval}, {"ack wait", c.AckWait}, {"insert timeout", c.InsertTimeout},
 		{"retry min", c.RetryMin}, {"retry max", c.RetryMax}, {"shutdown timeout", c.ShutdownTimeout},
-		{"rollup delay", c.RollupDelay}, {"rollup lookback", c.RollupLookback}} {
+		{"rollup delay", c.RollupDelay}, {"rollup lookback", c.RollupLookback},
+		{"max ahead", c.MaxAhead}, {"max behind", c.MaxBehind}, {"probe every", c.ProbeEvery}} {
 		if d.v < 0 {
 			return bad("%s %v < 0", d.name, d.v)
 		}

@@ -30,6 +30,10 @@ func TestConfigValidate(t *testing.T) {
 		{"negative rollup delay", sink.Config{RollupDelay: -time.Second}, false},
 		{"lookback shorter than the delay", sink.Config{RollupDelay: 10 * time.Minute, RollupLookback: 5 * time.Minute}, false},
 		{"short lookback, rolling off", sink.Config{RollupEvery: -1, RollupDelay: 10 * time.Minute, RollupLookback: 5 * time.Minute}, true},
+		{"time bounds", sink.Config{MaxAhead: time.Minute, MaxBehind: 24 * time.Hour}, true},
+		{"negative max ahead", sink.Config{MaxAhead: -time.Minute}, false},
+		{"negative max behind", sink.Config{MaxBehind: -time.Hour}, false},
+		{"negative probe interval", sink.Config{ProbeEvery: -time.Second}, false},
 		{"small and fast", sink.Config{BatchRows: 10, FlushInterval: 10 * time.Millisecond, AckWait: 3 * time.Second, InsertTimeout: time.Second, RetryMax: time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

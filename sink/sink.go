@@ -4,11 +4,12 @@
 // accepted its rows; while ClickHouse is down the sink retries with backoff
 // and keeps its messages in progress, so nothing accepted by JetStream is
 // lost. A message the sink cannot use (it does not decode, its node is not
-// its subject's, ClickHouse refuses its values) goes to the dead-letter
-// stream with the reason, never stops the rest, never vanishes. A counters
-// message that may be in port_samples already (redelivered, or part of an
-// INSERT that failed) only adds the rows that are not, so the rollups the
-// materialized views keep stay equal to port_samples FINAL.
+// its subject's, a sample's time is far from the time JetStream stored it,
+// ClickHouse refuses its values) goes to the dead-letter stream with the
+// reason, never stops the rest, never vanishes. A counters message that may
+// be in port_samples already (redelivered, or part of an INSERT that
+// failed) only adds the rows that are not, so the rollups the materialized
+// views keep stay equal to port_samples FINAL.
 package sink
 
 import (
@@ -44,6 +45,13 @@ type Sink struct {
 
 	// notReady is why the sink is not consuming yet ("" once it is).
 	notReady atomic.Pointer[string]
+	// probeErr is why the last probe found that the sink cannot write
+	// ("" or nil: it can; see probe).
+	probeErr atomic.Pointer[string]
+	// dataClock is the newest counter data time (unix ms) this sink
+	// accepted, or found in port_samples when it started: the data clock
+	// of schemas.TimeBounds.
+	dataClock atomic.Int64
 	// suspectUntil (unix ns) ends a window in which every message counts as
 	// possibly inserted already: after the sink starts and after each NATS
 	// reconnect. A broker restarted from its store can hand out again, as
@@ -79,13 +87,31 @@ func New(js jetstream.JetStream, conn driver.Conn, cfg Config, log *slog.Logger)
 	return s, nil
 }
 
-// Ready returns nil once the sink consumes (the schema is at the version it
-// needs and its consumers exist), else why not: for a /readyz handler.
+// Ready returns nil while the sink can write, else why not: for a /readyz
+// handler. The sink is not ready before it consumes (ClickHouse not
+// answering, the schema not at the version it needs, the consumers not
+// created), while the last probe of ClickHouse failed or found its user
+// read-only (every Config.ProbeEvery), and while a table's last write
+// failed (an INSERT, or the check before it, failed as ClickHouse's or the
+// connection's error, not as a refusal of one message's values): that
+// lasts until a write of the table succeeds again.
 func (s *Sink) Ready() error {
 	if r := s.notReady.Load(); r != nil && *r != "" {
 		return errors.New(*r)
 	}
-	return nil
+	var errs []error
+	if r := s.probeErr.Load(); r != nil && *r != "" {
+		errs = append(errs, errors.New(*r))
+	}
+	s.pipesMu.Lock()
+	pipes := s.pipes
+	s.pipesMu.Unlock()
+	for _, p := range pipes {
+		if r := p.writeError(); r != "" {
+			errs = append(errs, errors.New(r))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Sink) setNotReady(reason string) { s.notReady.Store(&reason) }
@@ -119,6 +145,16 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	s.setNotReady("")
 	defer s.setNotReady("stopped")
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	probeDone := make(chan struct{})
+	go func() {
+		defer close(probeDone)
+		s.probeLoop(probeCtx)
+	}()
+	defer func() {
+		stopProbe()
+		<-probeDone
+	}()
 
 	var (
 		wg   sync.WaitGroup
@@ -186,6 +222,7 @@ func (s *Sink) countersPipeline() *pipeline[SampleRow] {
 			}
 			return SampleRows(b), nil
 		},
+		check:   s.checkSampleTimes,
 		values:  (*SampleRow).Values,
 		block:   blocks.fill,
 		present: s.samplesPresent,
@@ -234,12 +271,15 @@ func (s *Sink) inventoryPipeline() *pipeline[InventoryRow] {
 }
 
 // waitSchema polls schema_migrations until every migration the sink needs
-// is there; the sink never runs DDL itself. It returns false when ctx ended
-// first.
+// is there, and reads the data clock port_samples holds; the sink never runs
+// DDL itself. It returns false when ctx ended first.
 func (s *Sink) waitSchema(ctx context.Context) bool {
 	b := retry.NewBackoff(retry.Policy{Initial: s.cfg.RetryMin, Max: s.cfg.RetryMax})
 	for {
 		err := chdb.CheckSchema(ctx, s.conn)
+		if err == nil {
+			err = s.seedDataClock(ctx)
+		}
 		if err == nil {
 			return true
 		}
@@ -268,6 +308,10 @@ type pipeline[R any] struct {
 	// decode turns a message into rows; its subject is what the publisher
 	// was allowed to publish on.
 	decode func(subject string, data []byte) ([]R, error)
+	// check, when set, refuses a decoded message before it is held: its
+	// error is the dead letter's reason (the counters pipeline's data
+	// times, Sink.checkSampleTimes).
+	check  func(msg jetstream.Msg, rows []R) error
 	values func(*R) []any
 	// block, when set, fills a batch column by column (no boxing per
 	// value); values then only serves to find a row the driver refuses.
@@ -290,6 +334,10 @@ type pipeline[R any] struct {
 	stored func(rows []R)
 
 	cons jetstream.Consumer
+
+	// writeErr is why the last write of this table failed ("" or nil: it
+	// succeeded, or none failed): Ready reports it.
+	writeErr atomic.Pointer[string]
 
 	// mu guards buf against the heartbeat and the stats; only the
 	// pipeline's goroutine changes it. inbox is what the fetcher decoded
@@ -444,6 +492,10 @@ func (p *pipeline[R]) run(ctx context.Context) error {
 			err := p.flush(ctx, log)
 			switch {
 			case err == nil:
+				// Every message of the flush is in the table: the table
+				// takes writes (also when every row was there already, and
+				// no INSERT was needed).
+				p.writeErr.Store(nil)
 				if attempt > 1 {
 					log.Info("sink: clickhouse accepted rows again", "attempts", attempt)
 				}
@@ -627,6 +679,13 @@ func (p *pipeline[R]) add(ctx context.Context, msg jetstream.Msg, log *slog.Logg
 		p.deadLetter(ctx, msg, err.Error(), log)
 		return
 	}
+	if p.check != nil {
+		if err := p.check(msg, rows); err != nil {
+			p.count(func(st *TableStats) { st.Implausible++; st.ImplausibleRows += uint64(len(rows)) })
+			p.deadLetter(ctx, msg, err.Error(), log)
+			return
+		}
+	}
 	if len(rows) == 0 {
 		// Nothing to write (a node without ports): done already.
 		if err := msg.Ack(); err != nil {
@@ -802,11 +861,16 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 	}
 	if len(suspects) > 0 {
 		if err := p.waitFailedInserts(ctx, log); err != nil {
+			if !errors.Is(err, errInsertsRunning) {
+				p.callFailed(err)
+			}
 			return err
 		}
 		there, err := p.present(ctx, suspects)
 		if err != nil {
-			return fmt.Errorf("which redelivered rows are in %s already: %w", p.table, err)
+			err = fmt.Errorf("which redelivered rows are in %s already: %w", p.table, err)
+			p.callFailed(err)
+			return err
 		}
 		var dup uint64
 		for i, r := range suspectRefs {
@@ -866,6 +930,10 @@ func (p *pipeline[R]) insertEntries(ctx context.Context, es []*entry[R], log *sl
 	return nil
 }
 
+// errInsertsRunning: INSERTs of the sink that failed on its side still run
+// on the server. The server answers: that is no failed call.
+var errInsertsRunning = errors.New("failed inserts still running on the server")
+
 // failedInsertGrace bounds how long the sink waits for its failed INSERTs
 // to leave the server before it checks for rows already there regardless.
 // Killing them is no way out: a kill between the table's write and its
@@ -892,15 +960,20 @@ func (p *pipeline[R]) waitFailedInserts(ctx context.Context, log *slog.Logger) e
 	q := "SELECT count() FROM system.processes WHERE query_id IN (" + strings.Join(quoted, ", ") + ")"
 	wctx, cancel := context.WithTimeout(ctx, p.s.cfg.InsertTimeout)
 	defer cancel()
+	var err error // the last answer: the inserts run, or the call failed
 	for {
 		var n uint64
-		err := p.s.conn.QueryRow(wctx, q).Scan(&n)
-		if err == nil && n == 0 {
+		qerr := p.s.conn.QueryRow(wctx, q).Scan(&n)
+		switch {
+		case qerr == nil && n == 0:
 			p.failedIDs, p.failedSince = p.failedIDs[:0], time.Time{}
 			return nil
-		}
-		if err == nil {
-			err = fmt.Errorf("%d failed inserts still running on the server", n)
+		case qerr == nil:
+			err = fmt.Errorf("%w: %d", errInsertsRunning, n)
+		case err == nil || wctx.Err() == nil:
+			// Not the wait's own deadline cutting a call short after the
+			// server said they run.
+			err = qerr
 		}
 		if wctx.Err() != nil {
 			if time.Since(p.failedSince) > failedInsertGrace {
@@ -980,10 +1053,37 @@ func (p *pipeline[R]) insert(ctx context.Context, rows []*R) error {
 		st.Inserts++
 		st.Rows += uint64(len(rows))
 	})
-	if err == nil {
+	var bad *badRowError
+	switch {
+	case err == nil:
 		p.inserts++
+		p.writeErr.Store(nil)
+	case Refused(err) || errors.As(err, &bad):
+		// One message's values: the table takes others (its message is
+		// isolated and dead-lettered), so the sink can still write.
+	default:
+		p.setWriteErr(err)
 	}
 	return err
+}
+
+// callFailed counts a ClickHouse call of the write path before the INSERT
+// that failed, and says so in Ready until a write succeeds.
+func (p *pipeline[R]) callFailed(err error) {
+	p.count(func(st *TableStats) { st.InsertErrors++; st.CheckErrors++ })
+	p.setWriteErr(err)
+}
+
+func (p *pipeline[R]) setWriteErr(err error) {
+	r := p.table + ": the last write failed: " + err.Error()
+	p.writeErr.Store(&r)
+}
+
+func (p *pipeline[R]) writeError() string {
+	if r := p.writeErr.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 func (p *pipeline[R]) insertBlock(ctx context.Context, rows []*R) (err error) {

@@ -3,10 +3,16 @@ package sink
 // TableStats is what the sink did for one table since it started.
 type TableStats struct {
 	// Rows is the rows ClickHouse accepted; Inserts the INSERT blocks that
-	// carried them, InsertErrors the attempts that failed, InsertSeconds
-	// the time all attempts took (Config.ObserveInsert sees each one).
-	Rows, Inserts, InsertErrors uint64
-	InsertSeconds               float64
+	// carried them, InsertErrors every ClickHouse call of the write path
+	// that failed (INSERT attempts, and the calls before them: the check
+	// for rows already there, the wait for failed INSERTs to end),
+	// CheckErrors the part of them that were not INSERTs. While ClickHouse
+	// is away the first call of a retried flush is often the check, so
+	// counting INSERTs alone showed no error through an outage.
+	// InsertSeconds is the time all INSERT attempts took
+	// (Config.ObserveInsert sees each one).
+	Rows, Inserts, InsertErrors, CheckErrors uint64
+	InsertSeconds                            float64
 	// Retries counts flushes that failed and were tried again later.
 	Retries uint64
 	// Acked is the messages written and acknowledged.
@@ -15,10 +21,13 @@ type TableStats struct {
 	// acked yet (a gauge).
 	Pending, PendingRows int
 	// DeadLettered is the messages copied to the dead-letter stream: Poison
-	// (undecodable or panicking), Spoofed (node not its subject's) and
-	// Refused (ClickHouse or its driver refused the values, RefusedRows
-	// rows) together.
+	// (undecodable or panicking), Spoofed (node not its subject's),
+	// Implausible (a sample's data time far from the message's store time,
+	// Config.MaxAhead and MaxBehind; ImplausibleRows rows) and Refused
+	// (ClickHouse or its driver refused the values, RefusedRows rows)
+	// together.
 	DeadLettered, Poison, Spoofed, Refused, RefusedRows uint64
+	Implausible, ImplausibleRows                        uint64
 	// DuplicateRows is the rows of redelivered messages skipped because
 	// the table had them already.
 	DuplicateRows uint64
@@ -30,6 +39,9 @@ type Stats map[string]TableStats
 
 type statser interface {
 	snapshot() (string, TableStats)
+	// writeError is why the pipeline's last write failed ("" when it
+	// succeeded, or none failed since the start).
+	writeError() string
 }
 
 func (p *pipeline[R]) snapshot() (string, TableStats) {

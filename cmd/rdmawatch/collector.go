@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/telemetry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -60,7 +62,7 @@ func newCollectorCmd(g *global) *cobra.Command {
 			if fleet != nil {
 				err = runSimCollector(cmd.Context(), g, nc, js, fleet, cf.maxInFlight, tel.RegisterCollector(cf.source))
 			} else {
-				err = cf.runHost(cmd, g, js, tel.RegisterCollector(cf.source))
+				err = cf.runHost(cmd, g, js, tel.RegisterCollector(cf.source), tel.AddCheck)
 			}
 			g.log.Info("collector stopped", "reason", stopReason(cmd, err))
 			return err
@@ -80,8 +82,10 @@ func newCollectorCmd(g *global) *cobra.Command {
 	return cmd
 }
 
-// runHost collects this host until the command's context ends.
-func (cf *collectorFlags) runHost(cmd *cobra.Command, g *global, js jetstream.JetStream, onScrape func(collector.Scrape)) error {
+// runHost collects this host until the command's context ends. addCheck
+// adds the publisher's readiness: not ready while the stream's store
+// refuses what it publishes (a full JetStream disk).
+func (cf *collectorFlags) runHost(cmd *cobra.Command, g *global, js jetstream.JetStream, onScrape func(collector.Scrape), addCheck func(string, telemetry.Check)) error {
 	ctx := cmd.Context()
 	src, err := collector.NewHostSource(cf.node, collector.WithEthtool(cf.ethtool), collector.WithHostLogger(g.log), collector.WithConfigInterval(cf.cfgEvery))
 	if err != nil {
@@ -94,6 +98,7 @@ func (cf *collectorFlags) runHost(cmd *cobra.Command, g *global, js jetstream.Je
 	if err != nil {
 		return err
 	}
+	addCheck("jetstream", func(context.Context) error { return pub.StoreError() })
 	if err := pub.ResendSpool(ctx); err != nil {
 		return err
 	}

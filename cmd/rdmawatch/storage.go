@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -110,6 +111,7 @@ func newSinkCmd(g *global) *cobra.Command {
 		flush      time.Duration
 		rollup     sink.Config
 		cluster    clusterFlags
+		maxBehind  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "sink",
@@ -130,15 +132,28 @@ func newSinkCmd(g *global) *cobra.Command {
 			}
 			defer nc.Close()
 			tel.WatchNATS(nc)
+			// Not ready from the start until the sink writes: the check
+			// answers why while the connection is being made, then the
+			// sink's own Ready.
+			ready := &sinkReadiness{}
+			ready.waiting(errors.New("not connected yet"))
+			tel.AddCheck("clickhouse", func(context.Context) error { return ready.err() })
 			// No migrations here: the sink needs only SELECT and INSERT;
 			// an admin runs `rdmawatch migrate`. A ClickHouse that is not up
-			// yet is waited for; one that answers with an error (password,
-			// permissions) is not.
+			// yet is waited for, and so is a database not created yet (as
+			// the sink waits for the tables); one that answers with another
+			// error (password, permissions) is not.
 			conn, err := retry.Do(ctx, g.log, "clickhouse", retry.Policy{}, func(ctx context.Context) (driver.Conn, error) {
 				conn, err := chdb.Open(ctx, g.clickhouse, g.chOptions()...)
 				var exc *ch.Exception
-				if errors.As(err, &exc) || errors.Is(err, chdb.ErrInvalidOption) {
+				switch {
+				case errors.As(err, &exc) && exc.Code == codeUnknownDatabase:
+					err = fmt.Errorf("%w (waiting for it: an admin runs `rdmawatch migrate`)", err)
+				case errors.As(err, &exc) || errors.Is(err, chdb.ErrInvalidOption):
 					err = retry.Permanent(err)
+				}
+				if err != nil {
+					ready.waiting(fmt.Errorf("not connected yet: %w", err))
 				}
 				return conn, err
 			})
@@ -147,13 +162,14 @@ func newSinkCmd(g *global) *cobra.Command {
 			}
 			defer conn.Close()
 			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, BlockRows: blockRows, MaxAckPending: maxPending, FlushInterval: flush,
-				RollupEvery: rollup.RollupEvery, RollupDelay: rollup.RollupDelay, RollupLookback: rollup.RollupLookback, ObserveInsert: tel.SinkInsertObserver()}, g.log)
+				RollupEvery: rollup.RollupEvery, RollupDelay: rollup.RollupDelay, RollupLookback: rollup.RollupLookback, ObserveInsert: tel.SinkInsertObserver(),
+				MaxBehind: maxBehind}, g.log)
 			if err != nil {
 				return err
 			}
 			tel.RegisterSink(s.Stats)
 			tel.RegisterSinkRollups(s.RollupStats)
-			tel.AddCheck("clickhouse", func(context.Context) error { return s.Ready() })
+			ready.connected(s)
 			g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
 			err = s.Run(ctx)
 			g.log.Info("sink stopped", "reason", stopReason(cmd, err))
@@ -167,8 +183,43 @@ func newSinkCmd(g *global) *cobra.Command {
 	cmd.Flags().DurationVar(&rollup.RollupEvery, "rollup-every", sink.DefaultRollupEvery, "how often the sink rolls the minutes, hours and days it stored samples of into rollup_minute, rollup_hour and rollup_day (negative: this sink does not roll; `rdmawatch rollup` rolls by hand)")
 	cmd.Flags().DurationVar(&rollup.RollupDelay, "rollup-delay", sink.DefaultRollupDelay, "how far data time (the newest sample stored) must be past a minute's end before it is rolled; rows that come later roll it again")
 	cmd.Flags().DurationVar(&rollup.RollupLookback, "rollup-lookback", sink.DefaultRollupLookback, "at a start, roll again the minutes from the newest rolled one minus this (the sink before may have died with them pending)")
+	cmd.Flags().DurationVar(&maxBehind, "max-behind", schemas.DefaultMaxBehind, "dead-letter a counters message with a sample dated more than this before JetStream stored it (port_samples has a partition per day; 0: no bound, e.g. for a simulated scenario dated in the past)")
 	cluster.register(cmd)
 	return cmd
+}
+
+// codeUnknownDatabase is ClickHouse's UNKNOWN_DATABASE: the sink's database
+// is not created yet (`rdmawatch migrate` creates it).
+const codeUnknownDatabase = 81
+
+// sinkReadiness is the sink command's ClickHouse readiness: why it is not
+// connected yet, then the sink's Ready.
+type sinkReadiness struct {
+	mu     sync.Mutex
+	reason error
+	s      *sink.Sink
+}
+
+func (r *sinkReadiness) waiting(reason error) {
+	r.mu.Lock()
+	r.reason = reason
+	r.mu.Unlock()
+}
+
+func (r *sinkReadiness) connected(s *sink.Sink) {
+	r.mu.Lock()
+	r.s = s
+	r.mu.Unlock()
+}
+
+func (r *sinkReadiness) err() error {
+	r.mu.Lock()
+	s, reason := r.s, r.reason
+	r.mu.Unlock()
+	if s != nil {
+		return s.Ready()
+	}
+	return reason
 }
 
 func newMigrateCmd(g *global) *cobra.Command {

@@ -57,7 +57,8 @@ type Config struct {
 	// StartTime overrides now - WarmUp.
 	StartTime time.Time
 	// MaxAhead is how far ahead of the data clock a sample may be; further
-	// ahead it is refused as implausible (see plausible.go). Default 10 min.
+	// ahead it is refused as implausible (schemas.TimeBounds). Default
+	// schemas.DefaultMaxAhead, which the sink applies too.
 	MaxAhead time.Duration
 	// Tick is the data-time step at which fabric detectors are called as the
 	// watermark advances. Zero (the default) is 1 s, or a quarter of the
@@ -109,7 +110,7 @@ func (c Config) withDefaults() Config {
 		c.WarmUp = 2 * time.Hour
 	}
 	if c.MaxAhead == 0 {
-		c.MaxAhead = 10 * time.Minute
+		c.MaxAhead = schemas.DefaultMaxAhead
 	}
 	if c.PortTTL == 0 {
 		c.PortTTL = 3 * time.Hour
