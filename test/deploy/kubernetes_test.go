@@ -53,26 +53,96 @@ type (
 	}
 	k8sWorkload struct {
 		k8sHeader `yaml:",inline"`
+		Spec      k8sWorkloadSpec `yaml:"spec"`
+	}
+	// k8sWorkloadSpec is the spec of a Deployment, DaemonSet or Job, and a
+	// CronJob's job template.
+	k8sWorkloadSpec struct {
+		Replicas *int `yaml:"replicas"`
+		Strategy *struct {
+			Type string `yaml:"type"`
+		} `yaml:"strategy"`
+		UpdateStrategy *struct {
+			Type          string `yaml:"type"`
+			RollingUpdate *struct {
+				MaxUnavailable any `yaml:"maxUnavailable"`
+			} `yaml:"rollingUpdate"`
+		} `yaml:"updateStrategy"`
+		Selector *struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"selector"`
+		BackoffLimit            *int `yaml:"backoffLimit"`
+		TTLSecondsAfterFinished *int `yaml:"ttlSecondsAfterFinished"`
+		ActiveDeadlineSeconds   *int `yaml:"activeDeadlineSeconds"`
+		Template                struct {
+			Metadata k8sMeta `yaml:"metadata"`
+			Spec     k8sPodSpec
+		} `yaml:"template"`
+	}
+	k8sCronJob struct {
+		k8sHeader `yaml:",inline"`
 		Spec      struct {
-			Replicas *int `yaml:"replicas"`
-			Strategy *struct {
-				Type string `yaml:"type"`
-			} `yaml:"strategy"`
-			UpdateStrategy *struct {
-				Type          string `yaml:"type"`
-				RollingUpdate *struct {
-					MaxUnavailable any `yaml:"maxUnavailable"`
-				} `yaml:"rollingUpdate"`
-			} `yaml:"updateStrategy"`
-			Selector *struct {
-				MatchLabels map[string]string `yaml:"matchLabels"`
-			} `yaml:"selector"`
-			BackoffLimit            *int `yaml:"backoffLimit"`
-			TTLSecondsAfterFinished *int `yaml:"ttlSecondsAfterFinished"`
-			Template                struct {
-				Metadata k8sMeta `yaml:"metadata"`
-				Spec     k8sPodSpec
-			} `yaml:"template"`
+			Schedule                   string `yaml:"schedule"`
+			TimeZone                   string `yaml:"timeZone"`
+			ConcurrencyPolicy          string `yaml:"concurrencyPolicy"`
+			Suspend                    *bool  `yaml:"suspend"`
+			StartingDeadlineSeconds    *int   `yaml:"startingDeadlineSeconds"`
+			SuccessfulJobsHistoryLimit *int   `yaml:"successfulJobsHistoryLimit"`
+			FailedJobsHistoryLimit     *int   `yaml:"failedJobsHistoryLimit"`
+			JobTemplate                struct {
+				Metadata k8sMeta         `yaml:"metadata"`
+				Spec     k8sWorkloadSpec `yaml:"spec"`
+			} `yaml:"jobTemplate"`
+		} `yaml:"spec"`
+	}
+	k8sService struct {
+		k8sHeader `yaml:",inline"`
+		Spec      struct {
+			Type                     string            `yaml:"type"`
+			ClusterIP                string            `yaml:"clusterIP"`
+			PublishNotReadyAddresses bool              `yaml:"publishNotReadyAddresses"`
+			Selector                 map[string]string `yaml:"selector"`
+			Ports                    []struct {
+				Name       string `yaml:"name"`
+				Protocol   string `yaml:"protocol"`
+				Port       int    `yaml:"port"`
+				TargetPort any    `yaml:"targetPort"`
+			} `yaml:"ports"`
+		} `yaml:"spec"`
+	}
+	k8sLabelSelector struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	}
+	// k8sServiceMonitor is the Prometheus Operator's
+	// monitoring.coreos.com/v1 ServiceMonitor, the fields the manifests use
+	// and those its comment tells to add (TLS, basic auth).
+	k8sServiceMonitor struct {
+		k8sHeader `yaml:",inline"`
+		Spec      struct {
+			JobLabel          string           `yaml:"jobLabel"`
+			Selector          k8sLabelSelector `yaml:"selector"`
+			NamespaceSelector struct {
+				Any        bool     `yaml:"any"`
+				MatchNames []string `yaml:"matchNames"`
+			} `yaml:"namespaceSelector"`
+			Endpoints []struct {
+				Port          string           `yaml:"port"`
+				Path          string           `yaml:"path"`
+				Scheme        string           `yaml:"scheme"`
+				Interval      string           `yaml:"interval"`
+				ScrapeTimeout string           `yaml:"scrapeTimeout"`
+				TLSConfig     map[string]any   `yaml:"tlsConfig"`
+				BasicAuth     map[string]any   `yaml:"basicAuth"`
+				Relabelings   []map[string]any `yaml:"relabelings"`
+			} `yaml:"endpoints"`
+		} `yaml:"spec"`
+	}
+	k8sPDB struct {
+		k8sHeader `yaml:",inline"`
+		Spec      struct {
+			MinAvailable   any              `yaml:"minAvailable"`
+			MaxUnavailable any              `yaml:"maxUnavailable"`
+			Selector       k8sLabelSelector `yaml:"selector"`
 		} `yaml:"spec"`
 	}
 	k8sPodSpec struct {
@@ -186,7 +256,11 @@ type (
 type manifests struct {
 	configMaps map[string]k8sConfigMap
 	secrets    map[string]k8sSecret
-	workloads  map[string]k8sWorkload // by kind/name
+	workloads  map[string]k8sWorkload // by kind/name; a CronJob's job template as CronJob/name
+	cronJobs   map[string]k8sCronJob
+	services   map[string]k8sService
+	monitors   []k8sServiceMonitor
+	pdbs       map[string]k8sPDB
 	namespaces []string
 	kust       *k8sKustomization
 	files      []string
@@ -209,7 +283,7 @@ func loadManifests(t *testing.T, dir string) manifests {
 	if len(files) == 0 {
 		t.Fatalf("no manifests in %s", dir)
 	}
-	m := manifests{configMaps: map[string]k8sConfigMap{}, secrets: map[string]k8sSecret{}, workloads: map[string]k8sWorkload{}}
+	m := newManifests()
 	for _, f := range files {
 		m.files = append(m.files, filepath.Base(f))
 		b, err := os.ReadFile(f)
@@ -230,6 +304,11 @@ func loadManifests(t *testing.T, dir string) manifests {
 		}
 	}
 	return m
+}
+
+func newManifests() manifests {
+	return manifests{configMaps: map[string]k8sConfigMap{}, secrets: map[string]k8sSecret{}, workloads: map[string]k8sWorkload{},
+		cronJobs: map[string]k8sCronJob{}, services: map[string]k8sService{}, pdbs: map[string]k8sPDB{}}
 }
 
 func (m *manifests) add(doc *yaml.Node) error {
@@ -270,6 +349,32 @@ func (m *manifests) add(doc *yaml.Node) error {
 			return fmt.Errorf("%s: %w", h.Kind, err)
 		}
 		m.workloads[h.Kind+"/"+v.Metadata.Name] = v
+	case "CronJob":
+		var v k8sCronJob
+		if err := strictDecode(doc, &v); err != nil {
+			return fmt.Errorf("CronJob: %w", err)
+		}
+		m.cronJobs[v.Metadata.Name] = v
+		// Its pods are checked as every workload's are.
+		m.workloads["CronJob/"+v.Metadata.Name] = k8sWorkload{k8sHeader: v.k8sHeader, Spec: v.Spec.JobTemplate.Spec}
+	case "Service":
+		var v k8sService
+		if err := strictDecode(doc, &v); err != nil {
+			return fmt.Errorf("Service: %w", err)
+		}
+		m.services[v.Metadata.Name] = v
+	case "ServiceMonitor":
+		var v k8sServiceMonitor
+		if err := strictDecode(doc, &v); err != nil {
+			return fmt.Errorf("ServiceMonitor: %w", err)
+		}
+		m.monitors = append(m.monitors, v)
+	case "PodDisruptionBudget":
+		var v k8sPDB
+		if err := strictDecode(doc, &v); err != nil {
+			return fmt.Errorf("PodDisruptionBudget: %w", err)
+		}
+		m.pdbs[v.Metadata.Name] = v
 	default:
 		return fmt.Errorf("unexpected kind %q", h.Kind)
 	}
@@ -280,7 +385,7 @@ func TestKubernetesManifests(t *testing.T) {
 	dir := filepath.Join(root(t), "deploy", "kubernetes")
 	m := loadManifests(t, dir)
 
-	for _, want := range []string{"DaemonSet/rdmawatch-collector", "Deployment/rdmawatch-processor", "Deployment/rdmawatch-sink", "Deployment/rdmawatch-alert", "Job/rdmawatch-setup"} {
+	for _, want := range []string{"DaemonSet/rdmawatch-collector", "Deployment/rdmawatch-processor", "Deployment/rdmawatch-sink", "Deployment/rdmawatch-alert", "Job/rdmawatch-setup", "CronJob/rdmawatch-retention"} {
 		if _, ok := m.workloads[want]; !ok {
 			t.Errorf("no %s in deploy/kubernetes", want)
 		}
@@ -294,6 +399,20 @@ func TestKubernetesManifests(t *testing.T) {
 			checkWorkload(t, m, key, w)
 		})
 	}
+	for name, cj := range m.cronJobs {
+		t.Run("CronJob/"+name+"/schedule", func(t *testing.T) {
+			checkCronJob(t, cj)
+		})
+	}
+	t.Run("services", func(t *testing.T) {
+		checkServices(t, m)
+	})
+	t.Run("servicemonitor", func(t *testing.T) {
+		checkServiceMonitors(t, m)
+	})
+	t.Run("disruption budgets", func(t *testing.T) {
+		checkPDBs(t, m)
+	})
 
 	t.Run("kustomization", func(t *testing.T) {
 		if m.kust == nil {
@@ -318,7 +437,7 @@ func checkWorkload(t *testing.T, m manifests, key string, w k8sWorkload) {
 		t.Errorf("namespace %q, want rdmawatch", w.Metadata.Namespace)
 	}
 	spec := w.Spec.Template.Spec
-	if w.Kind != "Job" && (w.Spec.Selector == nil || !subset(w.Spec.Selector.MatchLabels, w.Spec.Template.Metadata.Labels)) {
+	if w.Kind != "Job" && w.Kind != "CronJob" && (w.Spec.Selector == nil || !subset(w.Spec.Selector.MatchLabels, w.Spec.Template.Metadata.Labels)) {
 		t.Error("the selector does not select the pod template's labels")
 	}
 	sc := spec.SecurityContext
@@ -464,6 +583,15 @@ func checkWorkload(t *testing.T, m manifests, key string, w k8sWorkload) {
 		if spec.RestartPolicy != "OnFailure" && spec.RestartPolicy != "Never" {
 			t.Errorf("restartPolicy %q", spec.RestartPolicy)
 		}
+	case "CronJob":
+		if spec.RestartPolicy != "OnFailure" && spec.RestartPolicy != "Never" {
+			t.Errorf("restartPolicy %q, want OnFailure or Never", spec.RestartPolicy)
+		}
+		// The command itself is checked against the binary by
+		// TestShippedCommandsAreReal.
+		if w.Metadata.Name == "rdmawatch-retention" && (len(spec.Containers) != 1 || len(spec.Containers[0].Args) == 0 || spec.Containers[0].Args[0] != "retention") {
+			t.Errorf("the retention CronJob does not run `rdmawatch retention`")
+		}
 	}
 }
 
@@ -515,16 +643,24 @@ func subset(small, big map[string]string) bool {
 }
 
 // TestKubernetesStrictDecodeCatchesTypos proves the decoding the manifest
-// test relies on refuses a misspelt key.
+// test relies on refuses a misspelt key, in every kind it reads.
 func TestKubernetesStrictDecodeCatchesTypos(t *testing.T) {
-	var doc yaml.Node
-	src := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      containers:\n        - name: c\n          volumeMounts:\n            - {name: sys, mountPath: /sys, readOnlly: true}\n"
-	if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
-		t.Fatal(err)
-	}
-	var m manifests
-	m.workloads = map[string]k8sWorkload{}
-	if err := m.add(doc.Content[0]); err == nil || !strings.Contains(err.Error(), "readOnlly") {
-		t.Errorf("a misspelt readOnly was accepted: %v", err)
+	for _, c := range []struct{ kind, src, typo string }{
+		{"Deployment", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\nspec:\n  template:\n    spec:\n      containers:\n        - name: c\n          volumeMounts:\n            - {name: sys, mountPath: /sys, readOnlly: true}\n", "readOnlly"},
+		{"CronJob", "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: x}\nspec:\n  schedule: '0 3 * * *'\n  concurrencyPolicy: Forbid\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers:\n            - {name: c, args: [retention], imagePullPolicy: Always}\n", "imagePullPolicy"},
+		{"Service", "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec:\n  ports:\n    - {name: metrics, port: 9464, targetPrt: metrics}\n", "targetPrt"},
+		{"ServiceMonitor", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\nspec:\n  endpoints:\n    - {port: metrics, relabellings: []}\n", "relabellings"},
+		{"PodDisruptionBudget", "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: x}\nspec:\n  maxUnavailible: 1\n", "maxUnavailible"},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			var doc yaml.Node
+			if err := yaml.Unmarshal([]byte(c.src), &doc); err != nil {
+				t.Fatal(err)
+			}
+			m := newManifests()
+			if err := m.add(doc.Content[0]); err == nil || !strings.Contains(err.Error(), c.typo) {
+				t.Errorf("a misspelt %s was accepted: %v", c.typo, err)
+			}
+		})
 	}
 }

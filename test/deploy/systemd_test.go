@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,8 @@ var knownKeys = map[string][]string{
 		"PrivateDevices", "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups",
 		"ProtectClock", "ProtectHostname", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID", "LockPersonality",
 		"MemoryDenyWriteExecute", "SystemCallArchitectures", "SystemCallFilter", "SystemCallErrorNumber", "UMask",
-		"RestrictAddressFamilies", "Nice"},
+		"RestrictAddressFamilies", "Nice", "TimeoutStartSec"},
+	"Timer":   {"OnCalendar", "RandomizedDelaySec", "Persistent", "AccuracySec", "Unit"},
 	"Install": {"WantedBy"},
 }
 
@@ -81,7 +83,18 @@ var roleUnits = map[string][]string{
 	"rdmawatch-sink.service":      {"sink"},
 	"rdmawatch-alert.service":     {"alert"},
 	"rdmawatch-setup.service":     {"streams apply", "migrate"},
+	"rdmawatch-retention.service": {"retention"},
 }
+
+// timedUnits are the oneshot units a timer starts, by their timer. They
+// have no [Install] of their own: the timer is what is enabled.
+var timedUnits = map[string]string{
+	"rdmawatch-retention.timer": "rdmawatch-retention.service",
+}
+
+// unitEnv is the environment file of each unit, by role: retention drops
+// partitions (DDL), which only the admin's credentials may.
+var unitEnv = map[string]string{"retention": "setup"}
 
 func TestSystemdUnits(t *testing.T) {
 	dir := filepath.Join(root(t), "deploy", "systemd")
@@ -111,6 +124,59 @@ func TestSystemdUnits(t *testing.T) {
 	}
 }
 
+// TestSystemdTimers checks each timer: it starts a shipped oneshot unit,
+// runs on a calendar, catches up on a run missed while the machine was off,
+// and is what gets enabled.
+func TestSystemdTimers(t *testing.T) {
+	dir := filepath.Join(root(t), "deploy", "systemd")
+	files, _ := filepath.Glob(filepath.Join(dir, "*.timer"))
+	var names []string
+	for _, f := range files {
+		names = append(names, filepath.Base(f))
+	}
+	for name := range timedUnits {
+		if !slices.Contains(names, name) {
+			t.Errorf("deploy/systemd has no %s", name)
+		}
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			want, ok := timedUnits[name]
+			if !ok {
+				t.Fatalf("unexpected timer %s: add it to timedUnits", name)
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := parseUnit(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unit, ok := u.one("Timer", "Unit")
+			if !ok {
+				unit = strings.TrimSuffix(name, ".timer") + ".service"
+			}
+			if unit != want {
+				t.Errorf("starts %s, want %s", unit, want)
+			}
+			if _, err := os.Stat(filepath.Join(dir, unit)); err != nil {
+				t.Errorf("the unit it starts: %v", err)
+			}
+			if cal, ok := u.one("Timer", "OnCalendar"); !ok || cal == "" {
+				t.Errorf("[Timer] OnCalendar=%q, want one calendar", u.get("Timer", "OnCalendar"))
+			}
+			if got, _ := u.one("Timer", "Persistent"); got != "true" && got != "yes" {
+				t.Errorf("[Timer] Persistent=%q, want true: a run missed while the machine was off is made up at boot", got)
+			}
+			if got, _ := u.one("Install", "WantedBy"); got != "timers.target" {
+				t.Errorf("[Install] WantedBy=%q, want timers.target", got)
+			}
+		})
+	}
+}
+
 func checkUnit(t *testing.T, dir, name string, u unitFile) {
 	want, ok := roleUnits[name]
 	if !ok {
@@ -124,9 +190,13 @@ func checkUnit(t *testing.T, dir, name string, u unitFile) {
 	if !slices.Equal(cmds, want) {
 		t.Errorf("ExecStart runs %q, want /usr/local/bin/rdmawatch %q", cmds, want)
 	}
+	env := role
+	if e, ok := unitEnv[role]; ok {
+		env = e
+	}
 	expect := map[string]string{
 		"User":                  "rdmawatch",
-		"EnvironmentFile":       "/etc/rdmawatch/" + role + ".env",
+		"EnvironmentFile":       "/etc/rdmawatch/" + env + ".env",
 		"NoNewPrivileges":       "yes",
 		"ProtectSystem":         "strict",
 		"ProtectHome":           "yes",
@@ -145,10 +215,14 @@ func checkUnit(t *testing.T, dir, name string, u unitFile) {
 	if got, ok := u.one("Service", "Nice"); (ok || nice != "0") && got != nice {
 		t.Errorf("[Service] Nice=%q, want %s", u.get("Service", "Nice"), nice)
 	}
-	if role == "setup" {
+	timed := slices.Contains(slices.Collect(maps.Values(timedUnits)), name)
+	if role == "setup" || timed {
 		// A oneshot unit may not use Restart=always: it retries on failure.
 		expect["Type"] = "oneshot"
 		expect["Restart"] = "on-failure"
+	}
+	if timed && slices.Contains(u.get("Service", "RemainAfterExit"), "yes") {
+		t.Error("RemainAfterExit=yes: the unit would stay active after its first run and its timer could not start it again")
 	}
 	for key, v := range expect {
 		if got, ok := u.one("Service", key); !ok || got != v {
@@ -163,10 +237,13 @@ func checkUnit(t *testing.T, dir, name string, u unitFile) {
 			t.Error("the collector has no StateDirectory for its spool")
 		}
 	}
-	if got, _ := u.one("Install", "WantedBy"); got != "multi-user.target" {
+	switch got, _ := u.one("Install", "WantedBy"); {
+	case timed && len(u["Install"]) > 0:
+		t.Errorf("[Install] %v: a unit its timer starts is not enabled itself", u["Install"])
+	case !timed && got != "multi-user.target":
 		t.Errorf("[Install] WantedBy=%q, want multi-user.target", got)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "env", role+".env")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "env", env+".env")); err != nil {
 		t.Errorf("no example environment file: %v", err)
 	}
 }
@@ -197,6 +274,8 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	}
 	src := filepath.Join(root(t), "deploy", "systemd")
 	files, _ := filepath.Glob(filepath.Join(src, "*.service"))
+	timers, _ := filepath.Glob(filepath.Join(src, "*.timer"))
+	files = append(files, timers...)
 	tmp := t.TempDir()
 	var args []string
 	for _, f := range files {
