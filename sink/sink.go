@@ -661,6 +661,14 @@ func (p *pipeline[R]) heartbeat(ctx context.Context) {
 			}
 		}
 		p.mu.Unlock()
+		// The backlog for the metrics: JetStream's count of the messages
+		// the consumer has not delivered, which grows also while the
+		// fetcher is full and pulls nothing (Pending stays put then).
+		ictx, cancel := context.WithTimeout(ctx, p.s.cfg.AckWait/3)
+		if info, err := p.cons.Info(ictx); err == nil {
+			p.count(func(st *TableStats) { st.ConsumerPending = info.NumPending })
+		}
+		cancel()
 	}
 }
 

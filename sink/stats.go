@@ -20,6 +20,10 @@ type TableStats struct {
 	// Pending and PendingRows are what the sink holds, fetched and not
 	// acked yet (a gauge).
 	Pending, PendingRows int
+	// ConsumerPending is the messages the table's durable consumer has
+	// not delivered yet (JetStream's num_pending), as of the last
+	// heartbeat: the backlog every sink of the consumer shares (a gauge).
+	ConsumerPending uint64
 	// DeadLettered is the messages copied to the dead-letter stream: Poison
 	// (undecodable or panicking), Spoofed (node not its subject's),
 	// Implausible (a sample's data time far from the message's store time,

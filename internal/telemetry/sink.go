@@ -33,11 +33,12 @@ func (s *Server) RegisterSink(stats func() sink.Stats) {
 		retries = desc("sink_insert_retries_total", "Flushes that failed and were tried again.", "table")
 		errs    = desc("sink_insert_errors_total", "INSERT attempts that failed.", "table")
 		pending = desc("sink_pending_messages", "Messages fetched and not acknowledged yet.", "stream")
+		backlog = desc("sink_consumer_pending", "Messages the table's durable consumer has not delivered yet (JetStream num_pending), shared by every sink.", "table")
 		poison  = desc("sink_poison_messages_total", "Messages that did not decode or named another node than their subject.", "stream")
 		dups    = desc("sink_duplicate_rows_total", "Rows of redelivered messages skipped because the table had them.", "table")
 	)
 	s.reg.MustRegister(&snapshotCollector{
-		descs: []*prometheus.Desc{rows, retries, errs, pending, poison, dups, deadLetters},
+		descs: []*prometheus.Desc{rows, retries, errs, pending, backlog, poison, dups, deadLetters},
 		collect: func(ch chan<- prometheus.Metric) {
 			for table, st := range stats() {
 				stream := tableStreams[table]
@@ -46,6 +47,7 @@ func (s *Server) RegisterSink(stats func() sink.Stats) {
 				ch <- prometheus.MustNewConstMetric(errs, prometheus.CounterValue, float64(st.InsertErrors), table)
 				ch <- prometheus.MustNewConstMetric(dups, prometheus.CounterValue, float64(st.DuplicateRows), table)
 				ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(st.Pending), stream)
+				ch <- prometheus.MustNewConstMetric(backlog, prometheus.GaugeValue, float64(st.ConsumerPending), table)
 				ch <- prometheus.MustNewConstMetric(poison, prometheus.CounterValue, float64(st.Poison+st.Spoofed), stream)
 				ch <- prometheus.MustNewConstMetric(deadLetters, prometheus.CounterValue, float64(st.DeadLettered), "sink", stream)
 			}
