@@ -10,7 +10,7 @@ import (
 )
 
 // tableStreams maps the sink's tables to the streams they come from.
-var tableStreams = map[string]string{"port_samples": schemas.StreamCounters, "events": schemas.StreamEvents, "inventory": schemas.StreamInventory}
+var tableStreams = map[string]string{"port_samples": schemas.StreamCounters, "events": schemas.StreamEvents, "inventory": schemas.StreamInventory, "port_config": schemas.StreamInventory}
 
 // SinkInsertObserver is the hook for sink.Config.ObserveInsert: the
 // insert latency histogram.
