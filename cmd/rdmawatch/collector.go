@@ -60,7 +60,9 @@ func newCollectorCmd(g *global) *cobra.Command {
 			defer nc.Close()
 			tel.WatchNATS(nc)
 			if fleet != nil {
-				err = runSimCollector(cmd.Context(), g, nc, js, fleet, cf.maxInFlight, tel.RegisterCollector(cf.source))
+				err = runSimCollector(cmd.Context(), g, nc, js, fleet,
+					collector.PublisherConfig{MaxInFlight: cf.maxInFlight, Log: g.log, SpoolDir: cf.spoolDir, SpoolMaxBytes: cf.spoolMax},
+					collector.Config{OnScrape: tel.RegisterCollector(cf.source)})
 			} else {
 				err = cf.runHost(cmd, g, js, tel.RegisterCollector(cf.source), tel.AddCheck)
 			}

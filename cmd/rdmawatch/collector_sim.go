@@ -178,13 +178,30 @@ func logFault(f sim.Fault, base time.Time) string {
 // runSimCollector is `rdmawatch collector --source sim`: the simulated fleet
 // published to a real JetStream, every node with its own node name and boot
 // id, paced in accelerated data time, taking faults on demand on
-// simInjectSubject.
-func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream.JetStream, fl *simFleet, maxInFlight int, onScrape func(collector.Scrape)) error {
+// simInjectSubject. pc is the publisher's (the collector command's
+// --max-in-flight, --spool-dir, --spool-max-bytes), cc the collector's
+// (OnScrape, FlushTimeout; the interval is the fleet's own pace).
+//
+// The spool: one directory for the collector, as for a host's collector.
+// One publisher sends every simulated node's batches, each under its own
+// node's subject and Nats-Msg-Id, so what it spools when it stops with
+// NATS away goes out at the next start under the ids it had, before any
+// new batch, and a batch the stream already holds is dropped there as a
+// duplicate. The next start simulates new boots (new boot ids), so its
+// batches never collide with the spooled ones.
+func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream.JetStream, fl *simFleet, pc collector.PublisherConfig, cc collector.Config) error {
 	fleet, err := sim.NewFleet(fl.cfg)
 	if err != nil {
 		return err
 	}
 	src, err := sim.NewSource(fleet, sim.WithSpeed(fl.speed))
+	if err != nil {
+		return err
+	}
+	if pc.Log == nil {
+		pc.Log = g.log
+	}
+	pub, err := collector.NewPublisherConfig(js, pc)
 	if err != nil {
 		return err
 	}
@@ -197,16 +214,25 @@ func runSimCollector(ctx context.Context, g *global, nc *nats.Conn, js jetstream
 		return fmt.Errorf("subscribe %s: %w", simInjectSubject, err)
 	}
 	defer sub.Unsubscribe()
+	if err := pub.ResendSpool(ctx); err != nil {
+		return err
+	}
 	lay := fleet.Layout()
 	eng := collector.NewEngine(func(string, int) string { return randomBootID() })
-	pub := collector.NewPublisher(js, maxInFlight, g.log)
 	g.log.Info("simulated collectors started", "fleet", fl.name, "nodes", len(lay.Nodes), "ports", len(lay.Ports),
-		"interval", fl.cfg.Interval, "data_start", lay.Start, "data_end", lay.End, "speed", fl.speed, "inject_subject", simInjectSubject)
+		"interval", fl.cfg.Interval, "data_start", lay.Start, "data_end", lay.End, "speed", fl.speed, "inject_subject", simInjectSubject,
+		"spool_dir", pc.SpoolDir)
 	for _, f := range fl.cfg.Faults {
 		g.log.Info("fault scheduled", "fault", logFault(f, lay.Start))
 	}
-	err = collector.New(src, eng, pub, collector.Config{Log: g.log, OnScrape: onScrape}).Run(ctx)
+	if cc.Log == nil {
+		cc.Log = g.log
+	}
+	cc.Interval = 0 // the source paces itself
+	err = collector.New(src, eng, pub, cc).Run(ctx)
 	st := eng.Stats()
-	g.log.Info("simulated collectors stopped", "data_time", src.DataTime(), "samples", st.Samples, "published", pub.Published(), "restarts", st.Restarts)
+	d := pub.Dropped()
+	g.log.Info("simulated collectors stopped", "data_time", src.DataTime(), "samples", st.Samples, "published", pub.Published(), "restarts", st.Restarts,
+		"dropped_batches", d.Messages, "dropped_samples", d.Samples)
 	return err
 }

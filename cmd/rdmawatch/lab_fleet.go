@@ -28,6 +28,6 @@ func (*simFlags) register(*cobra.Command) {}
 
 func (*simFlags) build(func(string) bool) (*simFleet, error) { return nil, errNoSim }
 
-func runSimCollector(context.Context, *global, *nats.Conn, jetstream.JetStream, *simFleet, int, func(collector.Scrape)) error {
+func runSimCollector(context.Context, *global, *nats.Conn, jetstream.JetStream, *simFleet, collector.PublisherConfig, collector.Config) error {
 	return errNoSim
 }
