@@ -296,3 +296,154 @@ func TestPortMemoryBudget(t *testing.T) {
 	}
 	runtime.KeepAlive(h)
 }
+
+// TestCounterSaturatedChurn: incidents of one port must not open and
+// resolve over and over. A host whose clock lags the fleet's data time by
+// more than SilentResolveAfter looked silent at every watermark step (its
+// newest data time is that far behind) although it reported every
+// interval: the sweep resolved its incident and its next sample opened a
+// new one, 537 incidents on 8 ports in 2 minutes. And a port that does go
+// silent and comes back with the same pinned counter is no new fault: its
+// incident does not reopen within ReopenHold, unless the evidence is new.
+func TestCounterSaturatedChurn(t *testing.T) {
+	fleet := schemas.PortID{Node: "host-b", Device: "mlx5_0", Port: 1}
+	pinned := func(names ...string) func(float64) []schemas.CounterDelta {
+		return func(float64) []schemas.CounterDelta {
+			var cs []schemas.CounterDelta
+			for _, n := range names {
+				cs = append(cs, ctr(n, 65535, 0, sat))
+			}
+			return cs
+		}
+	}
+	healthy := func(float64) []schemas.CounterDelta { return []schemas.CounterDelta{ctr("symbol_error", 1, 0, 0)} }
+	// step feeds the fleet's port and portA for [from, to) seconds of the
+	// fleet's time, portA lagging by lag seconds and silent where mk is
+	// nil.
+	type span struct {
+		from, to float64
+		mk       func(float64) []schemas.CounterDelta
+	}
+	cases := []struct {
+		name  string
+		lag   float64
+		spans []span
+		want  []string
+		check func(t *testing.T, evs []*schemas.Event)
+	}{
+		{
+			name:  "a host 40 min behind the fleet reporting every interval: one incident, open",
+			lag:   2400,
+			spans: []span{{2400, 2400 + 2*3600, pinned("symbol_error")}},
+			want:  []string{"open"},
+		},
+		{
+			name: "a host 40 min behind that stops reporting: resolved once, as silent",
+			lag:  2400,
+			spans: []span{
+				{2400, 3000, pinned("symbol_error")},
+				{3000, 3000 + 3600, nil},
+			},
+			want: []string{"open", "resolved"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[1].Evidence["silent_since"] == nil {
+					t.Errorf("resolved %v", evs[1].Evidence)
+				}
+			},
+		},
+		{
+			name: "silent for 35 min, back with the same pinned counter: not reopened within the hold",
+			spans: []span{
+				{0, 600, pinned("symbol_error")},
+				{600, 600 + 35*60, nil},
+				{600 + 35*60, 600 + 35*60 + 20*60, pinned("symbol_error")},
+			},
+			want: []string{"open", "resolved"},
+		},
+		{
+			name: "back with the same pinned counter after the hold: a new incident",
+			spans: []span{
+				{0, 600, pinned("symbol_error")},
+				{600, 600 + 35*60, nil},
+				{600 + 35*60, 600 + 35*60 + 40*60, pinned("symbol_error")},
+			},
+			want: []string{"open", "resolved", "open"},
+		},
+		{
+			name: "back with another counter pinned: new evidence, reopened at once",
+			spans: []span{
+				{0, 600, pinned("symbol_error")},
+				{600, 600 + 35*60, nil},
+				{600 + 35*60, 600 + 35*60 + 60, pinned("symbol_error", "link_downed")},
+			},
+			want: []string{"open", "resolved", "open"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				if evs[2].DetectedAt-evs[1].DetectedAt > 6*60*1000 {
+					t.Errorf("reopened at %v, resolved at %v", evs[2].DetectedAt, evs[1].DetectedAt)
+				}
+			},
+		},
+		{
+			name: "cleared, pinned again within the hold: one new incident at its end, from the first pinned reading",
+			spans: []span{
+				{0, 600, pinned("symbol_error")},
+				{600, 900, healthy},
+				{900, 900 + 40*60, pinned("symbol_error")},
+			},
+			want: []string{"open", "resolved", "open"},
+			check: func(t *testing.T, evs []*schemas.Event) {
+				resolved, reopened := evs[1], evs[2]
+				if reopened.Start != at(900) || reopened.DetectedAt-resolved.DetectedAt < 30*60*1000 || reopened.ID == evs[0].ID {
+					t.Errorf("resolved at %v; reopened %s starting %v detected %v", resolved.DetectedAt, reopened.ID, reopened.Start, reopened.DetectedAt)
+				}
+			},
+		},
+		{
+			name: "cleared and pinned again, over and over: one incident per hold",
+			spans: func() []span {
+				var out []span
+				for k := 0.0; k < 12; k++ { // 2 h: pinned 5 min, clear 5 min
+					out = append(out, span{k * 600, k*600 + 300, pinned("symbol_error")}, span{k*600 + 300, k*600 + 600, healthy})
+				}
+				return out
+			}(),
+			// Opens at 0, 40 and 80 min: each resolution holds the next
+			// open back for 30 min, to the next pinned reading after it.
+			want: []string{"open", "resolved", "open", "resolved", "open", "resolved"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, NewCounterSaturated())
+			first := true
+			for _, sp := range c.spans {
+				for sec := sp.from; sec < sp.to; sec += 5 {
+					h.feed(sample(fleet, sec, "ACTIVE", ctr("symbol_error", 0, 0, 0)))
+					if sp.mk == nil {
+						continue
+					}
+					cs := sp.mk(sec)
+					if first {
+						for i := range cs {
+							cs[i].Flags |= schemas.FlagFirst
+						}
+						first = false
+					}
+					h.feed(sample(portA, sec-c.lag, "ACTIVE", cs...))
+				}
+			}
+			var states []string
+			for _, ev := range h.events {
+				if ev.Subject.Node == portA.Node {
+					states = append(states, ev.State)
+				}
+			}
+			if !equalStrings(states, c.want) {
+				t.Fatalf("states %v (%d events), want %v", states[:min(len(states), 12)], len(states), c.want)
+			}
+			if c.check != nil {
+				c.check(t, h.events)
+			}
+		})
+	}
+}
