@@ -22,6 +22,7 @@ type processorFlags struct {
 	lateness, warmup    time.Duration
 	group, member       string
 	memberTTL           time.Duration
+	maxPortsPerNode     int
 }
 
 func (o *processorFlags) register(cmd *cobra.Command) {
@@ -29,9 +30,10 @@ func (o *processorFlags) register(cmd *cobra.Command) {
 	f.StringVar(&o.topologyPath, "topology", envOr("RDMAWATCH_TOPOLOGY", ""), "fabric topology file, format v1 (env RDMAWATCH_TOPOLOGY)")
 	f.IntVar(&o.instance, "instance", 0, "this instance's index, from 0")
 	f.IntVar(&o.instances, "instances", 1, "number of processor instances sharing the partitions")
-	f.StringVar(&o.group, "group", "", "share the partitions with the live members of this processor group instead of --instance/--instances: a member that dies is taken over within --member-ttl plus a warm-up")
+	f.StringVar(&o.group, "group", "", "share the partitions with the live members of this processor group instead of --instance/--instances: a join or a leave moves only the partitions balance needs; a member that dies is taken over about --member-ttl after its last heartbeat, then its windows are rebuilt (warm-up)")
 	f.StringVar(&o.member, "member", "", "this processor's name in --group (default: host, pid and a random tail)")
-	f.DurationVar(&o.memberTTL, "member-ttl", engine.DefaultMemberTTL, "how long a silent group member keeps its partitions")
+	f.DurationVar(&o.memberTTL, "member-ttl", engine.DefaultMemberTTL, "how long a silent group member keeps its partitions (its takeover time); keep it longer than a NATS leader election")
+	f.IntVar(&o.maxPortsPerNode, "max-ports-per-node", engine.DefaultMaxPortsPerNode, "ports a node may have tracked while no inventory of it is known (with one, as many as it lists); samples of further new ports are refused and the node dead-lettered once")
 	deprecatePartitions(cmd)
 	f.DurationVar(&o.lateness, "allowed-lateness", 0, "how late (data time) a sample may arrive behind the newest one; 0 adapts to the observed collection interval")
 	f.DurationVar(&o.warmup, "warmup", 2*time.Hour, "how much of the stream to re-read at start to rebuild windows")
@@ -66,6 +68,9 @@ type processorRole interface {
 }
 
 func runProcessor(cmd *cobra.Command, g *global, o processorFlags) error {
+	if o.maxPortsPerNode < 1 {
+		return fmt.Errorf("--max-ports-per-node %d: want 1 or more", o.maxPortsPerNode)
+	}
 	if o.instances < 1 || o.instance < 0 || o.instance >= o.instances {
 		return fmt.Errorf("--instance %d of --instances %d: want 0 <= instance < instances", o.instance, o.instances)
 	}
@@ -128,6 +133,7 @@ func newProcessorRole(js jetstream.JetStream, g *global, o processorFlags, topo 
 		Topology:           topo,
 		AllowedLateness:    o.lateness,
 		WarmUp:             o.warmup,
+		MaxPortsPerNode:    o.maxPortsPerNode,
 	}
 	if o.group != "" {
 		cfg.Group, cfg.Member, cfg.MemberTTL = o.group, o.member, o.memberTTL

@@ -42,7 +42,7 @@ func (s *Server) RegisterProcessor(stats func() engine.Stats, streamPartitions i
 	}, func() float64 { return float64(streamPartitions) }))
 	var (
 		processed  = desc("processor_samples_processed_total", "Port samples accepted from each owned partition.", "partition")
-		refused    = desc("processor_samples_refused_total", "Samples or messages refused, by reason (implausible_time, node_mismatch, decode, stale).", "reason")
+		refused    = desc("processor_samples_refused_total", "Samples or messages refused, by reason (implausible_time, node_mismatch, decode, stale, ports_per_node).", "reason")
 		lag        = desc("processor_lag_seconds", "Wall clock minus the newest data time consumed, per partition.", "partition")
 		watermark  = desc("processor_watermark_timestamp_seconds", "The processor's watermark (data time) as seen by each partition.", "partition")
 		decided    = desc("processor_events_published_total", "Incident state changes decided, by type and state.", "type", "state")
@@ -69,6 +69,7 @@ func (s *Server) RegisterProcessor(stats func() engine.Stats, streamPartitions i
 				"node_mismatch":    st.SpoofedNode,
 				"decode":           st.DecodeErrors + st.Panics,
 				"stale":            st.StaleSamples,
+				"ports_per_node":   st.PortsPerNodeRefused,
 			} {
 				ch <- prometheus.MustNewConstMetric(refused, prometheus.CounterValue, float64(n), reason)
 			}

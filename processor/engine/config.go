@@ -65,6 +65,11 @@ type Config struct {
 	// allowed lateness when that is shorter: on a fleet read every second a
 	// 1 s step would add up to a whole interval to every fabric decision.
 	Tick time.Duration
+	// MaxPortsPerNode bounds the tracked ports of a node no inventory of
+	// which is known (ports.go): the samples of further new ports are
+	// refused. A node whose inventory is known may have as many as it
+	// lists. Default DefaultMaxPortsPerNode.
+	MaxPortsPerNode int
 	// PortTTL forgets a port silent for this long (data time, against the
 	// watermark), so that a churning fleet does not grow the processor
 	// forever. Default 3 h, longer than WarmUp.
@@ -115,6 +120,9 @@ func (c Config) withDefaults() Config {
 	if c.PortTTL == 0 {
 		c.PortTTL = 3 * time.Hour
 	}
+	if c.MaxPortsPerNode == 0 {
+		c.MaxPortsPerNode = DefaultMaxPortsPerNode
+	}
 	if c.Name == "" {
 		c.Name = "rdmawatch-processor"
 	}
@@ -131,6 +139,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: instance %d of %d", ErrInvalidConfig, c.Instance, c.Instances)
 	case c.AllowedLateness < 0 || c.WarmUp < 0 || c.MaxAhead < 0 || c.Tick < 0 || c.PortTTL < 0:
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
+	case c.MaxPortsPerNode < 0:
+		return fmt.Errorf("%w: max ports per node %d: want 0 (the default, %d) or more", ErrInvalidConfig, c.MaxPortsPerNode, DefaultMaxPortsPerNode)
 	case c.Start != StartWarmUp && c.Start != StartAll:
 		return fmt.Errorf("%w: start mode %d", ErrInvalidConfig, c.Start)
 	case c.NewDetectors != nil && (c.Detectors != nil || len(c.DetectorNames) > 0):

@@ -52,6 +52,10 @@ type Stats struct {
 	// fabric detectors may have decided without them. They are counted in
 	// Samples too.
 	LateSamples uint64
+	// PortsPerNodeRefused are samples of new ports beyond their node's
+	// bound (ports.go), refused; their message was dead-lettered once per
+	// node.
+	PortsPerNodeRefused uint64
 	// ImplausibleSamples were refused for their data time (see
 	// plausible.go); their message was dead-lettered, the plausible samples
 	// of the same message were used. A message the decoder refuses as a
@@ -116,6 +120,7 @@ type PartitionStats struct {
 
 type stats struct {
 	processed, samples, stale, late, implausible          atomic.Uint64
+	portsRefused                                          atomic.Uint64
 	decodeErrors, spoofed, panics, deadLetters, deadKnown atomic.Uint64
 	events, dupEvents, known, ports                       atomic.Uint64
 	inventories, inventoriesRefused, configPorts          atomic.Uint64
@@ -173,6 +178,9 @@ type Processor struct {
 	// dead-lettered. Pruned once caught up with the counters stream.
 	published *publishedLog
 	deadKnown map[uint64]struct{}
+	// refusedNodes are the nodes and reasons whose refusal was
+	// dead-lettered by this run: once each (ports.go).
+	refusedNodes map[refusedKey]struct{}
 	// deadInventory are the inventory-stream sequences dead-lettered by
 	// this or an earlier run: every run re-reads the whole inventory
 	// stream, and must not copy the same bad inventory again each time.
@@ -261,6 +269,7 @@ func (p *Processor) Stats() Stats {
 		StaleSamples:         p.st.stale.Load(),
 		LateSamples:          p.st.late.Load(),
 		ImplausibleSamples:   p.st.implausible.Load(),
+		PortsPerNodeRefused:  p.st.portsRefused.Load(),
 		DecodeErrors:         p.st.decodeErrors.Load(),
 		SpoofedNode:          p.st.spoofed.Load(),
 		Panics:               p.st.panics.Load(),
@@ -586,9 +595,11 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, stored
 	// more than the bookkeeping it does.
 	var samples, stale, late uint64
 	var refused implausible
+	var tooMany tooManyPorts
 	limit := p.aheadLimit(storedMs)
 	newest := schemas.Millis(0)
 	nodePorts := p.fabric.byNode[b.Node]
+	portLimit, limitKnown := -1, false
 	for i := range b.Ports {
 		ps := &b.Ports[i]
 		t := schemas.Millis(ps.TimeMs)
@@ -604,6 +615,15 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, stored
 		id := schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}
 		port := find(nodePorts, ps.Device, ps.Port)
 		if port == nil {
+			if portLimit < 0 {
+				portLimit, limitKnown = p.portLimit(b.Node, t)
+			}
+			if len(nodePorts) >= portLimit {
+				// Before anything is touched: a port beyond the
+				// node's bound takes no memory (ports.go).
+				tooMany.add(ps.Device, ps.Port, len(nodePorts), portLimit, limitKnown)
+				continue
+			}
 			port = p.fabric.get(id)
 			nodePorts = p.fabric.byNode[b.Node]
 			p.st.ports.Store(uint64(len(p.fabric.ports)))
@@ -646,8 +666,26 @@ func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, stored
 	if refused.n > 0 {
 		p.st.implausible.Add(uint64(refused.n))
 	}
+	reason := refused.reason(len(b.Ports))
+	if tooMany.n > 0 {
+		p.st.portsRefused.Add(uint64(tooMany.n))
+		if p.refusedOnce(b.Node, ReasonPortsPerNode) {
+			reason = joinReasons(reason, tooMany.reason(b.Node, len(b.Ports)))
+		}
+	}
 	p.advance(ctx)
-	return refused.reason(len(b.Ports))
+	return reason
+}
+
+// joinReasons joins the refusals of one message for its dead letter.
+func joinReasons(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 // advance moves the watermark and runs what hangs on it.

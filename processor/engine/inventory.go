@@ -257,6 +257,10 @@ type configBook struct {
 	known map[schemas.PortID]*processor.KnownConfig
 	order []schemas.PortID // known's ids, sorted: a stable iteration
 	queue []queuedConfig   // sorted by time, then arrival
+	// nodes is what the latest inventory of each node lists, and
+	// invQueue the inventories read for a later data time (ports.go).
+	nodes    map[string]*nodeInventory
+	invQueue []queuedInventory // sorted by time, then arrival
 	// refused counts the inventories that did not decode or named another
 	// node than their subject (the sink dead-letters them; the processor
 	// reads without acknowledging, so it only counts them).
@@ -287,6 +291,7 @@ func (b *configBook) add(subject string, data []byte) error {
 		return err
 	}
 	b.read++
+	b.queueInventoryPorts(inv)
 	t := schemas.Millis(inv.TimeMs)
 	for _, p := range inv.Ports {
 		if p.Config.Empty() {
@@ -306,9 +311,11 @@ func (b *configBook) add(subject string, data []byte) error {
 	return nil
 }
 
-// apply makes the configs read at or before wm known; it returns how many
-// ports' configs changed.
+// apply makes the configs read at or before wm known, and the port counts
+// of the inventories (ports.go); it returns how many ports' configs
+// changed.
 func (b *configBook) apply(wm schemas.Millis) int {
+	b.applyInventoryPorts(wm)
 	n := 0
 	for n < len(b.queue) && b.queue[n].time <= wm {
 		n++
@@ -349,6 +356,7 @@ func (b *configBook) set(kc *processor.KnownConfig) bool {
 // evict forgets the configs of ports no inventory confirmed since before:
 // nodes gone from the fleet.
 func (b *configBook) evict(before schemas.Millis) int {
+	b.evictInventoryPorts(before)
 	var n int
 	b.order, n = evictOrdered(b.order, b.known, func(c *processor.KnownConfig) bool { return c.Read < before })
 	return n
