@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-func TestAssign(t *testing.T) {
+func TestRoundRobin(t *testing.T) {
 	members := []string{"a", "b", "c"}
 	cases := []struct {
 		member     string
@@ -32,8 +33,212 @@ func TestAssign(t *testing.T) {
 		{"c", 2, nil},
 	}
 	for _, c := range cases {
-		if got := assign(members, c.member, c.partitions); !slices.Equal(got, c.want) {
-			t.Errorf("assign(%v, %s, %d) = %v, want %v", members, c.member, c.partitions, got, c.want)
+		if got := roundRobin(members, c.member, c.partitions); !slices.Equal(got, c.want) {
+			t.Errorf("roundRobin(%v, %s, %d) = %v, want %v", members, c.member, c.partitions, got, c.want)
+		}
+	}
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for p := from; p < to; p++ {
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestAssignSticky(t *testing.T) {
+	cases := []struct {
+		name       string
+		members    []string
+		claims     map[string][]int
+		partitions int
+		want       map[string][]int
+	}{
+		{
+			name:    "a group starting: lowest partitions to the first names, the extra one to the first",
+			members: []string{"a", "b", "c"}, partitions: 16,
+			want: map[string][]int{"a": seq(0, 6), "b": seq(6, 11), "c": seq(11, 16)},
+		},
+		{
+			// The review's case: a member of five gave up everything when
+			// another left, for a split with nothing in common.
+			name:    "a leave moves only the orphans",
+			members: []string{"m0", "m1"}, partitions: 15,
+			claims: map[string][]int{"m0": {0, 3, 6, 9, 12}, "m1": {1, 4, 7, 10, 13}}, // m2 had 2 5 8 11 14
+			want:   map[string][]int{"m0": {0, 2, 3, 5, 6, 8, 9, 12}, "m1": {1, 4, 7, 10, 11, 13, 14}},
+		},
+		{
+			name:    "a join takes the surplus of the most loaded only",
+			members: []string{"a", "b", "c"}, partitions: 16,
+			claims: map[string][]int{"a": seq(0, 8), "b": seq(8, 16)},
+			want:   map[string][]int{"a": seq(0, 6), "b": seq(8, 13), "c": {6, 7, 13, 14, 15}},
+		},
+		{
+			name:    "a joiner sorting first takes the same amount",
+			members: []string{"a", "b", "c"}, partitions: 16,
+			claims: map[string][]int{"b": seq(0, 8), "c": seq(8, 16)},
+			want:   map[string][]int{"a": {6, 7, 13, 14, 15}, "b": seq(0, 6), "c": seq(8, 13)},
+		},
+		{
+			name:    "the member holding the larger share keeps the extra partition",
+			members: []string{"a", "b", "c"}, partitions: 16,
+			claims: map[string][]int{"a": seq(0, 5), "b": seq(5, 10), "c": seq(10, 16)},
+			want:   map[string][]int{"a": seq(0, 5), "b": seq(5, 10), "c": seq(10, 16)},
+		},
+		{
+			name:    "a partition claimed twice stays with the first name",
+			members: []string{"a", "b"}, partitions: 4,
+			claims: map[string][]int{"a": {0, 1}, "b": {1, 2, 3}},
+			want:   map[string][]int{"a": {0, 1}, "b": {2, 3}},
+		},
+		{
+			name:    "claims out of range are ignored",
+			members: []string{"a", "b"}, partitions: 4,
+			claims: map[string][]int{"a": {-1, 0, 9}, "b": {1}},
+			want:   map[string][]int{"a": {0, 2}, "b": {1, 3}},
+		},
+		{
+			name:    "more members than partitions",
+			members: []string{"a", "b", "c"}, partitions: 2,
+			claims: map[string][]int{"c": {0, 1}},
+			want:   map[string][]int{"a": {1}, "b": nil, "c": {0}},
+		},
+		{name: "no members", partitions: 4, want: map[string][]int{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := assignSticky(c.members, c.claims, c.partitions)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Fatalf("assignSticky(%v, %v) =\n%v, want\n%v", c.members, c.claims, got, c.want)
+			}
+			if again := assignSticky(c.members, got, c.partitions); fmt.Sprint(again) != fmt.Sprint(got) {
+				t.Errorf("not a fixed point: %v gives %v", got, again)
+			}
+		})
+	}
+}
+
+// TestAssignStickyChurn runs random joins and leaves over a settled group:
+// every partition has one owner, shares differ by one at most, and of the
+// members staying only those above their new share lose partitions, no
+// more than their surplus: the rest that moves is the orphans of the
+// members gone.
+func TestAssignStickyChurn(t *testing.T) {
+	const partitions = 16
+	for seed := uint64(1); seed <= 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 0))
+		var members []string
+		next := 0
+		cur := map[string][]int{}
+		for step := 0; step < 40; step++ {
+			prev := members
+			switch {
+			case len(members) == 0 || (len(members) < 20 && rng.IntN(2) == 0):
+				members = append(slices.Clone(members), fmt.Sprintf("m%02d", next))
+				next++
+				slices.Sort(members)
+			default:
+				i := rng.IntN(len(members))
+				members = slices.Delete(slices.Clone(members), i, i+1)
+			}
+			got := assignSticky(members, cur, partitions)
+			if len(members) == 0 {
+				cur = got
+				continue
+			}
+			owners := map[int]string{}
+			lo, hi := partitions, 0
+			for _, m := range members {
+				for _, p := range got[m] {
+					if o, dup := owners[p]; dup {
+						t.Fatalf("seed %d step %d: partition %d to %s and %s", seed, step, p, o, m)
+					}
+					owners[p] = m
+				}
+				lo, hi = min(lo, len(got[m])), max(hi, len(got[m]))
+			}
+			if len(owners) != partitions || hi-lo > 1 {
+				t.Fatalf("seed %d step %d: %v: %d owned, shares %d..%d", seed, step, got, len(owners), lo, hi)
+			}
+			// The fewest moves: what the members gone held, plus what
+			// the members staying hold beyond their share.
+			var surplus, moved int
+			for _, m := range prev {
+				if !slices.Contains(members, m) {
+					continue // its partitions are orphans
+				}
+				surplus += max(0, len(cur[m])-len(got[m]))
+				for _, p := range cur[m] {
+					if !slices.Contains(got[m], p) {
+						moved++
+					}
+				}
+				if len(cur[m]) <= len(got[m]) && !isSubset(cur[m], got[m]) {
+					t.Fatalf("seed %d step %d: %s within its share lost partitions: %v -> %v", seed, step, m, cur[m], got[m])
+				}
+			}
+			if moved != surplus {
+				t.Fatalf("seed %d step %d: %d partitions taken from members staying, their surplus is %d", seed, step, moved, surplus)
+			}
+			cur = got
+		}
+	}
+}
+
+func isSubset(a, b []int) bool {
+	for _, p := range a {
+		if !slices.Contains(b, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestNextOwned(t *testing.T) {
+	claimed := func(ps ...int) func(int) bool { return func(p int) bool { return slices.Contains(ps, p) } }
+	cases := []struct {
+		name        string
+		owned       []int
+		target      []int
+		others      func(int) bool
+		waited      int
+		want        []int
+		wantWaiting bool
+	}{
+		{"settled", []int{1, 2}, []int{1, 2}, claimed(), 0, []int{1, 2}, false},
+		{"orphans free: taken at once", []int{1, 2}, []int{1, 2, 5}, claimed(), 0, []int{1, 2, 5}, false},
+		{"giving up is immediate", []int{1, 2, 3}, []int{1, 2}, claimed(), 0, []int{1, 2}, false},
+		{"a joiner waits while owners still claim", nil, []int{4, 5}, claimed(5), 0, nil, true},
+		{"then takes what is free", nil, []int{4, 5}, claimed(5), takeWait, []int{4}, true},
+		{"never what another claims", []int{1}, []int{1, 5}, claimed(5), 10, []int{1}, true},
+		{"all free: taken together", nil, []int{4, 5}, claimed(), 1, []int{4, 5}, false},
+	}
+	for _, c := range cases {
+		got, waiting := nextOwned(c.owned, c.target, c.others, c.waited)
+		if !slices.Equal(got, c.want) || waiting != c.wantWaiting {
+			t.Errorf("%s: nextOwned = %v waiting %v, want %v waiting %v", c.name, got, waiting, c.want, c.wantWaiting)
+		}
+	}
+}
+
+func TestParseClaim(t *testing.T) {
+	cases := []struct {
+		value      string
+		want       []int
+		wantLegacy bool
+		wantErr    bool
+	}{
+		{`{"at":"2026-03-14T00:00:00Z","partitions":[1,4]}`, []int{1, 4}, false, false},
+		{`{"at":"2026-03-14T00:00:00Z","partitions":null}`, nil, false, false},
+		{"2026-03-14T00:00:00.123Z", nil, true, false},
+		{"", nil, true, false},
+		{`{"partitions":"x"}`, nil, false, true},
+	}
+	for _, c := range cases {
+		got, legacy, err := parseClaim([]byte(c.value))
+		if !slices.Equal(got, c.want) || legacy != c.wantLegacy || (err != nil) != c.wantErr {
+			t.Errorf("parseClaim(%q) = %v %v %v", c.value, got, legacy, err)
 		}
 	}
 }
@@ -267,6 +472,136 @@ func TestElasticTakeover(t *testing.T) {
 			i, m.e.Partitions(), m.e.Rebalances(), st.Events, st.KnownEvents, st.DuplicateEvents)
 		if st.DuplicateEvents != 0 {
 			t.Errorf("survivor %d published %d duplicates", i, st.DuplicateEvents)
+		}
+	}
+}
+
+// TestElasticJoinIsSticky: two members split the partitions and hold
+// incidents; a third joins. Only the joiner's share moves, taken from the
+// two (no member gives up a partition it keeps in its share, nobody moves
+// to a split with nothing in common), the incidents open on the moved
+// partitions go on under the same ids and no revision is stored twice.
+func TestElasticJoinIsSticky(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~10 s")
+	}
+	srv := natstest.Start(t, &schemas.StreamOptions{Memory: true})
+	js := srv.JS
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	join := func(name string) *member {
+		return startMember(t, srv.URL, Config{
+			Group: "join", Member: name, MemberTTL: 3 * time.Second,
+			DetectorNames: []string{schemas.TypeLinkFlap},
+			StartTime:     time.Now().Add(-time.Hour),
+		}, logger.With("m", name))
+	}
+	members := []*member{join("p0"), join("p1")}
+	owned := func(ms []*member, want int) error {
+		seen := map[int]string{}
+		for _, m := range ms {
+			for _, p := range m.e.Partitions() {
+				if o, dup := seen[p]; dup {
+					return fmt.Errorf("partition %d owned by %s and %s", p, o, m.e.Member())
+				}
+				seen[p] = m.e.Member()
+			}
+			if len(m.e.Members()) != want {
+				return fmt.Errorf("member %s sees %v", m.e.Member(), m.e.Members())
+			}
+		}
+		if len(seen) != schemas.DefaultPartitions {
+			return fmt.Errorf("%d partitions owned", len(seen))
+		}
+		return nil
+	}
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error { return owned(members, 2) })
+	before := map[string][]int{}
+	for _, m := range members {
+		before[m.e.Member()] = m.e.Partitions()
+	}
+
+	const nodes = 30
+	downsOf := map[string][]int{}
+	var flapping []string
+	for n := 0; n < nodes; n += 2 {
+		node := fmt.Sprintf("gpu-%03d.pod-b", n)
+		flapping = append(flapping, node)
+		downsOf[node] = []int{2, 20}
+	}
+	publishUpTo := func(from, to int) {
+		for i := from; i < to; i++ {
+			for n := 0; n < nodes; n++ {
+				node := fmt.Sprintf("gpu-%03d.pod-b", n)
+				publish(t, js, flapBatch(node, i, downsOf[node]), "")
+			}
+		}
+	}
+	publishUpTo(0, 11)
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(len(flapping)) {
+			return fmt.Errorf("%d events, want %d opens", n, len(flapping))
+		}
+		return nil
+	})
+
+	members = append(members, join("p2"))
+	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		if err := owned(members, 3); err != nil {
+			return err
+		}
+		for _, m := range members[:2] {
+			if len(m.e.Partitions()) == len(before[m.e.Member()]) {
+				return fmt.Errorf("%s still owns %v", m.e.Member(), m.e.Partitions())
+			}
+		}
+		return nil
+	})
+	moved := 0
+	for _, m := range members[:2] {
+		now := m.e.Partitions()
+		if !isSubset(now, before[m.e.Member()]) {
+			t.Errorf("%s: %v after the join, %v before: it took or swapped partitions", m.e.Member(), now, before[m.e.Member()])
+		}
+		moved += len(before[m.e.Member()]) - len(now)
+	}
+	if share := schemas.DefaultPartitions / 3; moved != share || len(members[2].e.Partitions()) != share {
+		t.Errorf("%d partitions moved, the joiner owns %v: want its share of %d", moved, members[2].e.Partitions(), share)
+	}
+	t.Logf("before %v; after p0 %v p1 %v p2 %v", before, members[0].e.Partitions(), members[1].e.Partitions(), members[2].e.Partitions())
+
+	publishUpTo(11, 100)
+	want := 3 * len(flapping) // open, update, resolved
+	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(want) {
+			return fmt.Errorf("%d events, want %d", n, want)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond) // late duplicates, if any
+	states := map[string][]string{}
+	ids := map[string]map[string]bool{}
+	msgIDs := map[string]int{}
+	for _, m := range readRaw(t, js) {
+		msgIDs[m.Headers().Get(jetstream.MsgIDHeader)]++
+		ev, err := schemas.DecodeEvent(m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := ev.Subject.Node
+		states[node] = append(states[node], ev.State)
+		if ids[node] == nil {
+			ids[node] = map[string]bool{}
+		}
+		ids[node][ev.ID] = true
+	}
+	for id, n := range msgIDs {
+		if n != 1 {
+			t.Errorf("Nats-Msg-Id %q stored %d times", id, n)
+		}
+	}
+	for _, node := range flapping {
+		if got := fmt.Sprint(states[node]); got != "[open update resolved]" || len(ids[node]) != 1 {
+			t.Errorf("%s: states %s, ids %v", node, got, ids[node])
 		}
 	}
 }
