@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/deadletter"
 	"github.com/rdmawatch/rdmawatch/internal/redact"
 	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -169,6 +170,14 @@ func newSinkCmd(g *global) *cobra.Command {
 			}
 			tel.RegisterSink(s.Stats)
 			tel.RegisterSinkRollups(s.RollupStats)
+			// The dead-letter stream's depth, read at every scrape: the
+			// sink serves it because it runs wherever storage runs (one
+			// exporter of it per deployment, not one per collector).
+			if dl, err := deadletter.Open(ctx, js); err != nil {
+				g.log.Warn("dead-letter depth not served", "err", err)
+			} else {
+				tel.Registry().MustRegister(deadletter.DepthCollector(dl))
+			}
 			ready.connected(s)
 			g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
 			err = s.Run(ctx)

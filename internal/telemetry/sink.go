@@ -40,16 +40,29 @@ func (s *Server) RegisterSink(stats func() sink.Stats) {
 	s.reg.MustRegister(&snapshotCollector{
 		descs: []*prometheus.Desc{rows, retries, errs, pending, backlog, poison, dups, deadLetters},
 		collect: func(ch chan<- prometheus.Metric) {
+			// Two tables read one stream (inventory and port_config): the
+			// stream's series sum them, one series per stream.
+			type perStream struct{ pending, poison, dead uint64 }
+			streams := map[string]*perStream{}
 			for table, st := range stats() {
-				stream := tableStreams[table]
 				ch <- prometheus.MustNewConstMetric(rows, prometheus.CounterValue, float64(st.Rows), table)
 				ch <- prometheus.MustNewConstMetric(retries, prometheus.CounterValue, float64(st.Retries), table)
 				ch <- prometheus.MustNewConstMetric(errs, prometheus.CounterValue, float64(st.InsertErrors), table)
 				ch <- prometheus.MustNewConstMetric(dups, prometheus.CounterValue, float64(st.DuplicateRows), table)
-				ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(st.Pending), stream)
 				ch <- prometheus.MustNewConstMetric(backlog, prometheus.GaugeValue, float64(st.ConsumerPending), table)
-				ch <- prometheus.MustNewConstMetric(poison, prometheus.CounterValue, float64(st.Poison+st.Spoofed), stream)
-				ch <- prometheus.MustNewConstMetric(deadLetters, prometheus.CounterValue, float64(st.DeadLettered), "sink", stream)
+				ps := streams[tableStreams[table]]
+				if ps == nil {
+					ps = &perStream{}
+					streams[tableStreams[table]] = ps
+				}
+				ps.pending += uint64(st.Pending)
+				ps.poison += st.Poison + st.Spoofed
+				ps.dead += st.DeadLettered
+			}
+			for stream, ps := range streams {
+				ch <- prometheus.MustNewConstMetric(pending, prometheus.GaugeValue, float64(ps.pending), stream)
+				ch <- prometheus.MustNewConstMetric(poison, prometheus.CounterValue, float64(ps.poison), stream)
+				ch <- prometheus.MustNewConstMetric(deadLetters, prometheus.CounterValue, float64(ps.dead), "sink", stream)
 			}
 		},
 	})
