@@ -240,7 +240,10 @@ const (
 	// cnpMinIgnoringReadings and cnpIgnoringReadingsDivisor: rp_cnp_ignored
 	// must rise in at least 3 readings and a third of the window's: one
 	// burst of ignored CNPs is not a disabled reaction point.
-	cnpMinIgnoringReadings     = 3
+	cnpMinIgnoringReadings = 3
+	// cnpMaxSamplingMs: longer intervals between a port's readings are
+	// gaps, not its sampling interval.
+	cnpMaxSamplingMs           = 60_000
 	cnpIgnoringReadingsDivisor = 3
 	// cnpHealthyNPFactor: a notification point answering more than twice
 	// MaxNPRatio of its marks is healthy (it ends a run, it clears); the
@@ -396,6 +399,11 @@ func spread(b *Buckets, from, to schemas.Millis, v float64) {
 
 // OnSample implements PortDetector.
 func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+	// A sampling interval, not a gap: a port silent for minutes says
+	// nothing of how often the fabric is read.
+	if iv := schemas.Millis(s.IntervalMs); iv > 0 && iv <= cnpMaxSamplingMs {
+		d.fab.slowestMs = max(iv, d.fab.slowestMs-d.fab.slowestMs/1024)
+	}
 	var deltas [cnpCounters]uint64
 	var present, usable uint8
 	for i, id := range idCNP {
@@ -553,7 +561,11 @@ func (d *CNPECNImbalance) trackRuns(st *cnpPort, s *Sample, deltas [cnpCounters]
 func (d *CNPECNImbalance) judgePort(st *cnpPort, port *PortState, s *Sample, em Emitter) {
 	t, _ := d.trackers()
 	subject := s.ID.Subject()
-	w := st.window(s.Time-schemas.Millis(d.Window.Milliseconds()), s.Time+1)
+	// The window holds at least cnpMinIgnoringReadings readings: at 30 s
+	// sampling a 60 s window holds two, and a reaction point ignoring
+	// three quarters of its CNPs for minutes was never found.
+	span := max(schemas.Millis(d.Window.Milliseconds()), cnpMinIgnoringReadings*schemas.Millis(s.IntervalMs))
+	w := st.window(s.Time-span, s.Time+1)
 	secs := w.seconds()
 	if secs <= 0 {
 		return
@@ -722,6 +734,9 @@ type cnpFabric struct {
 	// transmit bytes over balanced windows (see allowBlind).
 	blindShare float64
 	blindKnown bool
+	// slowestMs is the longest sampling interval of the fabric's ports,
+	// decaying slowly: the fabric window waits for it (see OnWatermark).
+	slowestMs schemas.Millis
 }
 
 // fabricWindow is the fabric's sums over one window, with per-bucket sums
@@ -759,7 +774,12 @@ func (d *CNPECNImbalance) OnWatermark(_ context.Context, fabric FabricView, wm s
 		return
 	}
 	width := schemas.Millis(cnpBucketWidth.Milliseconds())
-	end := wm - schemas.Millis(d.FabricHoldback.Milliseconds())
+	// A port's CNPs of an interval are known only when its next sample
+	// arrives: with 30 s sampling the newest 30 s of a window ending near
+	// the watermark are missing for some ports, and the senders' and the
+	// receivers' phases differ, which reads as CNPs lost. The window ends
+	// one and a half of the slowest intervals behind the watermark.
+	end := wm - max(schemas.Millis(d.FabricHoldback.Milliseconds()), d.fab.slowestMs*3/2)
 	end -= ((end % width) + width) % width
 	if end <= d.fab.lastEval {
 		return
@@ -809,6 +829,9 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	_, t := d.trackers()
 	width := schemas.Millis(cnpBucketWidth.Milliseconds())
 	span := schemas.Millis(d.FabricWindow.Milliseconds())
+	// At least four of the slowest intervals (a window of two 30 s readings
+	// is mostly their edges), at most what the buckets hold.
+	span = min(max(span, 4*d.fab.slowestMs), schemas.Millis(cnpBuckets-2)*width)
 	span = max(width, span-span%width)
 	w := fabricWindow{from: end - span, to: end, buckets: min(cnpBuckets-2, int(span/width))}
 	w.from = end - schemas.Millis(w.buckets)*width

@@ -278,6 +278,29 @@ func TestCNPECNImbalance(t *testing.T) {
 			want: []want{{subject: gpu3, onset: 250, resolved: true, key: "rp_ignoring"}},
 		},
 		{
+			// Three readings must show it: a 60 s window held two at 30 s
+			// and the port was never judged.
+			name: "reaction point ignoring CNPs, 30 s interval", dur: 1500,
+			modify: func(f *cnpFleet) {
+				f.interval = 30
+				f.ignoring = func(i int, sec float64) bool { return i == 2 && sec > 300 && sec <= 900 }
+			},
+			want: []want{{subject: gpu3, onset: 300, resolved: true, key: "rp_ignoring"}},
+		},
+		{
+			name: "CNPs lost in the fabric, 30 s interval", dur: 1800,
+			modify: func(f *cnpFleet) {
+				f.interval = 30
+				f.loss = func(sec float64) float64 {
+					if sec > 600 && sec <= 1200 {
+						return 0.4
+					}
+					return 0
+				}
+			},
+			want: []want{{subject: fabric, onset: 600, resolved: true}},
+		},
+		{
 			name: "CNPs lost in the fabric", dur: 1200,
 			modify: func(f *cnpFleet) {
 				f.loss = func(sec float64) float64 {
