@@ -147,8 +147,8 @@ type Sample struct {
 	flagsKnown bool
 }
 
-// anyFlags returns the union of the flags of the sample's counters.
-func (s *Sample) anyFlags() schemas.Flag {
+// AnyFlags returns the union of the flags of the sample's counters.
+func (s *Sample) AnyFlags() schemas.Flag {
 	if !s.flagsKnown {
 		var f schemas.Flag
 		for i := range s.Counters {

@@ -436,7 +436,7 @@ func (st *berPort) readEthernetExtras(s *Sample, bits float64) (retrain bool) {
 		retrain = c.Delta > 0
 	}
 	if st.rateText != s.Rate {
-		st.rateText, st.rateGbps = s.Rate, rateGbps(s.Rate)
+		st.rateText, st.rateGbps = s.Rate, RateGbps(s.Rate)
 	}
 	return retrain
 }
@@ -470,7 +470,7 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 	if st != nil && st.rateText == s.Rate {
 		rate = st.rateGbps
 	} else {
-		rate = rateGbps(s.Rate)
+		rate = RateGbps(s.Rate)
 	}
 	switch {
 	case rate > 0:
@@ -485,7 +485,7 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 // symbol_error; it reports whether the link retrained in this reading.
 func (d *BERDrift) readIBExtras(st *berPort, s *Sample) (retrain bool) {
 	if st.rateText != s.Rate {
-		st.rateText, st.rateGbps = s.Rate, rateGbps(s.Rate)
+		st.rateText, st.rateGbps = s.Rate, RateGbps(s.Rate)
 	}
 	if c, ok := s.CounterByID(idLinkErrorRecovery); ok && berUsable(c) {
 		st.recoveries += c.Delta
@@ -610,7 +610,7 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 	default:
 		if d.clear(st, ser) {
 			why := fmt.Sprintf("the BER has been back near its baseline (%.3g) for %s", st.baseBER, d.ResolveAfter)
-			t.Clear(now, subject, why, map[string]any{"recent_ber": finite(fit.recentBER)}, em)
+			t.Clear(now, subject, why, map[string]any{"recent_ber": Finite(fit.recentBER)}, em)
 			return
 		}
 		if !fit.valid {
@@ -1146,12 +1146,12 @@ func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 }
 
 // berSig rounds to 4 significant digits: the evidence is for people.
-func berSig(v float64) float64 { return sigDigits(v, 4) }
+func berSig(v float64) float64 { return SigDigits(v, 4) }
 
 // berBER rounds a BER to 3 significant digits through its decimal form,
 // so the JSON reads 2.49e-07 and never 2.4899999999999998e-07.
 func berBER(v float64) float64 {
-	r, err := strconv.ParseFloat(strconv.FormatFloat(finite(v), 'g', 3, 64), 64)
+	r, err := strconv.ParseFloat(strconv.FormatFloat(Finite(v), 'g', 3, 64), 64)
 	if err != nil {
 		return 0
 	}
@@ -1217,7 +1217,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		"onset_estimate":        onset.String(),
 		"likelihood_ratio":      berSig(f.lr),
 		"dispersion":            berSig(f.dispersion),
-		"errors_since_onset":    math.Round(finite(f.postErrors)),
+		"errors_since_onset":    math.Round(Finite(f.postErrors)),
 		"window_minutes":        berBuckets,
 		"blind":                 st.blind,
 		"test":                  f.test,
@@ -1261,7 +1261,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		ev["post_fec_only"] = true
 		ev["post_fec_only_note"] = "no rx_corrected_bits_phy on this port: the series is the symbol errors FEC did not correct (or a link without FEC); each one costs a frame, the cliff is behind"
 	}
-	where := portName(s.ID, s.Netdev)
+	where := PortName(s.ID, s.Netdev)
 	var summary string
 	if crossed {
 		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and crossed the critical %.0e at %s", where, what, f.baseBER, f.nowBER, onset, f.critical, criticalAt.Time().Format("15:04:05"))
@@ -1297,9 +1297,9 @@ func berWithheldWhy(f berFit) string {
 	case !f.projected:
 		return "too few minutes since the onset to fit"
 	case f.minutesToCritical <= 0 || math.IsInf(f.aheadHalf, 1):
-		return fmt.Sprintf("%.0f errors since the onset do not give a rise that reaches it", math.Round(finite(f.postErrors)))
+		return fmt.Sprintf("%.0f errors since the onset do not give a rise that reaches it", math.Round(Finite(f.postErrors)))
 	default:
-		return fmt.Sprintf("%.0f min, give or take %.0f, from %.0f errors since the onset", f.minutesToCritical, f.aheadHalf, math.Round(finite(f.postErrors)))
+		return fmt.Sprintf("%.0f min, give or take %.0f, from %.0f errors since the onset", f.minutesToCritical, f.aheadHalf, math.Round(Finite(f.postErrors)))
 	}
 }
 
@@ -1387,16 +1387,16 @@ func berPostFECCounter(st *berPort) string {
 func (d *BERDrift) checks(s *Sample, ib bool) []schemas.Check {
 	dev := s.ID.Device
 	checks := []schemas.Check{
-		onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", dev, s.ID.Port), "eye opening, FEC and per-lane BER, module temperature and power; clean and reseat the optic or cable, replace it if the BER keeps rising"),
+		OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", dev, s.ID.Port), "eye opening, FEC and per-lane BER, module temperature and power; clean and reseat the optic or cable, replace it if the BER keeps rising"),
 	}
 	if !ib {
-		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'phy|lane'", netdevOf(s.ID, s.Netdev)), "corrected bits per lane: one lane far above the others is the optic"))
+		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'phy|lane'", NetdevOf(s.ID, s.Netdev)), "corrected bits per lane: one lane far above the others is the optic"))
 	} else {
-		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("perfquery -x -C %s -P %d", dev, s.ID.Port), "symbol_error and link_error_recovery"))
+		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("perfquery -x -C %s -P %d", dev, s.ID.Port), "symbol_error and link_error_recovery"))
 	}
 	return append(checks,
-		inRdmawatch(fmt.Sprintf("query ber_trend --node %s --device %s --port %d", s.ID.Node, dev, s.ID.Port), "the BER trend of this port and the worst ports of the fabric"),
-		onSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
+		InRdmawatch(fmt.Sprintf("query ber_trend --node %s --device %s --port %d", s.ID.Node, dev, s.ID.Port), "the BER trend of this port and the worst ports of the fabric"),
+		OnSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
 }
 
 // OnWatermark implements FabricDetector: incidents of silent ports resolve.

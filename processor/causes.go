@@ -40,6 +40,25 @@ import (
 // incident's open is a material change, published at once. A cause stays
 // with its incident once found.
 
+// TypeConfigMismatch is the event type of ConfigMismatch (docs/formats.md,
+// types by layer).
+const TypeConfigMismatch = "config_mismatch"
+
+// RNRRetryCounters are what a requester counts when its receiver is not
+// ready: RNR NAKs retried (mlx5 rnr_nak_retry_err, mlx4 sq_num_rnr) and
+// retries run out (mlx4 sq_num_rree). A completion_errors incident whose
+// evidence shows them is explained by a starving receiver (Causes);
+// completion_errors reads the same counters for its summary.
+var RNRRetryCounters = []string{"rnr_nak_retry_err", "sq_num_rree", "sq_num_rnr"}
+
+// The settings of a config_mismatch's evidence ("settings") that explain a
+// cnp_ecn_imbalance: the port's ECN notification point or reaction point
+// is off, as the trace's config keys name them.
+const (
+	SettingECNNP = "ecn_np_enabled"
+	SettingECNRP = "ecn_rp_enabled"
+)
+
 // Linker is implemented by an Emitter that knows the incidents around: the
 // Tracker asks it for the cause of a finding of type typ.
 type Linker interface {
@@ -159,11 +178,11 @@ func because(ev *schemas.Event) (bool, string) {
 	switch ev.Type {
 	case schemas.TypeReceiveStarvation:
 		if so, _ := ev.Evidence["secondary_only"].(bool); so {
-			name, rate := rateIn(ev.Evidence, rnrRetryCounters)
-			return true, fmt.Sprintf("a receiver of %s does not post receive buffers (%s %s/s)", who, name, human(rate))
+			name, rate := rateIn(ev.Evidence, RNRRetryCounters)
+			return true, fmt.Sprintf("a receiver of %s does not post receive buffers (%s %s/s)", who, name, HumanRate(rate))
 		}
 		name, rate := starvationRate(ev.Evidence)
-		return true, fmt.Sprintf("%s does not drain its receive queue (%s %s/s)", who, name, human(rate))
+		return true, fmt.Sprintf("%s does not drain its receive queue (%s %s/s)", who, name, HumanRate(rate))
 	case schemas.TypeBERDrift:
 		crossed, _ := ev.Evidence["critical_crossed"].(bool)
 		now, _ := ev.Evidence["current_ber"].(float64)
@@ -180,9 +199,9 @@ func because(ev *schemas.Event) (bool, string) {
 		var off []string
 		for _, s := range settings {
 			switch s {
-			case settingNP:
+			case SettingECNNP:
 				off = append(off, "notification point")
-			case settingRP:
+			case SettingECNRP:
 				off = append(off, "reaction point")
 			}
 		}
@@ -217,11 +236,11 @@ func rateIn(evidence map[string]any, names []string) (string, float64) {
 // requester's RNR NAKs or RNR retries run out with its failed completions,
 // now or since the onset.
 func rnrFailure(f *Finding) bool {
-	if _, r := rateIn(f.Evidence, rnrRetryCounters); r > 0 {
+	if _, r := rateIn(f.Evidence, RNRRetryCounters); r > 0 {
 		return true
 	}
 	counts, _ := f.Evidence["counts_since_onset"].(map[string]any)
-	for _, n := range rnrRetryCounters {
+	for _, n := range RNRRetryCounters {
 		if v, _ := counts[n].(uint64); v > 0 {
 			return true
 		}
@@ -255,8 +274,8 @@ func (c *Causes) Link(typ string, f *Finding, now schemas.Millis) (*schemas.Caus
 			return nil, ""
 		}
 		for _, key := range f.Keys {
-			if key == "np_disabled" && slices.Contains(e.settings, settingNP) ||
-				key == "rp_ignoring" && slices.Contains(e.settings, settingRP) {
+			if key == "np_disabled" && slices.Contains(e.settings, SettingECNNP) ||
+				key == "rp_ignoring" && slices.Contains(e.settings, SettingECNRP) {
 				return c.find(now, k)
 			}
 		}

@@ -12,8 +12,8 @@ import (
 // there. The note says what to look for. Commands name the port's own device,
 // port and netdev, and the switch and switch port from the topology.
 
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
 	if s != "" && strings.IndexFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+", r))
 	}) < 0 {
@@ -22,39 +22,48 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// onHost is a command to run on node.
-func onHost(node, command, note string) schemas.Check {
-	return schemas.Check{Command: "ssh " + shellQuote(node) + " " + shellQuote(command), Note: note}
+// OnHost is a command to run on node.
+func OnHost(node, command, note string) schemas.Check {
+	return schemas.Check{Command: "ssh " + ShellQuote(node) + " " + ShellQuote(command), Note: note}
 }
 
-// netdevOf is the port's netdev, or a shell expression that finds it on the
+// NetdevOf is the port's netdev, or a shell expression that finds it on the
 // host when the collector did not see one.
-func netdevOf(id schemas.PortID, netdev string) string {
+func NetdevOf(id schemas.PortID, netdev string) string {
 	if netdev != "" {
 		return netdev
 	}
 	return fmt.Sprintf("$(ibdev2netdev | awk '$1==\"%s\" && $3==\"%d\" {print $5}')", id.Device, id.Port)
 }
 
-// onSwitch is the switch-side check of the port's link: the switch and its
+// OnSwitch is the switch-side check of the port's link: the switch and its
 // port from the topology (NVUE syntax, as on Cumulus leaves, whose ports the
 // topology names swpN), or a note to find them when there is no topology.
-func onSwitch(fabric FabricView, id schemas.PortID, what string) schemas.Check {
+func OnSwitch(fabric FabricView, id schemas.PortID, what string) schemas.Check {
 	if fabric != nil {
 		if topo := fabric.Topology(); topo != nil {
 			if sw, swPort, ok := topo.AttachedSwitch(id); ok {
 				return schemas.Check{
-					Command: "ssh " + shellQuote(sw) + " " + shellQuote("nv show interface "+swPort+" counters"),
+					Command: "ssh " + ShellQuote(sw) + " " + ShellQuote("nv show interface "+swPort+" counters"),
 					Note:    fmt.Sprintf("switch side: %s of %s port %s", what, sw, swPort),
 				}
 			}
 		}
 	}
-	return onHost(id.Node, fmt.Sprintf("lldptool -t -n -i %s -V portDesc; lldptool -t -n -i %s -V sysName", netdevOf(id, ""), netdevOf(id, "")),
+	return OnHost(id.Node, fmt.Sprintf("lldptool -t -n -i %s -V portDesc; lldptool -t -n -i %s -V sysName", NetdevOf(id, ""), NetdevOf(id, "")),
 		"switch side: find the switch port this link is cabled to, then its "+what)
 }
 
-// inRdmawatch is a check answered by rdmawatch's own data.
-func inRdmawatch(args, note string) schemas.Check {
+// InRdmawatch is a check answered by rdmawatch's own data.
+func InRdmawatch(args, note string) schemas.Check {
 	return schemas.Check{Command: "rdmawatch " + args, Note: note}
+}
+
+// PortName is how summaries name a port: node, device/port and, when the
+// collector saw one, the netdev.
+func PortName(id schemas.PortID, netdev string) string {
+	if netdev != "" {
+		return fmt.Sprintf("%s %s/%d (%s)", id.Node, id.Device, id.Port, netdev)
+	}
+	return fmt.Sprintf("%s %s/%d", id.Node, id.Device, id.Port)
 }

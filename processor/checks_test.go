@@ -19,7 +19,7 @@ func TestShellQuote(t *testing.T) {
 		"a;rm -rf /":          "'a;rm -rf /'",
 		"node with\nnew line": "'node with\nnew line'",
 	} {
-		if got := shellQuote(in); got != want {
+		if got := ShellQuote(in); got != want {
 			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
 		}
 	}
@@ -34,9 +34,9 @@ func TestChecksPasteIntoAShell(t *testing.T) {
 	}
 	id := schemas.PortID{Node: "gpu-005", Device: "mlx5_1", Port: 1}
 	checks := []schemas.Check{
-		onHost(id.Node, "ethtool -S "+netdevOf(id, "")+" | grep -E 'pause|storm'", "pauses"),
-		onHost(id.Node, "dmesg -T | grep -iE '(mlx5_1|ens2f0np0).*link'", "link"),
-		onSwitch(nil, id, "pause counters"),
+		OnHost(id.Node, "ethtool -S "+NetdevOf(id, "")+" | grep -E 'pause|storm'", "pauses"),
+		OnHost(id.Node, "dmesg -T | grep -iE '(mlx5_1|ens2f0np0).*link'", "link"),
+		OnSwitch(nil, id, "pause counters"),
 	}
 	for _, c := range checks {
 		if c.Command == "" || c.Note == "" {
@@ -62,7 +62,7 @@ func TestOnSwitchUsesTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := onSwitch(topoView{topo}, schemas.PortID{Node: "gpu-005", Device: "mlx5_1", Port: 1}, "pause counters")
+	c := OnSwitch(topoView{topo}, schemas.PortID{Node: "gpu-005", Device: "mlx5_1", Port: 1}, "pause counters")
 	if c.Command != "ssh leaf-01 'nv show interface swp7 counters'" || !strings.Contains(c.Note, "leaf-01 port swp7") {
 		t.Errorf("switch check %+v", c)
 	}

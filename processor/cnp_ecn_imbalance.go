@@ -614,7 +614,7 @@ func (d *CNPECNImbalance) pending(t *Tracker, subject schemas.Subject) bool {
 	return t.Pending(subject)
 }
 
-func round3(v float64) float64 { return roundTo(v, 3) }
+func round3(v float64) float64 { return RoundTo(v, 3) }
 
 // xmitWait adds the window's port_xmit_wait to evidence: ticks per second,
 // and the share of the time the port waited when the tick is known.
@@ -687,25 +687,25 @@ func (d *CNPECNImbalance) portFinding(st *cnpPort, port *PortState, s *Sample, w
 			w.perS(cnpIgnored), w.perS(cnpHandled)+w.perS(cnpIgnored)))
 		keys = append(keys, "rp_ignoring")
 	}
-	where := portName(s.ID, port.Netdev)
+	where := PortName(s.ID, port.Netdev)
 	if port.Netdev == "" {
-		where = portName(s.ID, s.Netdev)
+		where = PortName(s.ID, s.Netdev)
 	}
-	netdev := netdevOf(s.ID, s.Netdev)
+	netdev := NetdevOf(s.ID, s.Netdev)
 	var checks []schemas.Check
 	if st.npSeen {
 		checks = append(checks,
-			onHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_np/enable/*", netdev), "the notification point: 1 on the RoCE priority"),
-			onHost(s.ID.Node, fmt.Sprintf("mlxconfig -d %s q | grep -i ROCE_CC", s.ID.Device), "congestion control enabled in the firmware"))
+			OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_np/enable/*", netdev), "the notification point: 1 on the RoCE priority"),
+			OnHost(s.ID.Node, fmt.Sprintf("mlxconfig -d %s q | grep -i ROCE_CC", s.ID.Device), "congestion control enabled in the firmware"))
 	}
 	if st.rpSeen {
 		checks = append(checks,
-			onHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_rp/enable/*", netdev), "the reaction point: 1 on the RoCE priority"))
+			OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_rp/enable/*", netdev), "the reaction point: 1 on the RoCE priority"))
 	}
 	checks = append(checks,
-		onHost(s.ID.Node, "mlnx_qos -i "+netdev, "trust mode (dscp/pcp), PFC priority and the RoCE traffic class"),
-		inRdmawatch("query cnp_balance --node "+s.ID.Node, "rp_cnp_handled on the peers that send to "+where+", np_cnp_sent on the peers it sends to"),
-		onSwitch(d.view, s.ID, "ECN/WRED marking thresholds against the PFC Xoff threshold"))
+		OnHost(s.ID.Node, "mlnx_qos -i "+netdev, "trust mode (dscp/pcp), PFC priority and the RoCE traffic class"),
+		InRdmawatch("query cnp_balance --node "+s.ID.Node, "rp_cnp_handled on the peers that send to "+where+", np_cnp_sent on the peers it sends to"),
+		OnSwitch(d.view, s.ID, "ECN/WRED marking thresholds against the PFC Xoff threshold"))
 	return Finding{
 		Subject:  s.ID.Subject(),
 		Onset:    onset,
@@ -1050,7 +1050,7 @@ func (d *CNPECNImbalance) fabricFinding(w *fabricWindow, gap, gapLow float64, no
 			100*gap, secs, w.sent/secs, (w.handled+w.ign)/secs, w.ports),
 		Evidence: d.fabricEvidence(w, gap, gapLow),
 		Checks: []schemas.Check{
-			inRdmawatch("query cnp_balance", "np_cnp_sent against rp_cnp_handled per leaf: the switch or link where the CNPs disappear"),
+			InRdmawatch("query cnp_balance", "np_cnp_sent against rp_cnp_handled per leaf: the switch or link where the CNPs disappear"),
 			{Command: "nv show qos egress-queue-mapping", Note: "on the leaves and spines: the CNP traffic class and its DSCP/priority (CNPs usually go out on DSCP 48, a strict-priority queue); drops on that queue"},
 			{Command: "grep . /sys/class/net/*/ecn/roce_np/cnp_dscp /sys/class/net/*/ecn/roce_np/cnp_802p_prio", Note: "on the hosts: the same CNP priority everywhere"},
 			{Command: "for i in $(ibdev2netdev | awk '{print $5}'); do mlnx_qos -i $i; done", Note: "on the hosts: trust mode and the priority-to-TC map carry CNPs on a lossless or strict class"},

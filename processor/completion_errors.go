@@ -73,7 +73,7 @@ func NewCompletionErrors() *CompletionErrors {
 }
 
 func describeCompletionErrors(j *judged, s *Sample, st *judgedPort, _ bool) (string, string, []schemas.Check) {
-	where := portName(s.ID, s.Netdev)
+	where := PortName(s.ID, s.Netdev)
 	severity := schemas.SeverityWarning
 	if st.primRate >= 100 {
 		severity = schemas.SeverityCritical
@@ -97,20 +97,20 @@ func describeCompletionErrors(j *judged, s *Sample, st *judgedPort, _ bool) (str
 		why = "its transport retries run out: packets or ACKs are lost, or the peer is gone"
 	}
 	summary := fmt.Sprintf("%s: %s failed completions/s (mostly %s %s/s; %s %s/s) since %s: %s",
-		where, human(st.primRate), worst, human(worstRate), flushWhat, human(flushes), st.since, why)
+		where, HumanRate(st.primRate), worst, HumanRate(worstRate), flushWhat, HumanRate(flushes), st.since, why)
 	stats := fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port)
 	if mlx4 {
 		// The diagnostic counters of an mlx4 device are per device.
 		stats = fmt.Sprintf("grep . /sys/class/infiniband/%s/hw_counters/*", s.ID.Device)
 	}
 	checks := []schemas.Check{
-		onHost(s.ID.Node, stats, "which completion error counters rise now"),
-		onHost(s.ID.Node, fmt.Sprintf("rdma resource show qp link %s/%d", s.ID.Device, s.ID.Port), "QPs in the ERR state and the processes that own them"),
-		onHost(s.ID.Node, "dmesg -T | grep -iE '"+driver+".*(cqe|syndrome|err)' | tail -20", "CQE syndromes the driver logged"),
-		onHost(s.ID.Node, "journalctl --since '-30 min' | grep -iE 'ibv_|rdma|nccl|ucx' | tail -20", "the application that reports the failed work requests"),
+		OnHost(s.ID.Node, stats, "which completion error counters rise now"),
+		OnHost(s.ID.Node, fmt.Sprintf("rdma resource show qp link %s/%d", s.ID.Device, s.ID.Port), "QPs in the ERR state and the processes that own them"),
+		OnHost(s.ID.Node, "dmesg -T | grep -iE '"+driver+".*(cqe|syndrome|err)' | tail -20", "CQE syndromes the driver logged"),
+		OnHost(s.ID.Node, "journalctl --since '-30 min' | grep -iE 'ibv_|rdma|nccl|ucx' | tail -20", "the application that reports the failed work requests"),
 	}
 	if rnrRate(j, st) > 0 {
-		checks = append(checks, inRdmawatch("events --type receive_starvation", "the receiver that does not post buffers: its out_of_buffer or RNR NAKs sent"))
+		checks = append(checks, InRdmawatch("events --type receive_starvation", "the receiver that does not post buffers: its out_of_buffer or RNR NAKs sent"))
 	}
 	return summary, severity, checks
 }
@@ -119,7 +119,7 @@ func describeCompletionErrors(j *judged, s *Sample, st *judgedPort, _ bool) (str
 // run out.
 func rnrRate(j *judged, st *judgedPort) float64 {
 	var r float64
-	for _, name := range rnrRetryCounters {
+	for _, name := range RNRRetryCounters {
 		r += j.rateOf(st, name)
 	}
 	return r

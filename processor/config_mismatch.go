@@ -11,10 +11,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// TypeConfigMismatch is the event type of ConfigMismatch (docs/formats.md,
-// types by layer).
-const TypeConfigMismatch = "config_mismatch"
-
 func init() {
 	Register(TypeConfigMismatch, func() Detector { return NewConfigMismatch() })
 }
@@ -23,8 +19,6 @@ func init() {
 const (
 	settingMTU = "mtu"
 	settingPFC = "pfc_enabled"
-	settingNP  = "ecn_np_enabled"
-	settingRP  = "ecn_rp_enabled"
 	// The settings that decide which priority RoCE traffic and its CNPs
 	// travel on.
 	settingTrust  = "trust"
@@ -399,8 +393,8 @@ func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConf
 		what    string
 	}{
 		{settingPFC, c.PFCEnabled, n.pfc, n.pfcShare, n.pfcN, "PFC"},
-		{settingNP, c.ECNNPEnabled, n.np, n.npShare, n.npN, "the ECN notification point"},
-		{settingRP, c.ECNRPEnabled, n.rp, n.rpShare, n.rpN, "the ECN reaction point"},
+		{SettingECNNP, c.ECNNPEnabled, n.np, n.npShare, n.npN, "the ECN notification point"},
+		{SettingECNRP, c.ECNRPEnabled, n.rp, n.rpShare, n.rpN, "the ECN reaction point"},
 	} {
 		on, known := schemas.PriorityOn(s.list, n.prio)
 		if !known || !s.norm || on {
@@ -438,7 +432,7 @@ func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConf
 		Onset:    kc.Since,
 		Severity: severity,
 		Layer:    schemas.LayerLinkNetwork,
-		Summary:  fmt.Sprintf("%s: configuration differs from the fabric's: %s", portName(kc.ID, netdev), strings.Join(words, "; ")),
+		Summary:  fmt.Sprintf("%s: configuration differs from the fabric's: %s", PortName(kc.ID, netdev), strings.Join(words, "; ")),
 		Evidence: ev,
 		Checks:   d.checks(fabric, kc.ID, netdev, n.prio, ms, ev),
 		Keys:     settings,
@@ -472,7 +466,7 @@ func (d *ConfigMismatch) mtuMismatch(fabric FabricView, n *fabricNorm, kc *Known
 	}
 	if offPeer {
 		ev["peer"], ev["peer_mtu"] = peer.ID.String(), *peer.Config.MTU
-		words = append(words, fmt.Sprintf("the other end of its link, %s, uses %d", portName(peer.ID, peer.Netdev), *peer.Config.MTU))
+		words = append(words, fmt.Sprintf("the other end of its link, %s, uses %d", PortName(peer.ID, peer.Netdev), *peer.Config.MTU))
 	}
 	m := mismatch{setting: settingMTU, critical: offPeer,
 		words: fmt.Sprintf("MTU %d where %s", mtu, strings.Join(words, " and "))}
@@ -486,7 +480,7 @@ func percent(share float64) string { return strconv.Itoa(int(share*100+0.5)) + "
 
 // checks names the commands that show each setting on the host.
 func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev string, prio int, ms []mismatch, ev map[string]any) []schemas.Check {
-	nd := netdevOf(id, netdev)
+	nd := NetdevOf(id, netdev)
 	var out []schemas.Check
 	for _, m := range ms {
 		switch m.setting {
@@ -495,35 +489,35 @@ func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev str
 			if v, ok := ev["fabric_mtu"]; ok {
 				note += fmt.Sprintf(", %v on the rest of the fabric", v)
 			}
-			out = append(out, onHost(id.Node, "ip link show "+nd, note))
+			out = append(out, OnHost(id.Node, "ip link show "+nd, note))
 			if m.peer != nil {
-				out = append(out, onHost(m.peer.ID.Node, "ip link show "+netdevOf(m.peer.ID, m.peer.Netdev),
+				out = append(out, OnHost(m.peer.ID.Node, "ip link show "+NetdevOf(m.peer.ID, m.peer.Netdev),
 					fmt.Sprintf("mtu at the link's other end: %d", *m.peer.Config.MTU)))
 			}
 		case settingPFC:
-			out = append(out, onHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("PFC enabled on priority %d, as on the rest of the fabric; trust mode", prio)))
-		case settingNP:
-			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/%d", nd, prio), "1: the notification point answers ECN marks with CNPs"))
-		case settingRP:
-			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/%d", nd, prio), "1: the reaction point slows down on CNPs"))
+			out = append(out, OnHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("PFC enabled on priority %d, as on the rest of the fabric; trust mode", prio)))
+		case SettingECNNP:
+			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/%d", nd, prio), "1: the notification point answers ECN marks with CNPs"))
+		case SettingECNRP:
+			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/%d", nd, prio), "1: the reaction point slows down on CNPs"))
 		case settingTrust, settingDSCP:
-			out = append(out, onHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("trust mode and dscp2prio mapping, as on the rest of the fabric (%v)", ev["fabric_"+m.setting])))
+			out = append(out, OnHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("trust mode and dscp2prio mapping, as on the rest of the fabric (%v)", ev["fabric_"+m.setting])))
 		case settingCNP:
-			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/cnp_dscp /sys/class/net/%s/ecn/roce_np/cnp_802p_prio", nd, nd),
+			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/cnp_dscp /sys/class/net/%s/ecn/roce_np/cnp_802p_prio", nd, nd),
 				fmt.Sprintf("CNPs on priority %v here, %v on the rest of the fabric", ev[settingCNP], ev["fabric_"+settingCNP])),
-				onHost(id.Node, "mlnx_qos -i "+nd, "the dscp2prio entry of cnp_dscp under trust dscp"))
+				OnHost(id.Node, "mlnx_qos -i "+nd, "the dscp2prio entry of cnp_dscp under trust dscp"))
 		case settingTClass:
-			out = append(out, onHost(id.Node, fmt.Sprintf("cat /sys/class/infiniband/%s/tc/%d/traffic_class", id.Device, id.Port),
+			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/infiniband/%s/tc/%d/traffic_class", id.Device, id.Port),
 				fmt.Sprintf("Global tclass=%v on the rest of the fabric", ev["fabric_"+settingTClass])))
 		default:
 			if members, ok := ev["bond_members"].([]string); ok && strings.HasPrefix(m.setting, "bond_") {
 				for _, mb := range members {
-					out = append(out, onHost(id.Node, "mlnx_qos -i "+mb, "the member's "+strings.TrimPrefix(m.setting, "bond_")+"; a LAG's members must agree"))
+					out = append(out, OnHost(id.Node, "mlnx_qos -i "+mb, "the member's "+strings.TrimPrefix(m.setting, "bond_")+"; a LAG's members must agree"))
 				}
 			}
 		}
 	}
-	return append(out, onSwitch(fabric, id, "PFC and ECN settings of the switch port"))
+	return append(out, OnSwitch(fabric, id, "PFC and ECN settings of the switch port"))
 }
 
 // qosMismatches compares the settings that place RoCE traffic and CNPs on
@@ -577,8 +571,8 @@ var bondSettings = []struct {
 }{
 	{settingMTU, func(c *schemas.PortConfig) (string, bool) { return intText(c.MTU) }},
 	{settingPFC, func(c *schemas.PortConfig) (string, bool) { return prioText(c.PFCEnabled) }},
-	{settingNP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNNPEnabled) }},
-	{settingRP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNRPEnabled) }},
+	{SettingECNNP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNNPEnabled) }},
+	{SettingECNRP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNRPEnabled) }},
 	{settingTrust, func(c *schemas.PortConfig) (string, bool) { return c.Trust, c.Trust != "" }},
 	{settingDSCP, func(c *schemas.PortConfig) (string, bool) {
 		if c.DSCPPrio == nil {

@@ -195,10 +195,10 @@ func TestConfigMismatch(t *testing.T) {
 		{name: "PFC on another priority", ports: fleet(8, map[int]*schemas.PortConfig{2: with(roce(), func(c *schemas.PortConfig) { c.PFCEnabled = &[]int{4} })}),
 			want: map[string]string{"gpu-002": "critical"}, settings: []string{settingPFC}},
 		{name: "ECN notification point off", ports: fleet(8, map[int]*schemas.PortConfig{7: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} })}),
-			want: map[string]string{"gpu-007": "warning"}, settings: []string{settingNP}, checks: []string{"ssh gpu-007 'cat /sys/class/net/ens1f0np0/ecn/roce_np/enable/3'"},
+			want: map[string]string{"gpu-007": "warning"}, settings: []string{SettingECNNP}, checks: []string{"ssh gpu-007 'cat /sys/class/net/ens1f0np0/ecn/roce_np/enable/3'"},
 			summary: "gpu-007 mlx5_0/1 (ens1f0np0): configuration differs from the fabric's: the ECN notification point off on priority 3, which 88% of the fabric's 8 RoCE ports reporting it have on"},
 		{name: "ECN reaction point and MTU off together", ports: fleet(8, map[int]*schemas.PortConfig{1: with(roce(), func(c *schemas.PortConfig) { c.ECNRPEnabled = &[]int{0}; c.MTU = nil; *c = *with(c, mtuOf(9000)) })}),
-			want: map[string]string{"gpu-001": "warning"}, settings: []string{settingMTU, settingRP}, checks: []string{"roce_rp/enable/3"}},
+			want: map[string]string{"gpu-001": "warning"}, settings: []string{settingMTU, SettingECNRP}, checks: []string{"roce_rp/enable/3"}},
 		{name: "unknown is never a mismatch", ports: fleet(8, map[int]*schemas.PortConfig{3: {Trust: "dscp"}, 4: {MTU: roce().MTU}}), want: map[string]string{}},
 		// Under trust pcp the priority is the VLAN tag's, which no setting
 		// shows: fleets run both modes losslessly, so trust alone is no

@@ -336,7 +336,7 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 			layer = schemas.LayerPhysical
 		}
 	}
-	where := portName(s.ID, s.Netdev)
+	where := PortName(s.ID, s.Netdev)
 	var parts []string
 	if len(errNames) > 0 {
 		parts = append(parts, pinnedWords(errNames, st)+"; new errors there are invisible until the counters are cleared")
@@ -361,25 +361,25 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 	}
 	dev := fmt.Sprintf("-C %s -P %d", s.ID.Device, s.ID.Port)
 	checks := []schemas.Check{
-		onHost(s.ID.Node, "perfquery -x "+dev, "save the readings; -x reads the 64-bit extended counters where the HCA has them"),
-		onHost(s.ID.Node, "perfquery -R "+dev, "clear the counters, or new errors stay invisible"),
+		OnHost(s.ID.Node, "perfquery -x "+dev, "save the readings; -x reads the 64-bit extended counters where the HCA has them"),
+		OnHost(s.ID.Node, "perfquery -R "+dev, "clear the counters, or new errors stay invisible"),
 	}
 	if layer == schemas.LayerPhysical {
-		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, BER, FEC: where the errors come from"))
+		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, BER, FEC: where the errors come from"))
 	} else if len(errNames) > 0 {
-		checks = append(checks, inRdmawatch(fmt.Sprintf("query port_timeline --node %s --device %s --port %d --from 1d", s.ID.Node, s.ID.Device, s.ID.Port), "port_xmit_wait and pause counters of the port: congestion behind the discards"))
+		checks = append(checks, InRdmawatch(fmt.Sprintf("query port_timeline --node %s --device %s --port %d --from 1d", s.ID.Node, s.ID.Device, s.ID.Port), "port_xmit_wait and pause counters of the port: congestion behind the discards"))
 	}
 	if s.Netdev != "" {
 		grep := "phy|discard"
 		if len(dataNames) > 0 {
 			grep = "phy|discard|bytes|packets"
 		}
-		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E '%s'", s.Netdev, grep), "64-bit counters that keep counting"))
+		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E '%s'", s.Netdev, grep), "64-bit counters that keep counting"))
 	}
 	if len(dataNames) > 0 {
-		checks = append(checks, onHost(s.ID.Node, "uname -r; modinfo -F version mlx4_ib mlx5_ib 2>/dev/null", "a kernel or driver that reads PortCountersExtended gives 64-bit data counters"))
+		checks = append(checks, OnHost(s.ID.Node, "uname -r; modinfo -F version mlx4_ib mlx5_ib 2>/dev/null", "a kernel or driver that reads PortCountersExtended gives 64-bit data counters"))
 	}
-	checks = append(checks, onSwitch(d.fabric, s.ID, "error counters"))
+	checks = append(checks, OnSwitch(d.fabric, s.ID, "error counters"))
 	return Finding{
 		Subject:  s.ID.Subject(),
 		Onset:    onset,

@@ -93,9 +93,3 @@ var (
 	// RNR NAKs the requester received and retried.
 	completionEvidenceMlx4 = []string{"sq_num_wrfe", "rq_num_wrfe", "sq_num_rnr"}
 )
-
-// rnrRetryCounters are what a requester counts when its receiver is not
-// ready: RNR NAKs retried (mlx5 rnr_nak_retry_err, mlx4 sq_num_rnr) and
-// retries run out (mlx4 sq_num_rree). A completion_errors incident whose
-// evidence shows them is explained by a starving receiver (causes.go).
-var rnrRetryCounters = []string{"rnr_nak_retry_err", "sq_num_rree", "sq_num_rnr"}

@@ -7,17 +7,17 @@ import "math"
 // Evidence is for people and travels as JSON and msgpack, where NaN and
 // ±Inf are not numbers every reader takes: they become 0.
 
-// finite is v, or 0 for NaN and ±Inf.
-func finite(v float64) float64 {
+// Finite is v, or 0 for NaN and ±Inf.
+func Finite(v float64) float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0
 	}
 	return v
 }
 
-// roundTo rounds v to places decimals; 0 for NaN and ±Inf.
-func roundTo(v float64, places int) float64 {
-	v = finite(v)
+// RoundTo rounds v to places decimals; 0 for NaN and ±Inf.
+func RoundTo(v float64, places int) float64 {
+	v = Finite(v)
 	p := math.Pow(10, float64(places))
 	r := math.Round(v*p) / p
 	if math.IsInf(r, 0) || math.IsNaN(r) {
@@ -26,9 +26,9 @@ func roundTo(v float64, places int) float64 {
 	return r
 }
 
-// sigDigits rounds v to n significant digits; 0 for 0, NaN and ±Inf.
-func sigDigits(v float64, n int) float64 {
-	v = finite(v)
+// SigDigits rounds v to n significant digits; 0 for 0, NaN and ±Inf.
+func SigDigits(v float64, n int) float64 {
+	v = Finite(v)
 	if v == 0 {
 		return 0
 	}
@@ -38,4 +38,15 @@ func sigDigits(v float64, n int) float64 {
 		return v // at the ends of float64's range: already as short as it gets
 	}
 	return r
+}
+
+// HumanRate writes a rate the way the summaries do: 3.2k, 850, 0.4.
+func HumanRate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return trimf(v/1e6) + "M"
+	case v >= 1e3:
+		return trimf(v/1e3) + "k"
+	}
+	return trimf(v)
 }

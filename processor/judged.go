@@ -210,7 +210,7 @@ func (j *judged) counters() []judgedCounter {
 // sample can be judged (a baseline, a reset or a held reading carries no
 // usable delta), and whether any counter moved.
 func (j *judged) read(s *Sample, st *judgedPort) (prim, sec float64, ok bool) {
-	if s.IntervalMs <= 0 || s.anyFlags()&(schemas.FlagFirst|schemas.FlagReset) != 0 {
+	if s.IntervalMs <= 0 || s.AnyFlags()&(schemas.FlagFirst|schemas.FlagReset) != 0 {
 		return 0, 0, false
 	}
 	secs := float64(s.IntervalMs) / 1000
@@ -566,18 +566,7 @@ func (j *judged) rateOf(st *judgedPort, name string) float64 {
 }
 
 // sig rounds to 3 significant digits for evidence.
-func sig(v float64) float64 { return sigDigits(v, 3) }
-
-// human writes a rate the way the summaries do: 3.2k, 850, 0.4.
-func human(v float64) string {
-	switch {
-	case v >= 1e6:
-		return trimf(v/1e6) + "M"
-	case v >= 1e3:
-		return trimf(v/1e3) + "k"
-	}
-	return trimf(v)
-}
+func sig(v float64) float64 { return SigDigits(v, 3) }
 
 func trimf(v float64) string { return strconv.FormatFloat(sig(v), 'f', -1, 64) }
 

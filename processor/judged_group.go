@@ -97,7 +97,7 @@ func (j *judged) groupHold(s *Sample, st *judgedPort, em Emitter) {
 	if n := len(f.Affected); n > 0 {
 		names := make([]string, 0, n)
 		for _, a := range f.Affected {
-			names = append(names, fmt.Sprintf("%s %s %s/s", a.Node, a.Counter, human(a.RatePerS)))
+			names = append(names, fmt.Sprintf("%s %s %s/s", a.Node, a.Counter, HumanRate(a.RatePerS)))
 		}
 		if m.requester {
 			f.Summary += fmt.Sprintf("; %d responder(s) count errors of the same requests (%s)", n, strings.Join(names, ", "))

@@ -193,7 +193,7 @@ func (d *LinkFlap) OnWatermark(_ context.Context, fabric FabricView, wm schemas.
 // was 0 and reads 1 after the reload did not fall and carries no reset flag
 // of its own; the reset of the port's other counters is what tells.
 func linkDowns(s *Sample) (downs uint64, seen linkReadings) {
-	portReset := s.anyFlags()&schemas.FlagReset != 0
+	portReset := s.AnyFlags()&schemas.FlagReset != 0
 	for which, id := range [2]schemas.CounterID{idLinkDowned, idLinkDownEventsPhy} {
 		c, ok := s.CounterByID(id)
 		if !ok {
@@ -235,7 +235,7 @@ func misreadDowns(port *PortState, s *Sample, downs uint64, seen linkReadings) u
 	if !ok || zb.owed == 0 {
 		return downs
 	}
-	if s.anyFlags()&schemas.FlagReset != 0 {
+	if s.AnyFlags()&schemas.FlagReset != 0 {
 		zb.owed = 0 // both counters start over: nothing is owed
 		return downs
 	}
@@ -272,7 +272,7 @@ func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progres
 	if st.downs >= d.CriticalDowns {
 		severity = schemas.SeverityCritical
 	}
-	where := portName(s.ID, s.Netdev)
+	where := PortName(s.ID, s.Netdev)
 	summary := fmt.Sprintf("%s: the link went down %d time(s) since %s", where, st.downs, st.firstDown)
 	if !linkUp(s.PortSample.State) {
 		summary = fmt.Sprintf("%s: the link went down %d time(s) since %s and is %s", where, st.downs, st.firstDown, s.PortSample.State)
@@ -288,14 +288,14 @@ func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progres
 		"link_down_events_phy": st.phyDowns,
 	}
 	checks := []schemas.Check{
-		onHost(s.ID.Node, fmt.Sprintf("ibstat %s %d", s.ID.Device, s.ID.Port), "state, physical state, rate"),
-		onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, eye, BER"),
-		onHost(s.ID.Node, fmt.Sprintf("dmesg -T | grep -iE '(%s).*link'", grepName(s.ID.Device, s.Netdev)), "when the link went down and came back"),
+		OnHost(s.ID.Node, fmt.Sprintf("ibstat %s %d", s.ID.Device, s.ID.Port), "state, physical state, rate"),
+		OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, eye, BER"),
+		OnHost(s.ID.Node, fmt.Sprintf("dmesg -T | grep -iE '(%s).*link'", grepName(s.ID.Device, s.Netdev)), "when the link went down and came back"),
 	}
 	if s.Netdev != "" {
-		checks = append(checks, onHost(s.ID.Node, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy'", s.Netdev, s.Netdev), "speed, FEC mode and the PHY's link-down count"))
+		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy'", s.Netdev, s.Netdev), "speed, FEC mode and the PHY's link-down count"))
 	}
-	checks = append(checks, onSwitch(d.fabric, s.ID, "port log and link-down counters"))
+	checks = append(checks, OnSwitch(d.fabric, s.ID, "port log and link-down counters"))
 	onset := s.Since()
 	if st.firstDown != 0 {
 		onset = min(onset, st.firstDown) // a LAG member's down that waited a reading
@@ -310,13 +310,6 @@ func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progres
 		Checks:   checks,
 		Progress: progress,
 	}
-}
-
-func portName(id schemas.PortID, netdev string) string {
-	if netdev != "" {
-		return fmt.Sprintf("%s %s/%d (%s)", id.Node, id.Device, id.Port, netdev)
-	}
-	return fmt.Sprintf("%s %s/%d", id.Node, id.Device, id.Port)
 }
 
 func grepName(device, netdev string) string {

@@ -152,7 +152,7 @@ func pfcReadPauses(s *Sample) pfcReading {
 		}
 	}
 	r.utilisation = -1
-	if gbps := rateGbps(s.Rate); gbps > 0 && r.rcvKnown {
+	if gbps := RateGbps(s.Rate); gbps > 0 && r.rcvKnown {
 		r.utilisation, _ = schemas.RcvUtilisation(r.rcvGbps, gbps)
 	}
 	return r
@@ -195,4 +195,4 @@ func pfcPauseCounter(name string) (dir byte, prio int, duration, ok bool) {
 	return 0, 0, false, false
 }
 
-func pfcRound2(x float64) float64 { return roundTo(x, 2) }
+func pfcRound2(x float64) float64 { return RoundTo(x, 2) }

@@ -429,7 +429,7 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		severity = schemas.SeverityCritical
 	}
 	origin := st.origin
-	where := portName(origin, st.netdev)
+	where := PortName(origin, st.netdev)
 	if st.ambiguous {
 		where = origin.Node + " (one of its ports on the paused leaf; the counters cannot tell which)"
 	}
@@ -461,21 +461,21 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		summary += fmt.Sprintf("; the pause has reached %d port(s) on %d node(s), nearest %d hop(s) away", n, len(nodes), nearest)
 	}
 	evidence := d.evidence(st)
-	netdev := netdevOf(origin, st.netdev)
+	netdev := NetdevOf(origin, st.netdev)
 	checks := []schemas.Check{
-		onHost(origin.Node, fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm'", netdev), "pause frames sent per priority and the storm watchdog's count"),
+		OnHost(origin.Node, fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm'", netdev), "pause frames sent per priority and the storm watchdog's count"),
 	}
 	if st.silent {
-		checks = append(checks, schemas.Check{Command: "ping -c 3 " + shellQuote(origin.Node), Note: origin.Node + " stopped reporting: is the host hung (console, BMC)? a stalled receive path (CQ polling, hung process) keeps the NIC pausing"})
+		checks = append(checks, schemas.Check{Command: "ping -c 3 " + ShellQuote(origin.Node), Note: origin.Node + " stopped reporting: is the host hung (console, BMC)? a stalled receive path (CQ polling, hung process) keeps the NIC pausing"})
 	} else {
-		checks = append(checks, onHost(origin.Node, "top -b -n 1 -o %CPU | head -20", "is the host's receive path stalled (CQ polling, hung process)?"))
+		checks = append(checks, OnHost(origin.Node, "top -b -n 1 -o %CPU | head -20", "is the host's receive path stalled (CQ polling, hung process)?"))
 	}
 	if !st.silent && r.prio == pfcGlobalPrio {
-		checks = append(checks, onHost(origin.Node, "ethtool -a "+netdev, "link-level (802.3x) flow control is on: the port pauses every priority"))
+		checks = append(checks, OnHost(origin.Node, "ethtool -a "+netdev, "link-level (802.3x) flow control is on: the port pauses every priority"))
 	}
 	checks = append(checks,
-		onHost(origin.Node, "mlnx_qos -i "+netdev, "PFC watchdog / pfc-prevention-tout"),
-		onSwitch(d.fabric, origin, "PFC watchdog and pause counters"))
+		OnHost(origin.Node, "mlnx_qos -i "+netdev, "PFC watchdog / pfc-prevention-tout"),
+		OnSwitch(d.fabric, origin, "PFC watchdog and pause counters"))
 	scope, originRef := schemas.ScopePort, &schemas.Origin{Node: origin.Node, Device: origin.Device, Port: origin.Port, Silent: st.silent}
 	if st.ambiguous {
 		scope, originRef = schemas.ScopeNode, &schemas.Origin{Node: origin.Node, Silent: st.silent}
@@ -503,7 +503,7 @@ func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 	r := st.reading
 	evidence := map[string]any{
 		"tx_pause_fraction":             pfcRound2(r.txFraction),
-		"tx_pause_frames_per_s":         math.Round(finite(r.txFramesPerS)),
+		"tx_pause_frames_per_s":         math.Round(Finite(r.txFramesPerS)),
 		"rx_pause_fraction":             pfcRound2(r.rxFraction),
 		"rcv_gbps":                      pfcRound2(r.rcvGbps),
 		"priority":                      r.prio,

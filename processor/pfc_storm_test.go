@@ -515,7 +515,7 @@ func TestPFCReadPauses(t *testing.T) {
 			t.Errorf("%s parsed as a pause counter", name)
 		}
 	}
-	if rateGbps("100 Gb/sec (4X EDR)") != 100 || rateGbps("") != 0 {
+	if RateGbps("100 Gb/sec (4X EDR)") != 100 || RateGbps("") != 0 {
 		t.Error("rate")
 	}
 }

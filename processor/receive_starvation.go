@@ -83,14 +83,14 @@ func pausesItsLink(s *Sample) bool {
 }
 
 func describeStarvation(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (string, string, []schemas.Check) {
-	where := portName(s.ID, s.Netdev)
+	where := PortName(s.ID, s.Netdev)
 	severity := schemas.SeverityWarning
 	var summary string
 	if secondaryOnly {
 		var parts []string
 		for _, c := range j.secondary {
 			if r := j.rateOf(st, c.name); r > 0 {
-				parts = append(parts, fmt.Sprintf("%s %s/s", c.name, human(r)))
+				parts = append(parts, fmt.Sprintf("%s %s/s", c.name, HumanRate(r)))
 			}
 		}
 		summary = fmt.Sprintf("%s: its receive-not-ready retries run out (%s) and no monitored receiver reports dropping: a peer does not post receive buffers",
@@ -102,19 +102,19 @@ func describeStarvation(j *judged, s *Sample, st *judgedPort, secondaryOnly bool
 		var parts []string
 		for _, c := range j.primary {
 			if r := j.rateOf(st, c.name); r > 0 {
-				parts = append(parts, fmt.Sprintf("%s %s/s", c.name, human(r)))
+				parts = append(parts, fmt.Sprintf("%s %s/s", c.name, HumanRate(r)))
 			}
 		}
 		summary = fmt.Sprintf("%s: does not drain its receive queue (%s; its usual %s/s) since %s",
-			where, strings.Join(parts, ", "), human(st.base), st.since)
+			where, strings.Join(parts, ", "), HumanRate(st.base), st.since)
 	}
-	nd := netdevOf(s.ID, s.Netdev)
+	nd := NetdevOf(s.ID, s.Netdev)
 	checks := []schemas.Check{
-		onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'out_of_buffer|discards|pause'", nd), "buffer drops and the pauses the port sends because of them"),
-		onHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), "out_of_buffer and rnr_nak_retry_err now"),
-		onHost(s.ID.Node, "top -b -n1 -o %CPU | head -20; cat /proc/interrupts | grep -c mlx5", "CPU saturation of the polling threads and where the NIC's interrupts land"),
-		onHost(s.ID.Node, fmt.Sprintf("ethtool -g %s; ethtool -l %s", nd, nd), "ring sizes and channels: small receive queues"),
-		onHost(s.ID.Node, fmt.Sprintf("lspci -vvv -s $(basename $(readlink /sys/class/infiniband/%s/device)) | grep -E 'LnkSta|MaxReadReq'", s.ID.Device), "PCIe link width and speed: a degraded slot cannot drain"),
+		OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'out_of_buffer|discards|pause'", nd), "buffer drops and the pauses the port sends because of them"),
+		OnHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), "out_of_buffer and rnr_nak_retry_err now"),
+		OnHost(s.ID.Node, "top -b -n1 -o %CPU | head -20; cat /proc/interrupts | grep -c mlx5", "CPU saturation of the polling threads and where the NIC's interrupts land"),
+		OnHost(s.ID.Node, fmt.Sprintf("ethtool -g %s; ethtool -l %s", nd, nd), "ring sizes and channels: small receive queues"),
+		OnHost(s.ID.Node, fmt.Sprintf("lspci -vvv -s $(basename $(readlink /sys/class/infiniband/%s/device)) | grep -E 'LnkSta|MaxReadReq'", s.ID.Device), "PCIe link width and speed: a degraded slot cannot drain"),
 	}
 	return summary, severity, checks
 }

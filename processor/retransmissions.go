@@ -320,7 +320,7 @@ func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n floa
 }
 
 func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (string, string, []schemas.Check) {
-	where := portName(s.ID, s.Netdev)
+	where := PortName(s.ID, s.Netdev)
 	severity := schemas.SeverityWarning
 	mlx4 := mlx4Counters(s)
 	seqErr, ackTimeout := "packet_seq_err", "local_ack_timeout_err"
@@ -332,7 +332,7 @@ func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly
 	var summary string
 	if secondaryOnly {
 		summary = fmt.Sprintf("%s: %s/s NAK sequence errors and ACK timeouts (%s %s/s, %s %s/s) and no monitored port reports the lost packets: packets to its peers are lost and Go-Back-N resends them",
-			where, human(st.peak), seqErr, human(j.rateOf(st, seqErr)), ackTimeout, human(j.rateOf(st, ackTimeout)))
+			where, HumanRate(st.peak), seqErr, HumanRate(j.rateOf(st, seqErr)), ackTimeout, HumanRate(j.rateOf(st, ackTimeout)))
 	} else {
 		if st.figure >= retransCriticalFraction {
 			severity = schemas.SeverityCritical
@@ -343,34 +343,34 @@ func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly
 			per = "each out-of-sequence packet taken as a loss on a link known to fail"
 		}
 		summary = fmt.Sprintf("%s: %s out-of-sequence packets/s over the last 2 minutes (%.2g of received packets; its usual %.2g, the fabric's %.2g): about %s lost packets/s (%.2g of received packets, %s): packets are lost on its link and Go-Back-N resends them",
-			where, human(lp.ratio*lp.pps), lp.ratio, lp.base, j.peerRef, human(lp.lostPerS), lp.lost, per)
+			where, HumanRate(lp.ratio*lp.pps), lp.ratio, lp.base, j.peerRef, HumanRate(lp.lostPerS), lp.lost, per)
 	}
 	// Corrupt frames the MAC dropped on the same port: the loss is physical.
 	for _, name := range retransPhysical {
 		if r := j.rateOf(st, name); r > 0 {
-			summary += fmt.Sprintf("; its MAC drops corrupt frames (%s %s/s)", name, human(r))
+			summary += fmt.Sprintf("; its MAC drops corrupt frames (%s %s/s)", name, HumanRate(r))
 			break
 		}
 	}
-	nd := netdevOf(s.ID, s.Netdev)
+	nd := NetdevOf(s.ID, s.Netdev)
 	checks := []schemas.Check{
-		onHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), nakCounters+" now"),
+		OnHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), nakCounters+" now"),
 	}
 	if mlx4 {
 		// mlxlink does not know ConnectX-3; the IB error counters and the
 		// netdev's MAC errors tell a bad cable there. The diagnostic
 		// counters are per device: both ports' traffic is in them.
 		checks = append(checks,
-			onHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/infiniband/%s/hw_counters/{rq_num_oos,sq_num_oos,sq_num_to,rq_num_dup}", s.ID.Device), "the device's sequence counters (mlx4 counts them per device, both ports together)"),
-			onHost(s.ID.Node, fmt.Sprintf("perfquery -C %s -P %d", s.ID.Device, s.ID.Port), "symbol errors and receive errors of the link: a lossy cable"),
-			onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'rx_crc_errors|rx_errors|rx_dropped|pause'", nd), "corrupt frames the MAC dropped and whether pauses come with the loss"))
+			OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/infiniband/%s/hw_counters/{rq_num_oos,sq_num_oos,sq_num_to,rq_num_dup}", s.ID.Device), "the device's sequence counters (mlx4 counts them per device, both ports together)"),
+			OnHost(s.ID.Node, fmt.Sprintf("perfquery -C %s -P %d", s.ID.Device, s.ID.Port), "symbol errors and receive errors of the link: a lossy cable"),
+			OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'rx_crc_errors|rx_errors|rx_dropped|pause'", nd), "corrupt frames the MAC dropped and whether pauses come with the loss"))
 	} else {
 		checks = append(checks,
-			onHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -c -e", s.ID.Device, s.ID.Port), "pre-FEC/post-FEC BER and symbol errors of the link: a lossy optic or cable"),
-			onHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'discard|out_of_buffer|pause|corrected|crc'", nd), "drops on the port and whether pauses or buffer drops come with the loss"))
+			OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -c -e", s.ID.Device, s.ID.Port), "pre-FEC/post-FEC BER and symbol errors of the link: a lossy optic or cable"),
+			OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'discard|out_of_buffer|pause|corrected|crc'", nd), "drops on the port and whether pauses or buffer drops come with the loss"))
 	}
 	checks = append(checks,
-		onSwitch(j.fabric, s.ID, "errors, discards and FEC"),
-		inRdmawatch(fmt.Sprintf("events --node %s --type ber_drift,link_flap", s.ID.Node), "a BER drift or flap of the same link that explains the loss"))
+		OnSwitch(j.fabric, s.ID, "errors, discards and FEC"),
+		InRdmawatch(fmt.Sprintf("events --node %s --type ber_drift,link_flap", s.ID.Node), "a BER drift or flap of the same link that explains the loss"))
 	return summary, severity, checks
 }
