@@ -55,6 +55,10 @@ type Config struct {
 	// Webhooks are "name=URL" or URLs that receive one JSON POST per state
 	// change; a token in the URL (path or query) is never shown.
 	Webhooks []string
+	// WebhookSecret, when set, signs every webhook request (HeaderSignature,
+	// HeaderTimestamp): the receiver can tell rdmawatch's requests from
+	// anyone's who learnt its URL.
+	WebhookSecret []byte
 	// Labels are added to every Alertmanager alert (e.g. fabric=pod-a).
 	Labels map[string]string
 	// RunbookURL is a URL template for the runbook_url annotation; {type}
@@ -249,7 +253,7 @@ func New(js jetstream.JetStream, cfg Config, log *slog.Logger) (*Bridge, error) 
 	for _, tg := range whs {
 		u, _ := url.Parse(tg.URL)
 		b.secrets = append(b.secrets, secretsOf(u)...)
-		wh := &Webhook{name: tg.Name, url: tg.URL, client: client}
+		wh := &Webhook{name: tg.Name, url: tg.URL, client: client, secret: cfg.WebhookSecret, now: func() time.Time { return b.now() }}
 		b.targets = append(b.targets, &target{name: wh.Name(), consumer: consumerName(cfg.ConsumerPrefix, "wh", tg), deliver: wh.deliver})
 	}
 	// Longest first: a secret that contains another is masked whole.

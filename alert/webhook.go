@@ -2,10 +2,14 @@ package alert
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/rdmawatch/rdmawatch/internal/retry"
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -20,6 +24,9 @@ type Webhook struct {
 	name   string // the operator's label or the URL's derived name
 	url    string // may carry a token: never printed
 	client *http.Client
+	// secret signs every request (HeaderSignature) when set.
+	secret []byte
+	now    func() time.Time
 }
 
 // Webhook request headers.
@@ -28,7 +35,27 @@ const (
 	HeaderEventType      = "Rdmawatch-Event-Type" // pfc_storm, ...
 	HeaderEventState     = "Rdmawatch-Event-State"
 	HeaderEventRevision  = "Rdmawatch-Event-Revision"
+	// HeaderTimestamp and HeaderSignature authenticate a request when the
+	// bridge has a webhook secret (Config.WebhookSecret): the signature is
+	// "sha256=" and the hex HMAC-SHA256, under the secret, of the
+	// timestamp (unix seconds, as sent), a ".", and the body. A receiver
+	// recomputes it, compares in constant time and refuses a timestamp
+	// older than its tolerance (five minutes is usual): a captured request
+	// cannot be replayed later, nor its body altered. The scheme is
+	// Stripe's and Slack's; the secret never travels.
+	HeaderTimestamp = "Rdmawatch-Timestamp"
+	HeaderSignature = "Rdmawatch-Signature"
 )
+
+// Sign is the HeaderSignature value of body sent at unix time ts under
+// secret; receivers may call it to check a request.
+func Sign(secret []byte, ts int64, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(strconv.FormatInt(ts, 10)))
+	m.Write([]byte("."))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
 
 // Name identifies the target in logs, metrics, consumer descriptions and
 // dead letters; it never holds the URL's secrets.
@@ -44,5 +71,14 @@ func (w *Webhook) deliver(ctx context.Context, ev *schemas.Event) error {
 	h.Set(HeaderEventType, ev.Type)
 	h.Set(HeaderEventState, ev.State)
 	h.Set(HeaderEventRevision, strconv.Itoa(ev.Revision))
+	if len(w.secret) > 0 {
+		now := time.Now
+		if w.now != nil {
+			now = w.now
+		}
+		ts := now().Unix()
+		h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
+		h.Set(HeaderSignature, Sign(w.secret, ts, body))
+	}
 	return postJSON(ctx, w.client, w.url, body, h)
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -15,8 +17,9 @@ import (
 
 func newAlertCmd(g *global) *cobra.Command {
 	var (
-		cfg    alert.Config
-		labels []string
+		cfg        alert.Config
+		labels     []string
+		secretFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "alert",
@@ -45,6 +48,13 @@ scheme, host and path with every secret masked.`,
 					return fmt.Errorf("--label %q: want name=value", kv)
 				}
 				cfg.Labels[k] = v
+			}
+			if secretFile != "" {
+				secret, err := readWebhookSecret(g, secretFile)
+				if err != nil {
+					return err
+				}
+				cfg.WebhookSecret = secret
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -76,6 +86,7 @@ scheme, host and path with every secret masked.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&cfg.Alertmanagers, "alertmanager", splitEnv("RDMAWATCH_ALERTMANAGER"), "Alertmanager as name=URL (or a base URL), repeatable (env RDMAWATCH_ALERTMANAGER, comma separated)")
+	f.StringVar(&secretFile, "webhook-secret-file", envOr("RDMAWATCH_WEBHOOK_SECRET_FILE", ""), "file holding a secret that signs every webhook request (headers Rdmawatch-Timestamp and Rdmawatch-Signature: sha256= HMAC of timestamp.body) so receivers can refuse anyone else's (env RDMAWATCH_WEBHOOK_SECRET_FILE)")
 	f.StringSliceVar(&cfg.Webhooks, "webhook", splitEnv("RDMAWATCH_WEBHOOK"), "webhook as name=URL (or a URL) receiving one JSON POST per incident state change, repeatable (env RDMAWATCH_WEBHOOK)")
 	f.StringArrayVar(&labels, "label", nil, "extra label name=value on every Alertmanager alert, repeatable (e.g. fabric=pod-a)")
 	f.StringVar(&cfg.RunbookURL, "runbook-url", "", "runbook URL template for the runbook_url annotation; {type} is the incident type")
@@ -96,4 +107,27 @@ func splitEnv(name string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// readWebhookSecret reads the signing secret: the file's content without
+// surrounding white space, at least 16 bytes (a short secret can be
+// guessed from signed requests). A file readable by group or others is
+// warned about, as a NATS seed is.
+func readWebhookSecret(g *global, path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-secret-file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		g.log.Warn("webhook secret file is accessible by group or others; chmod 600 it", "file", path, "mode", fmt.Sprintf("%#o", fi.Mode().Perm()))
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-secret-file: %w", err)
+	}
+	secret := bytes.TrimSpace(b)
+	if len(secret) < 16 {
+		return nil, fmt.Errorf("--webhook-secret-file %s: %d bytes of secret, want at least 16", path, len(secret))
+	}
+	return secret, nil
 }
