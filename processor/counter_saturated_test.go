@@ -1,12 +1,9 @@
 package processor
 
 import (
-	"fmt"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -165,136 +162,6 @@ func TestCounterSaturatedPinnedForHours(t *testing.T) {
 	if !equalStrings(h.states(), []string{"open"}) {
 		t.Fatalf("states %v", h.states())
 	}
-}
-
-func TestTrackerHysteresis(t *testing.T) {
-	subj := portA.Subject()
-	f := Finding{Subject: subj, Onset: at(0), Severity: "warning", Layer: "physical", Summary: "x"}
-	p := Policy{OpenAfterSamples: 3, ResolveAfterSamples: 2, ResolveAfter: time.Minute}
-	var evs []*schemas.Event
-	em := EmitterFunc(func(ev *schemas.Event) { evs = append(evs, ev) })
-	tr := NewTracker("test", p)
-
-	tr.Hold(at(0), f, em)
-	tr.Hold(at(5), f, em)
-	tr.Clear(at(10), subj, "", nil, em) // a break: pending dropped
-	if len(evs) != 0 || tr.Active() != 0 {
-		t.Fatalf("pending break: %d events, %d active", len(evs), tr.Active())
-	}
-	f.Onset = at(15)
-	for _, sec := range []float64{15, 20, 25} {
-		tr.Hold(at(sec), f, em)
-	}
-	if len(evs) != 1 || evs[0].State != "open" || evs[0].Start != at(15) || evs[0].DetectedAt != at(25) {
-		t.Fatalf("open: %+v", evs)
-	}
-	tr.Clear(at(30), subj, "", nil, em)
-	tr.Clear(at(35), subj, "", nil, em) // two samples but not a minute
-	tr.Hold(at(40), f, em)              // back: clear count restarts
-	tr.Clear(at(45), subj, "", nil, em)
-	tr.Clear(at(100), subj, "", nil, em) // a minute since 40, two samples
-	if len(evs) != 2 || evs[1].State != "resolved" || *evs[1].End != at(45) || evs[1].Revision != 1 {
-		t.Fatalf("resolve: %+v", evs[len(evs)-1])
-	}
-	tr.Clear(at(105), subj, "", nil, em)
-	if len(evs) != 2 {
-		t.Fatal("resolved twice")
-	}
-}
-
-func TestRegistry(t *testing.T) {
-	got := Registered()
-	for _, want := range []string{schemas.TypeCounterSaturated, schemas.TypeLinkFlap} {
-		found := false
-		for _, n := range got {
-			found = found || n == want
-		}
-		if !found {
-			t.Errorf("%s not registered: %v", want, got)
-		}
-	}
-	dets, err := NewDetectors()
-	if err != nil || len(dets) != len(got) {
-		t.Fatalf("NewDetectors: %v %v", dets, err)
-	}
-	if _, err := NewDetectors("nope"); err == nil {
-		t.Fatal("unknown detector accepted")
-	}
-	a, _ := NewDetectors(schemas.TypeLinkFlap)
-	b, _ := NewDetectors(schemas.TypeLinkFlap)
-	if a[0] == b[0] {
-		t.Fatal("processors must not share detector instances")
-	}
-}
-
-func TestBuckets(t *testing.T) {
-	b := NewBuckets(4, time.Minute)
-	b.Add(at(0), 1)
-	b.Add(at(61), 2)
-	b.Add(at(125), 3)
-	if s := b.Sum(at(0), at(240)); s != 6 {
-		t.Fatalf("sum %v", s)
-	}
-	b.Add(at(300), 10) // slides past minute 0 and 1
-	if s := b.Sum(at(0), at(400)); s != 13 {
-		t.Fatalf("after slide %v", s)
-	}
-	b.Add(at(0), 100) // older than the window: dropped
-	if s := b.Sum(at(0), at(400)); s != 13 {
-		t.Fatalf("old value counted: %v", s)
-	}
-	b.Add(at(5000), 1) // far ahead: everything cleared
-	if s := b.Sum(at(0), at(6000)); s != 1 {
-		t.Fatalf("after jump %v", s)
-	}
-}
-
-// TestPortMemory keeps an eye on the per-port budget (8 KiB with every
-// detector for a 2-hour window): a tracked healthy port must stay far below.
-func TestPortMemory(t *testing.T) {
-	h := newHarness(t, NewLinkFlap(), NewCounterSaturated())
-	id := portA
-	h.feed(sample(id, 0, "ACTIVE", ctr("symbol_error", 65535, 0, first|sat), ctr("link_downed", 0, 0, first)))
-	h.feed(sample(id, 5, "ACTIVE", ctr("symbol_error", 65535, 0, sat), ctr("link_downed", 1, 1, 0)))
-	p := h.ports[id]
-	if len(p.locals) != 2 {
-		t.Fatalf("locals %d", len(p.locals))
-	}
-}
-
-// TestPortMemoryBudget measures the heap per tracked port with both
-// detectors, a sample every 5 s for 2 hours, one port in ten with an
-// incident open: the target is 8 KiB per port.
-func TestPortMemoryBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures the heap")
-	}
-	const ports = 500
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	h := newHarness(t, NewLinkFlap(), NewCounterSaturated())
-	for sec := 0.0; sec < 7200; sec += 5 {
-		for i := 0; i < ports; i++ {
-			id := schemas.PortID{Node: fmt.Sprintf("gpu-%04d", i), Device: "mlx5_0", Port: 1}
-			flags, sym := schemas.Flag(0), uint64(10)
-			if sec == 0 {
-				flags = first
-			}
-			if i%10 == 0 {
-				sym, flags = 65535, flags|sat
-			}
-			h.feed(sample(id, sec, "ACTIVE", ctr("symbol_error", sym, 0, flags), ctr("link_downed", 0, 0, flags&first)))
-		}
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	perPort := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / ports
-	t.Logf("%d B per port (%d events)", perPort, len(h.events))
-	if perPort > 8<<10 {
-		t.Errorf("%d B per port, budget 8 KiB", perPort)
-	}
-	runtime.KeepAlive(h)
 }
 
 // TestCounterSaturatedChurn: incidents of one port must not open and

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,4 +147,40 @@ func equalStrings(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+var (
+	portB = schemas.PortID{Node: "host-b", Device: "mlx5_0", Port: 1}
+	portC = schemas.PortID{Node: "host-c", Device: "mlx5_1", Port: 1}
+)
+
+func hw(name string, value, delta uint64, flags schemas.Flag) schemas.CounterDelta {
+	return schemas.CounterDelta{Name: name, Source: schemas.SourceHWCounters, Value: value, Delta: delta, Flags: flags}
+}
+
+// traffic is a 5 s sample's received packets and the named hw counters'
+// deltas (values are the deltas: the detectors read deltas only).
+func traffic(pkts uint64, kv ...any) []schemas.CounterDelta {
+	cs := []schemas.CounterDelta{ctr("port_rcv_packets", pkts, pkts, 0), ctr("port_xmit_packets", pkts, pkts, 0)}
+	for i := 0; i+1 < len(kv); i += 2 {
+		name, d := kv[i].(string), uint64(kv[i+1].(int))
+		if strings.HasPrefix(name, "rx_") {
+			cs = append(cs, eth(name, d, d, 0))
+		} else {
+			cs = append(cs, hw(name, d, d, 0))
+		}
+	}
+	return cs
+}
+
+const (
+	first = schemas.FlagFirst
+	reset = schemas.FlagReset
+	held  = schemas.FlagHeld
+	sat   = schemas.FlagSaturated
+)
+
+// quiet is a healthy sample's link counters at the given link_downed value.
+func quiet(v uint64) []schemas.CounterDelta {
+	return []schemas.CounterDelta{ctr("link_downed", v, 0, 0), eth("link_down_events_phy", v, 0, 0)}
 }

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"testing"
+	"time"
 
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -64,5 +65,40 @@ func TestTrackerResumes(t *testing.T) {
 				t.Errorf("asked %v, want once, at the open", em.asked)
 			}
 		})
+	}
+}
+
+func TestTrackerHysteresis(t *testing.T) {
+	subj := portA.Subject()
+	f := Finding{Subject: subj, Onset: at(0), Severity: "warning", Layer: "physical", Summary: "x"}
+	p := Policy{OpenAfterSamples: 3, ResolveAfterSamples: 2, ResolveAfter: time.Minute}
+	var evs []*schemas.Event
+	em := EmitterFunc(func(ev *schemas.Event) { evs = append(evs, ev) })
+	tr := NewTracker("test", p)
+
+	tr.Hold(at(0), f, em)
+	tr.Hold(at(5), f, em)
+	tr.Clear(at(10), subj, "", nil, em) // a break: pending dropped
+	if len(evs) != 0 || tr.Active() != 0 {
+		t.Fatalf("pending break: %d events, %d active", len(evs), tr.Active())
+	}
+	f.Onset = at(15)
+	for _, sec := range []float64{15, 20, 25} {
+		tr.Hold(at(sec), f, em)
+	}
+	if len(evs) != 1 || evs[0].State != "open" || evs[0].Start != at(15) || evs[0].DetectedAt != at(25) {
+		t.Fatalf("open: %+v", evs)
+	}
+	tr.Clear(at(30), subj, "", nil, em)
+	tr.Clear(at(35), subj, "", nil, em) // two samples but not a minute
+	tr.Hold(at(40), f, em)              // back: clear count restarts
+	tr.Clear(at(45), subj, "", nil, em)
+	tr.Clear(at(100), subj, "", nil, em) // a minute since 40, two samples
+	if len(evs) != 2 || evs[1].State != "resolved" || *evs[1].End != at(45) || evs[1].Revision != 1 {
+		t.Fatalf("resolve: %+v", evs[len(evs)-1])
+	}
+	tr.Clear(at(105), subj, "", nil, em)
+	if len(evs) != 2 {
+		t.Fatal("resolved twice")
 	}
 }

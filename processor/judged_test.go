@@ -7,30 +7,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-var (
-	portB = schemas.PortID{Node: "host-b", Device: "mlx5_0", Port: 1}
-	portC = schemas.PortID{Node: "host-c", Device: "mlx5_1", Port: 1}
-)
-
-func hw(name string, value, delta uint64, flags schemas.Flag) schemas.CounterDelta {
-	return schemas.CounterDelta{Name: name, Source: schemas.SourceHWCounters, Value: value, Delta: delta, Flags: flags}
-}
-
-// traffic is a 5 s sample's received packets and the named hw counters'
-// deltas (values are the deltas: the detectors read deltas only).
-func traffic(pkts uint64, kv ...any) []schemas.CounterDelta {
-	cs := []schemas.CounterDelta{ctr("port_rcv_packets", pkts, pkts, 0), ctr("port_xmit_packets", pkts, pkts, 0)}
-	for i := 0; i+1 < len(kv); i += 2 {
-		name, d := kv[i].(string), uint64(kv[i+1].(int))
-		if strings.HasPrefix(name, "rx_") {
-			cs = append(cs, eth(name, d, d, 0))
-		} else {
-			cs = append(cs, hw(name, d, d, 0))
-		}
-	}
-	return cs
-}
-
 func TestJudgedDetectors(t *testing.T) {
 	cases := []struct {
 		name  string

@@ -6,18 +6,6 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-const (
-	first = schemas.FlagFirst
-	reset = schemas.FlagReset
-	held  = schemas.FlagHeld
-	sat   = schemas.FlagSaturated
-)
-
-// quiet is a healthy sample's link counters at the given link_downed value.
-func quiet(v uint64) []schemas.CounterDelta {
-	return []schemas.CounterDelta{ctr("link_downed", v, 0, 0), eth("link_down_events_phy", v, 0, 0)}
-}
-
 func TestLinkFlap(t *testing.T) {
 	cases := []struct {
 		name  string

@@ -19,9 +19,10 @@ var (
 	factories  = map[string]Factory{}
 )
 
-// Register adds a detector under name; detectors call it from init(), one
-// file per detector. A second registration of a name is a programming error
-// and panics at start, like http.Handle.
+// Register adds a detector under name; detectors call it from their
+// package's init(), one package per detector (processor/detect/...), and
+// processor/detect/all imports them all. A second registration of a name
+// is a programming error and panics at start, like http.Handle.
 func Register(name string, f Factory) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
@@ -53,6 +54,11 @@ func Registered() []string {
 func NewDetectors(names ...string) ([]Detector, error) {
 	if len(names) == 0 {
 		names = Registered()
+		if len(names) == 0 {
+			// The detectors register themselves from their packages'
+			// init(): a program that imports none runs none, silently.
+			return nil, errors.New("no detector registered: the program does not import processor/detect/all")
+		}
 	} else {
 		names = append([]string(nil), names...)
 		sort.Strings(names)

@@ -40,3 +40,25 @@ func TestBucketsSumMatchesDefinition(t *testing.T) {
 		}
 	}
 }
+
+func TestBuckets(t *testing.T) {
+	b := NewBuckets(4, time.Minute)
+	b.Add(at(0), 1)
+	b.Add(at(61), 2)
+	b.Add(at(125), 3)
+	if s := b.Sum(at(0), at(240)); s != 6 {
+		t.Fatalf("sum %v", s)
+	}
+	b.Add(at(300), 10) // slides past minute 0 and 1
+	if s := b.Sum(at(0), at(400)); s != 13 {
+		t.Fatalf("after slide %v", s)
+	}
+	b.Add(at(0), 100) // older than the window: dropped
+	if s := b.Sum(at(0), at(400)); s != 13 {
+		t.Fatalf("old value counted: %v", s)
+	}
+	b.Add(at(5000), 1) // far ahead: everything cleared
+	if s := b.Sum(at(0), at(6000)); s != 1 {
+		t.Fatalf("after jump %v", s)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/processor"
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/processor"
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/rdmawatch/rdmawatch/processor"
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )

@@ -1,0 +1,11 @@
+// Package all links every detector into a program. A detector registers
+// itself with processor.Register in its package's init(), so the registry
+// (processor.NewDetectors, processor.Registered) holds the detectors whose
+// packages the program imports: every program and test that builds a
+// processor from the registry, validates detector settings or lists the
+// detectors imports this package for its side effect:
+//
+//	import _ "github.com/rdmawatch/rdmawatch/processor/detect/all"
+//
+// A new detector adds its package here.
+package all
