@@ -17,7 +17,7 @@ import (
 // (schemas/ddl/migrations/0011).
 //
 // The values are gathered row by row, every column of a row at once: the
-// rows come sorted by the table's key (pipeline.order), not in the order
+// rows come sorted by the table's key (tableSpec.order), not in the order
 // they lie in memory, so a pass over all rows per column would touch every
 // row once per column in no order the cache can follow. (The first sorted
 // version did that, with a stable sort, and the sink rose from 0.39 to 0.49

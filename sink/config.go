@@ -8,6 +8,7 @@ import (
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/rdmawatch/rdmawatch/internal/jsbatch"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -211,8 +212,9 @@ func (c Config) Validate() error {
 }
 
 // minAckWait keeps the InProgress heartbeat (every AckWait/3) above a few
-// round trips to NATS.
-const minAckWait = 300 * time.Millisecond
+// round trips to NATS: the consumer's own bound, checked here so a bad
+// value is the sink's config error.
+const minAckWait = jsbatch.MinAckWait
 
 func durableRune(r rune) rune {
 	if r == '-' || r == '_' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') {

@@ -159,10 +159,9 @@ func (h *configHistory) filter(rows []ConfigRow) []ConfigRow {
 }
 
 // configPipeline writes port_config from the inventory stream.
-func (s *Sink) configPipeline() *pipeline[ConfigRow] {
+func (s *Sink) configPipeline() (*table[ConfigRow], error) {
 	hist := &configHistory{last: make(map[configPortKey]ConfigRow)}
-	return &pipeline[ConfigRow]{
-		s: s, table: "port_config", columns: ConfigColumns,
+	return newTable(s, source[ConfigRow]{
 		stream: schemas.StreamInventory, consumer: s.cfg.ConsumerPrefix + configConsumerSuffix,
 		decode: func(subject string, data []byte) ([]ConfigRow, error) {
 			// A message the inventory pipeline cannot use it dead-letters
@@ -174,6 +173,5 @@ func (s *Sink) configPipeline() *pipeline[ConfigRow] {
 			}
 			return hist.filter(ConfigRows(inv)), nil
 		},
-		values: (*ConfigRow).Values,
-	}
+	}, tableSpec[ConfigRow]{name: "port_config", columns: ConfigColumns, values: (*ConfigRow).Values})
 }

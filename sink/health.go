@@ -96,9 +96,9 @@ WHERE database = currentDatabase() AND table IN ('port_samples', 'port_samples_l
 // sample. The whole message is refused: its samples share a host's clock,
 // and a message that mixes plausible times with implausible ones was not
 // written by a collector reading its ports.
-func (s *Sink) checkSampleTimes(msg jetstream.Msg, rows []SampleRow) error {
+func (s *Sink) checkSampleTimes(meta *jetstream.MsgMetadata, rows []SampleRow) error {
 	var stored schemas.Millis
-	if meta, err := msg.Metadata(); err == nil {
+	if meta != nil {
 		stored = schemas.MillisOf(meta.Timestamp)
 	}
 	return s.checkTimes(stored, rows)

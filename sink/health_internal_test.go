@@ -97,9 +97,9 @@ func TestReadyReasons(t *testing.T) {
 			s.notReady.Store(tc.notReady)
 			s.probeErr.Store(tc.probe)
 			for i, w := range tc.write {
-				p := &pipeline[SampleRow]{table: "t" + string(rune('0'+i))}
+				p := &table[SampleRow]{writer: &tableWriter[SampleRow]{tableSpec: tableSpec[SampleRow]{name: "t" + string(rune('0'+i))}}}
 				if w != "" {
-					p.writeErr.Store(&w)
+					p.writer.writeErr.Store(&w)
 				}
 				s.pipes = append(s.pipes, p)
 			}

@@ -9,7 +9,7 @@ import (
 // sampleOrder sorts an INSERT's rows by port_samples' sorting key, ORDER BY
 // (node, device, port, time_ms), strings compared bytewise as ClickHouse
 // does: the server writes a block already in order as it is, and otherwise
-// permutes every column of it (pipeline.order).
+// permutes every column of it (tableSpec.order).
 //
 // It sorts keys, not rows. Comparing rows through their pointers and their
 // strings missed the cache on most comparisons: 12.5 % of the sink's CPU

@@ -26,8 +26,8 @@ func TestDecodePanicDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	var decoded []string
-	p := &pipeline[string]{
-		s: s, table: "nowhere", stream: schemas.StreamInventory, consumer: "panic-inventory",
+	p, err := newTable(s, source[string]{
+		stream: schemas.StreamInventory, consumer: "panic-inventory",
 		decode: func(_ string, data []byte) ([]string, error) {
 			if string(data) == "boom" {
 				var dict []int
@@ -36,6 +36,9 @@ func TestDecodePanicDeadLettered(t *testing.T) {
 			decoded = append(decoded, string(data))
 			return nil, nil // nothing to write: acked at once
 		},
+	}, tableSpec[string]{name: "nowhere"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -66,10 +69,8 @@ func TestDecodePanicDeadLettered(t *testing.T) {
 		t.Errorf("dead letter %q, reason %q", m.Data(), reason)
 	}
 	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if p.stats.Poison != 1 || p.stats.DeadLettered != 1 {
-			return fmt.Errorf("stats %+v", p.stats)
+		if _, st := p.snapshot(); st.Poison != 1 || st.DeadLettered != 1 {
+			return fmt.Errorf("stats %+v", st)
 		}
 		return nil
 	})

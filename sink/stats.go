@@ -48,19 +48,6 @@ type statser interface {
 	writeError() string
 }
 
-func (p *pipeline[R]) snapshot() (string, TableStats) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.table, p.stats
-}
-
-// count changes the stats under the lock the snapshot takes.
-func (p *pipeline[R]) count(f func(*TableStats)) {
-	p.mu.Lock()
-	f(&p.stats)
-	p.mu.Unlock()
-}
-
 // Stats returns what the sink did so far; empty before Run.
 func (s *Sink) Stats() Stats {
 	out := Stats{}
