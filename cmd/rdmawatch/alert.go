@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rdmawatch/rdmawatch/alert"
 	"github.com/rdmawatch/rdmawatch/internal/telemetry"
@@ -84,11 +85,18 @@ scheme, host and path with every secret masked.`,
 			return err
 		},
 	}
-	f := cmd.Flags()
+	registerAlertFlags(cmd.Flags(), &cfg, &labels, &secretFile)
+	return cmd
+}
+
+// registerAlertFlags defines the alert bridge's flags. The defaults come
+// from the environment and may hold tokens and passwords: --help shows them
+// masked (redactDefaults, for every flag).
+func registerAlertFlags(f *pflag.FlagSet, cfg *alert.Config, labels *[]string, secretFile *string) {
 	f.StringSliceVar(&cfg.Alertmanagers, "alertmanager", splitEnv("RDMAWATCH_ALERTMANAGER"), "Alertmanager as name=URL (or a base URL), repeatable (env RDMAWATCH_ALERTMANAGER, comma separated)")
-	f.StringVar(&secretFile, "webhook-secret-file", envOr("RDMAWATCH_WEBHOOK_SECRET_FILE", ""), "file holding a secret that signs every webhook request (headers Rdmawatch-Timestamp and Rdmawatch-Signature: sha256= HMAC of timestamp.body) so receivers can refuse anyone else's (env RDMAWATCH_WEBHOOK_SECRET_FILE)")
+	f.StringVar(secretFile, "webhook-secret-file", envOr("RDMAWATCH_WEBHOOK_SECRET_FILE", ""), "file holding a secret that signs every webhook request (headers Rdmawatch-Timestamp and Rdmawatch-Signature: sha256= HMAC of timestamp.body) so receivers can refuse anyone else's (env RDMAWATCH_WEBHOOK_SECRET_FILE)")
 	f.StringSliceVar(&cfg.Webhooks, "webhook", splitEnv("RDMAWATCH_WEBHOOK"), "webhook as name=URL (or a URL) receiving one JSON POST per incident state change, repeatable (env RDMAWATCH_WEBHOOK)")
-	f.StringArrayVar(&labels, "label", nil, "extra label name=value on every Alertmanager alert, repeatable (e.g. fabric=pod-a)")
+	f.StringArrayVar(labels, "label", nil, "extra label name=value on every Alertmanager alert, repeatable (e.g. fabric=pod-a)")
 	f.StringVar(&cfg.RunbookURL, "runbook-url", "", "runbook URL template for the runbook_url annotation; {type} is the incident type")
 	f.DurationVar(&cfg.ResendInterval, "resend-interval", time.Minute, "how often open incidents are re-sent to Alertmanager (each send holds an alert for 4 intervals)")
 	f.IntVar(&cfg.MaxOpen, "max-open-incidents", alert.DefaultMaxOpen, "open incidents held and re-sent to Alertmanager; an event opening one more goes to the dead-letter stream")
@@ -96,9 +104,6 @@ scheme, host and path with every secret masked.`,
 	f.DurationVar(&cfg.RetryMin, "retry-min", 500*time.Millisecond, "first wait before re-trying a failed delivery; doubles up to --retry-max, with jitter")
 	f.DurationVar(&cfg.RetryMax, "retry-max", time.Minute, "longest wait between delivery attempts (the event is kept in progress meanwhile)")
 	f.StringVar(&cfg.FilterSubject, "subject", "", "deliver only events on this subject filter (NATS wildcards; default every event)")
-	// The defaults come from the environment and may hold tokens and
-	// passwords: --help shows them masked (redactDefaults, for every flag).
-	return cmd
 }
 
 func splitEnv(name string) []string {

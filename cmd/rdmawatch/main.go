@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
@@ -110,43 +111,11 @@ func newRoot() *cobra.Command { return newRootOf(&global{}) }
 // last line through the logger the command set up.
 func newRootOf(g *global) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "rdmawatch",
-		Short:         "Find RDMA packet-loss causes across a fleet, layer by layer",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			if err := applyConfig(cmd.Root(), cmd, g.configPath); err != nil {
-				return err
-			}
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
-			}
-			log, err := newLogger(os.Stderr, g.logFormat, lvl)
-			if err != nil {
-				return err
-			}
-			g.log = log
-			slog.SetDefault(g.log)
-			if g.wait <= 0 {
-				return fmt.Errorf("--wait %s: want a positive duration such as 30s", g.wait)
-			}
-			if !roles[cmd.Name()] || cmd.Parent() != cmd.Root() {
-				g.connectWait = g.wait
-			}
-			if g.cpuProfile != "" {
-				f, err := os.Create(g.cpuProfile)
-				if err != nil {
-					return fmt.Errorf("--profile-cpu: %w", err)
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					f.Close()
-					return fmt.Errorf("--profile-cpu: %w", err)
-				}
-				stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
-			}
-			return nil
-		},
+		Use:               "rdmawatch",
+		Short:             "Find RDMA packet-loss causes across a fleet, layer by layer",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return g.setUp(cmd) },
 		PersistentPostRun: func(cmd *cobra.Command, args []string) { stopProfile() },
 		// --version, as nats-server, node_exporter and Prometheus have it;
 		// cobra answers it before any PreRun, so no config is read.
@@ -154,23 +123,7 @@ func newRootOf(g *global) *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}")
 	root.Version = currentBuildInfo().String()
-	pf := root.PersistentFlags()
-	pf.StringVar(&g.natsURL, "nats", envOr("RDMAWATCH_NATS", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env RDMAWATCH_NATS)")
-	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
-	pf.StringVar(&g.natsNKey, "nats-nkey", envOr("RDMAWATCH_NATS_NKEY", ""), "NATS nkey seed file of the user (env RDMAWATCH_NATS_NKEY)")
-	pf.StringVar(&g.natsTLSCA, "nats-tls-ca", envOr("RDMAWATCH_NATS_TLS_CA", ""), "CA certificate(s) (PEM) that sign the NATS server's certificate (env RDMAWATCH_NATS_TLS_CA)")
-	pf.StringVar(&g.natsTLSCert, "nats-tls-cert", envOr("RDMAWATCH_NATS_TLS_CERT", ""), "client certificate (PEM) for a NATS server that verifies clients (env RDMAWATCH_NATS_TLS_CERT)")
-	pf.StringVar(&g.natsTLSKey, "nats-tls-key", envOr("RDMAWATCH_NATS_TLS_KEY", ""), "key (PEM) of --nats-tls-cert (env RDMAWATCH_NATS_TLS_KEY)")
-	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default, ?secure=true for TLS (env RDMAWATCH_CLICKHOUSE)")
-	pf.StringVar(&g.chTLSCA, "clickhouse-tls-ca", envOr("RDMAWATCH_CLICKHOUSE_TLS_CA", ""), "CA certificate(s) (PEM) that sign ClickHouse's certificate, with ?secure=true in the DSN (env RDMAWATCH_CLICKHOUSE_TLS_CA)")
-	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
-	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
-	pf.StringVar(&g.listen, "listen", envOr("RDMAWATCH_LISTEN", ""), "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 or the host's own address; an empty host (:9464) is every interface (env RDMAWATCH_LISTEN; default off)")
-	pf.StringVar(&g.webConfig, "web-config-file", envOr("RDMAWATCH_WEB_CONFIG_FILE", ""), "TLS and basic auth of --listen: a Prometheus exporter-toolkit web configuration file, as node_exporter reads (env RDMAWATCH_WEB_CONFIG_FILE)")
-	pf.DurationVar(&g.wait, "wait", 30*time.Second, "one-shot commands (streams, events, migrate, ...): give up on an unreachable NATS after this long; the roles wait as long as it takes")
-	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
-	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
-
+	g.register(root.PersistentFlags())
 	root.AddCommand(
 		newVersionCmd(),
 		newCollectorCmd(g),
@@ -190,6 +143,63 @@ func newRootOf(g *global) *cobra.Command {
 	root.AddCommand(labCommands(g)...)
 	redactDefaults(root)
 	return root
+}
+
+// setUp runs before every command: the configuration file and the
+// environment under the flags, the logger, the wait for services, the CPU
+// profile.
+func (g *global) setUp(cmd *cobra.Command) error {
+	if err := applyConfig(cmd.Root(), cmd, g.configPath); err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	log, err := newLogger(os.Stderr, g.logFormat, lvl)
+	if err != nil {
+		return err
+	}
+	g.log = log
+	slog.SetDefault(g.log)
+	if g.wait <= 0 {
+		return fmt.Errorf("--wait %s: want a positive duration such as 30s", g.wait)
+	}
+	if !roles[cmd.Name()] || cmd.Parent() != cmd.Root() {
+		g.connectWait = g.wait
+	}
+	if g.cpuProfile != "" {
+		f, err := os.Create(g.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--profile-cpu: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--profile-cpu: %w", err)
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	return nil
+}
+
+// register defines the flags every command shares.
+func (g *global) register(pf *pflag.FlagSet) {
+	pf.StringVar(&g.natsURL, "nats", envOr("RDMAWATCH_NATS", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env RDMAWATCH_NATS)")
+	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
+	pf.StringVar(&g.natsNKey, "nats-nkey", envOr("RDMAWATCH_NATS_NKEY", ""), "NATS nkey seed file of the user (env RDMAWATCH_NATS_NKEY)")
+	pf.StringVar(&g.natsTLSCA, "nats-tls-ca", envOr("RDMAWATCH_NATS_TLS_CA", ""), "CA certificate(s) (PEM) that sign the NATS server's certificate (env RDMAWATCH_NATS_TLS_CA)")
+	pf.StringVar(&g.natsTLSCert, "nats-tls-cert", envOr("RDMAWATCH_NATS_TLS_CERT", ""), "client certificate (PEM) for a NATS server that verifies clients (env RDMAWATCH_NATS_TLS_CERT)")
+	pf.StringVar(&g.natsTLSKey, "nats-tls-key", envOr("RDMAWATCH_NATS_TLS_KEY", ""), "key (PEM) of --nats-tls-cert (env RDMAWATCH_NATS_TLS_KEY)")
+	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default, ?secure=true for TLS (env RDMAWATCH_CLICKHOUSE)")
+	pf.StringVar(&g.chTLSCA, "clickhouse-tls-ca", envOr("RDMAWATCH_CLICKHOUSE_TLS_CA", ""), "CA certificate(s) (PEM) that sign ClickHouse's certificate, with ?secure=true in the DSN (env RDMAWATCH_CLICKHOUSE_TLS_CA)")
+	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
+	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
+	pf.StringVar(&g.listen, "listen", envOr("RDMAWATCH_LISTEN", ""), "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 or the host's own address; an empty host (:9464) is every interface (env RDMAWATCH_LISTEN; default off)")
+	pf.StringVar(&g.webConfig, "web-config-file", envOr("RDMAWATCH_WEB_CONFIG_FILE", ""), "TLS and basic auth of --listen: a Prometheus exporter-toolkit web configuration file, as node_exporter reads (env RDMAWATCH_WEB_CONFIG_FILE)")
+	pf.DurationVar(&g.wait, "wait", 30*time.Second, "one-shot commands (streams, events, migrate, ...): give up on an unreachable NATS after this long; the roles wait as long as it takes")
+	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
+	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
+
 }
 
 func hostname() string {
