@@ -110,7 +110,7 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		if p, seen := fabric.Port(origin); seen {
 			st.netdev = p.Netdev
 			if prev, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
-				st.reading.txFraction = prev.prevTx
+				st.reading.TxFraction = prev.prevTx
 			}
 		}
 		d.storms[origin] = st

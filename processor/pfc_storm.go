@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor/detect/pause"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -30,7 +31,7 @@ func init() {
 // priority, and is read as one more priority (evidence priority -1,
 // flow_control "global_pause"); origins, victims and the spread are the
 // same. A RoCE LAG's sample sums its members' pause counters: its figures
-// are the mean member link's (pfcReadPauses says why the mean and not the
+// are the mean member link's (pause.Read says why the mean and not the
 // busiest link; evidence lag_members).
 //
 // Origin with its own samples (decided in OnSample, at that sample's time):
@@ -58,7 +59,7 @@ func init() {
 // partition never treats an unseen port as silent.
 //
 // Files: pfc_storm.go holds the per-sample decisions and the lifecycle,
-// pfc_read.go reads the counters, pfc_spread.go joins victims to storms
+// processor/detect/pause reads the counters, pfc_spread.go joins victims to storms
 // through the topology, pfc_silent.go infers silent origins.
 //
 // Lifecycle: one incident per origin; it resolves after ResolveAfterSamples
@@ -189,7 +190,7 @@ type pfcIncident struct {
 	onset    schemas.Millis
 	silent   bool
 	holding  bool // the latest observation of the origin held
-	reading  pfcReading
+	reading  pause.Reading
 	warn     uint64 // watchdog events during the storm
 	errs     uint64
 	affected []schemas.Affected
@@ -220,14 +221,14 @@ func (st *pfcIncident) subject() schemas.Subject {
 func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
 	t := d.track()
 	d.now = max(d.now, s.Time)
-	r := pfcReadPauses(s)
+	r := pause.Read(s.PortSample)
 	st, _ := LookupPortLocal[pfcPort](port, schemas.TypePFCStorm)
 	active := d.storms[s.ID]
-	if !r.valid {
+	if !r.Valid {
 		return
 	}
 	if st == nil {
-		if r.txFraction < pfcQuietFraction && r.rxFraction < pfcQuietFraction && active == nil {
+		if r.TxFraction < pfcQuietFraction && r.RxFraction < pfcQuietFraction && active == nil {
 			return // the common case: a healthy port
 		}
 		st = PortLocal[pfcPort](port, schemas.TypePFCStorm)
@@ -243,8 +244,8 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		}
 	}
 
-	rxQuiet := r.rxFraction < pfcPausedItselfFraction
-	if r.txFraction >= d.SustainFraction && rxQuiet {
+	rxQuiet := r.RxFraction < pfcPausedItselfFraction
+	if r.TxFraction >= d.SustainFraction && rxQuiet {
 		st.txStreak++
 	} else {
 		st.txStreak = 0
@@ -254,27 +255,27 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	switch {
 	case active != nil:
 		active.silent = false
-		if r.txFraction >= d.HoldFraction {
+		if r.TxFraction >= d.HoldFraction {
 			active.holding = true
 			active.reading = r
 			active.netdev = s.Netdev
-			active.warn += r.stormWarn
-			active.errs += r.stormErr
+			active.warn += r.StormWarn
+			active.errs += r.StormErr
 			d.collectAffected(active)
 			t.Hold(s.Time, d.finding(active), em)
 		} else {
 			active.holding = false
 			active.reading = r
-			d.clear(active, s.Time, fmt.Sprintf("the port pauses %.0f%% of the time", 100*r.txFraction), em)
+			d.clear(active, s.Time, fmt.Sprintf("the port pauses %.0f%% of the time", 100*r.TxFraction), em)
 		}
 	case !pfcSpansGap(port, s) && d.originNow(st, &r):
 		nw := &pfcIncident{origin: s.ID, netdev: s.Netdev, leaf: st.leaf, onset: d.onset(st, s, &r), holding: true,
-			reading: r, warn: r.stormWarn, errs: r.stormErr}
+			reading: r, warn: r.StormWarn, errs: r.StormErr}
 		d.storms[s.ID] = nw
 		d.collectAffected(nw)
 		t.Hold(s.Time, d.finding(nw), em)
 	}
-	st.prevTime, st.prevTx, st.prevIntvlMs = s.Time, r.txFraction, s.IntervalMs
+	st.prevTime, st.prevTx, st.prevIntvlMs = s.Time, r.TxFraction, s.IntervalMs
 }
 
 // pfcSpansGap reports whether the sample's deltas cover a gap (the port or
@@ -291,15 +292,15 @@ func pfcSpansGap(port *PortState, s *Sample) bool {
 
 // originNow decides whether the port's latest reading makes it a storm
 // origin.
-func (d *PFCStorm) originNow(st *pfcPort, r *pfcReading) bool {
-	if r.rxFraction >= pfcPausedItselfFraction {
+func (d *PFCStorm) originNow(st *pfcPort, r *pause.Reading) bool {
+	if r.RxFraction >= pfcPausedItselfFraction {
 		return false // paused itself: a victim, or a link in a cascade
 	}
-	watchdog := r.stormWarn > 0 || r.stormErr > 0
-	stalled := r.utilisation >= 0 && r.utilisation < d.StalledUtilisation ||
-		r.utilisation < 0 && r.rcvKnown && r.rcvGbps < pfcStalledGbps
-	incast := r.ecnPerS >= d.IncastEventsPerS || r.cnpSentPerS >= d.IncastEventsPerS
-	if r.txFraction >= d.OpenFraction && (watchdog || stalled || !incast) {
+	watchdog := r.StormWarn > 0 || r.StormErr > 0
+	stalled := r.Utilisation >= 0 && r.Utilisation < d.StalledUtilisation ||
+		r.Utilisation < 0 && r.RcvKnown && r.RcvGbps < pfcStalledGbps
+	incast := r.ECNPerS >= d.IncastEventsPerS || r.CNPSentPerS >= d.IncastEventsPerS
+	if r.TxFraction >= d.OpenFraction && (watchdog || stalled || !incast) {
 		return true
 	}
 	need := pfcSustainReadings
@@ -312,18 +313,18 @@ func (d *PFCStorm) originNow(st *pfcPort, r *pfcReading) bool {
 // onset estimates when the origin started pausing: if the previous reading
 // already paused a part of its interval, the storm began that part before
 // it ended, else at the start of this reading's interval.
-func (d *PFCStorm) onset(st *pfcPort, s *Sample, r *pfcReading) schemas.Millis {
-	if st.prevTime > 0 && st.prevTx >= pfcPausingFraction && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.txFraction > 0 {
-		share := min(1, st.prevTx/r.txFraction)
+func (d *PFCStorm) onset(st *pfcPort, s *Sample, r *pause.Reading) schemas.Millis {
+	if st.prevTime > 0 && st.prevTx >= pfcPausingFraction && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.TxFraction > 0 {
+		share := min(1, st.prevTx/r.TxFraction)
 		return st.prevTime - schemas.Millis(share*float64(st.prevIntvlMs))
 	}
 	return s.Since()
 }
 
 // observeVictim keeps the port's victim streak and the leaf index.
-func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pfcReading) {
-	st.rxFraction, st.cnpHandPerS = r.rxFraction, r.cnpHandPerS
-	if r.rxFraction >= d.VictimFraction && r.txFraction < d.SustainFraction {
+func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pause.Reading) {
+	st.rxFraction, st.cnpHandPerS = r.RxFraction, r.CNPHandledPerS
+	if r.RxFraction >= d.VictimFraction && r.TxFraction < d.SustainFraction {
 		if st.victimStreak == 0 {
 			st.victimFirst, st.victimSince = s.Time, s.Since()
 		}
@@ -361,7 +362,7 @@ func (d *PFCStorm) sustainedVictim(v *pfcPort, wm schemas.Millis) bool {
 func (d *PFCStorm) clear(st *pfcIncident, now schemas.Millis, why string, em Emitter) {
 	t := d.track()
 	subject := st.subject()
-	t.Clear(now, subject, why, map[string]any{"tx_pause_fraction": pfcRound2(st.reading.txFraction)}, em)
+	t.Clear(now, subject, why, map[string]any{"tx_pause_fraction": pfcRound2(st.reading.TxFraction)}, em)
 	if !t.Tracks(subject) {
 		delete(d.storms, st.origin)
 	}
@@ -425,7 +426,7 @@ func (d *PFCStorm) resolveSilent(st *pfcIncident, now schemas.Millis, em Emitter
 func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	r := st.reading
 	severity := schemas.SeverityWarning
-	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.txFraction >= pfcCriticalFraction || st.silent {
+	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.TxFraction >= pfcCriticalFraction || st.silent {
 		severity = schemas.SeverityCritical
 	}
 	origin := st.origin
@@ -441,13 +442,13 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	if st.silent {
 		summary = fmt.Sprintf("%s has stopped reporting and %s is pausing the ports under it: the silent host is the likely storm origin", where, leaf)
 	} else {
-		summary = fmt.Sprintf("%s is pausing %s %.0f%% of the time while receiving almost nothing", where, leaf, 100*r.txFraction)
-		if r.links > 1 {
-			// A LAG's figure is its members' mean (pfcReadPauses): say so,
+		summary = fmt.Sprintf("%s is pausing %s %.0f%% of the time while receiving almost nothing", where, leaf, 100*r.TxFraction)
+		if r.Links > 1 {
+			// A LAG's figure is its members' mean (pause.Read): say so,
 			// since one member may pause more than that.
-			summary += fmt.Sprintf(" (the mean of its %d LAG member links)", r.links)
+			summary += fmt.Sprintf(" (the mean of its %d LAG member links)", r.Links)
 		}
-		if r.prio == pfcGlobalPrio {
+		if r.Prio == pause.GlobalPrio {
 			summary += " (IEEE 802.3x global pause: every priority stops)"
 		}
 	}
@@ -470,7 +471,7 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 	} else {
 		checks = append(checks, OnHost(origin.Node, "top -b -n 1 -o %CPU | head -20", "is the host's receive path stalled (CQ polling, hung process)?"))
 	}
-	if !st.silent && r.prio == pfcGlobalPrio {
+	if !st.silent && r.Prio == pause.GlobalPrio {
 		checks = append(checks, OnHost(origin.Node, "ethtool -a "+netdev, "link-level (802.3x) flow control is on: the port pauses every priority"))
 	}
 	checks = append(checks,
@@ -502,20 +503,20 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 	r := st.reading
 	evidence := map[string]any{
-		"tx_pause_fraction":             pfcRound2(r.txFraction),
-		"tx_pause_frames_per_s":         math.Round(Finite(r.txFramesPerS)),
-		"rx_pause_fraction":             pfcRound2(r.rxFraction),
-		"rcv_gbps":                      pfcRound2(r.rcvGbps),
-		"priority":                      r.prio,
-		"flow_control":                  pfcFlowControl(r.prio),
+		"tx_pause_fraction":             pfcRound2(r.TxFraction),
+		"tx_pause_frames_per_s":         math.Round(Finite(r.TxFramesPerS)),
+		"rx_pause_fraction":             pfcRound2(r.RxFraction),
+		"rcv_gbps":                      pfcRound2(r.RcvGbps),
+		"priority":                      r.Prio,
+		"flow_control":                  pause.FlowControl(r.Prio),
 		"tx_pause_storm_warning_events": st.warn,
 		"tx_pause_storm_error_events":   st.errs,
 		"affected_ports":                len(st.affected),
 	}
-	if r.links > 1 {
+	if r.Links > 1 {
 		// The pause figures are per member link of a RoCE LAG, the mean
 		// of the summed counters over this many links.
-		evidence["lag_members"] = r.links
+		evidence["lag_members"] = r.Links
 	}
 	if st.silent {
 		// The origin's own figures are unknown: what the victims show is
@@ -535,3 +536,5 @@ func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 	}
 	return evidence
 }
+
+func pfcRound2(x float64) float64 { return RoundTo(x, 2) }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor/detect/pause"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -342,9 +343,9 @@ func TestPFCStorm(t *testing.T) {
 				if open := r.ofType(schemas.StateOpen); len(open) == 1 && !tt.silent {
 					wantPrio := 3
 					if names.counters != pfcPerPriority {
-						wantPrio = pfcGlobalPrio
+						wantPrio = pause.GlobalPrio
 					}
-					if open[0].Evidence["priority"] != wantPrio || open[0].Evidence["flow_control"] != pfcFlowControl(wantPrio) {
+					if open[0].Evidence["priority"] != wantPrio || open[0].Evidence["flow_control"] != pause.FlowControl(wantPrio) {
 						t.Errorf("priority %v flow_control %v, want %d", open[0].Evidence["priority"], open[0].Evidence["flow_control"], wantPrio)
 					}
 				}
@@ -505,13 +506,13 @@ func TestPFCStormSustainedIncastSignature(t *testing.T) {
 func TestPFCReadPauses(t *testing.T) {
 	r := newPFCRig(t, time.Second)
 	s := r.sample(pfcPortOf("host-a"), t0+1000, 2*time.Second, reading{tx: 0.5, rx: 0.1, rcvGbps: 20, ecnPerS: 100, warn: 1})
-	got := pfcReadPauses(s)
-	if !got.valid || got.prio != 3 || got.txFraction != 0.5 || got.rxFraction != 0.1 || got.stormWarn != 1 ||
-		got.utilisation < 0.099 || got.utilisation > 0.101 || got.ecnPerS != 100 || got.txFramesPerS != 6250 {
+	got := pause.Read(s.PortSample)
+	if !got.Valid || got.Prio != 3 || got.TxFraction != 0.5 || got.RxFraction != 0.1 || got.StormWarn != 1 ||
+		got.Utilisation < 0.099 || got.Utilisation > 0.101 || got.ECNPerS != 100 || got.TxFramesPerS != 6250 {
 		t.Errorf("%+v", got)
 	}
 	for _, name := range []string{"tx_prio8_pause", "tx_prio3_pausex", "rx_prio_pause", "tx_pause_storm_warning_events"} {
-		if _, _, _, ok := pfcPauseCounter(name); ok {
+		if _, _, _, ok := pause.ParseCounter(name); ok {
 			t.Errorf("%s parsed as a pause counter", name)
 		}
 	}
@@ -586,20 +587,20 @@ func TestPFCStormLAG(t *testing.T) {
 func TestPFCReadPausesLAG(t *testing.T) {
 	r := newPFCRig(t, time.Second)
 	s := r.sample(pfcPortOf("host-a"), t0+1000, 2*time.Second, reading{tx: 0.34, rx: 0.1, rcvGbps: 20, lag: 2})
-	got := pfcReadPauses(s)
-	if !got.valid || got.links != 2 || got.txFraction != 0.34 || got.rxFraction != 0.1 || got.txFramesPerS != 4250 || got.rxFramesPerS != 1250 {
+	got := pause.Read(s.PortSample)
+	if !got.Valid || got.Links != 2 || got.TxFraction != 0.34 || got.RxFraction != 0.1 || got.TxFramesPerS != 4250 || got.RxFramesPerS != 1250 {
 		t.Errorf("%+v", got)
 	}
-	if f, ok := pfcTxPauseFraction(s); !ok || f != 0.34 {
-		t.Errorf("pfcTxPauseFraction %v %v, want the mean link's 0.34", f, ok)
+	if f, ok := pause.TxFraction(s.PortSample); !ok || f != 0.34 {
+		t.Errorf("pause.TxFraction %v %v, want the mean link's 0.34", f, ok)
 	}
 	// Four links, summed to 3.6 intervals: each pauses 90%.
 	s = r.sample(pfcPortOf("host-b"), t0+1000, time.Second, reading{tx: 0.9, lag: 4})
-	if got := pfcReadPauses(s); got.links != 4 || got.txFraction != 0.9 {
+	if got := pause.Read(s.PortSample); got.Links != 4 || got.TxFraction != 0.9 {
 		t.Errorf("four links: %+v", got)
 	}
 	s = r.sample(pfcPortOf("host-c"), t0+1000, time.Second, reading{tx: 0.34, lag: 2, noGauge: true})
-	if got := pfcReadPauses(s); got.links != 1 || got.txFraction != 0.68 {
+	if got := pause.Read(s.PortSample); got.Links != 1 || got.TxFraction != 0.68 {
 		t.Errorf("no gauge: %+v", got)
 	}
 }
@@ -774,34 +775,34 @@ func TestPFCReadPausesKinds(t *testing.T) {
 		{"mlx5 global pause only", []schemas.CounterDelta{
 			eth("tx_global_pause_duration", 9, 1_800_000, 0), eth("tx_global_pause", 9, 22_500, 0),
 			eth("rx_global_pause_duration", 9, 20_000, 0), eth("rx_global_pause", 9, 250, 0),
-			ctr("port_rcv_data", 9, 50_000_000, 0)}, true, pfcGlobalPrio, 0.9, 0.01, true, 0.2, true},
+			ctr("port_rcv_data", 9, 50_000_000, 0)}, true, pause.GlobalPrio, 0.9, 0.01, true, 0.2, true},
 		{"mlx4_en global pause only", []schemas.CounterDelta{
-			eth("tx_pause_duration", 9, 1_000_000, 0), eth("rx_pause_duration", 9, 0, 0)}, true, pfcGlobalPrio, 0.5, 0, false, 0, false},
+			eth("tx_pause_duration", 9, 1_000_000, 0), eth("rx_pause_duration", 9, 0, 0)}, true, pause.GlobalPrio, 0.5, 0, false, 0, false},
 		{"per priority busier than the global pause", []schemas.CounterDelta{
 			eth("tx_prio3_pause_duration", 9, 1_200_000, 0), eth("tx_global_pause_duration", 9, 200_000, 0)}, true, 3, 0.6, 0, false, 0, false},
 		{"a held global pause counter: no reading", []schemas.CounterDelta{
 			eth("tx_global_pause_duration", 0, 0, schemas.FlagHeld), eth("rx_global_pause_duration", 9, 0, 0)}, false, 0, 0, 0, false, 0, false},
 		{"pinned port_rcv_data: receive rate unknown", []schemas.CounterDelta{
-			eth("tx_global_pause_duration", 9, 1_800_000, 0), ctr("port_rcv_data", 1<<32-1, 0, sat)}, true, pfcGlobalPrio, 0.9, 0, false, 0, false},
+			eth("tx_global_pause_duration", 9, 1_800_000, 0), ctr("port_rcv_data", 1<<32-1, 0, sat)}, true, pause.GlobalPrio, 0.9, 0, false, 0, false},
 		{"no pause counter: no reading", []schemas.CounterDelta{ctr("port_rcv_data", 9, 50_000_000, 0)}, false, 0, 0, 0, true, 0.2, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &Sample{ID: portA, Time: at(2), PortSample: &schemas.PortSample{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet",
 				State: "ACTIVE", Rate: "100 Gb/sec (4X EDR)", TimeMs: int64(at(2)), IntervalMs: 2000, Counters: tt.cs}}
-			got := pfcReadPauses(s)
-			if got.valid != tt.valid {
-				t.Fatalf("valid %v, want %v: %+v", got.valid, tt.valid, got)
+			got := pause.Read(s.PortSample)
+			if got.Valid != tt.valid {
+				t.Fatalf("valid %v, want %v: %+v", got.Valid, tt.valid, got)
 			}
 			if !tt.valid {
 				return
 			}
-			if got.prio != tt.prio || got.txFraction != tt.tx || got.rxFraction != tt.rx || got.rcvKnown != tt.rcvKnown ||
-				got.rcvGbps != tt.rcvGbps || (got.utilisation >= 0) != tt.utilKnown {
+			if got.Prio != tt.prio || got.TxFraction != tt.tx || got.RxFraction != tt.rx || got.RcvKnown != tt.rcvKnown ||
+				got.RcvGbps != tt.rcvGbps || (got.Utilisation >= 0) != tt.utilKnown {
 				t.Errorf("%+v", got)
 			}
-			if f, ok := pfcTxPauseFraction(s); !ok || f != tt.tx {
-				t.Errorf("pfcTxPauseFraction %v %v", f, ok)
+			if f, ok := pause.TxFraction(s.PortSample); !ok || f != tt.tx {
+				t.Errorf("pause.TxFraction %v %v", f, ok)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor/detect/pause"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -78,7 +79,7 @@ const StormPauseFraction = 0.5
 // evidence); a starvation seen before the storm is an incident of its own,
 // and the storm's cause.
 func pausesItsLink(s *Sample) bool {
-	f, ok := pfcTxPauseFraction(s)
+	f, ok := pause.TxFraction(s.PortSample)
 	return ok && f >= StormPauseFraction
 }
 

@@ -1,36 +1,36 @@
-package processor
+// Package pause reads a sample's pause, traffic and congestion figures the
+// way the pfc_storm detector judges them (processor/detect/pfcstorm);
+// receive_starvation's veto reads the same
+// (processor/detect/receivestarvation). It reads the wire sample only, so
+// it needs nothing of the processor.
+package pause
 
-// This file reads a sample's pause, traffic and congestion figures for the
-// pfc_storm detector (see PFCStorm).
+import "github.com/rdmawatch/rdmawatch/schemas"
 
-import (
-	"github.com/rdmawatch/rdmawatch/schemas"
-)
-
-// pfcGlobalPrio is the priority a reading names when its busiest pause is
+// GlobalPrio is the priority a reading names when its busiest pause is
 // an IEEE 802.3x global pause: a pause of every priority.
-const pfcGlobalPrio = -1
+const GlobalPrio = -1
 
-// pfcReading is what one sample says about pauses and traffic.
-type pfcReading struct {
-	valid        bool // the tx pause duration of some priority, or the global one, has a real delta
-	prio         int  // busiest tx priority; pfcGlobalPrio for the global pause
-	txFraction   float64
-	txFramesPerS float64
-	rxFraction   float64
-	rxFramesPerS float64
-	rcvGbps      float64
-	rcvKnown     bool    // port_rcv_data measures the interval (not a baseline, reset, held or pinned reading)
-	utilisation  float64 // receive Gb/s over the line rate; -1 unknown
-	ecnPerS      float64
-	cnpSentPerS  float64
-	cnpHandPerS  float64
-	stormWarn    uint64 // watchdog deltas
-	stormErr     uint64
-	// links is how many member links a RoCE LAG's summed pause counters
+// Reading is what one sample says about pauses and traffic.
+type Reading struct {
+	Valid          bool // the tx pause duration of some priority, or the global one, has a real delta
+	Prio           int  // busiest tx priority; GlobalPrio for the global pause
+	TxFraction     float64
+	TxFramesPerS   float64
+	RxFraction     float64
+	RxFramesPerS   float64
+	RcvGbps        float64
+	RcvKnown       bool    // port_rcv_data measures the interval (not a baseline, reset, held or pinned reading)
+	Utilisation    float64 // receive Gb/s over the line rate; -1 unknown
+	ECNPerS        float64
+	CNPSentPerS    float64
+	CNPHandledPerS float64
+	StormWarn      uint64 // watchdog deltas
+	StormErr       uint64
+	// Links is how many member links a RoCE LAG's summed pause counters
 	// add up (schemas.PauseLinks); 1 on any other port. The fractions and
 	// frame rates above are already per link.
-	links int
+	Links int
 }
 
 // pfcPauseSlots are the pause figures of a sample: the eight priorities,
@@ -40,14 +40,14 @@ const (
 	pfcPauseSlots = 9
 )
 
-// pfcReadPauses reads the sample's pause, traffic and congestion figures. A
+// Read reads the sample's pause, traffic and congestion figures. A
 // counter that is a baseline, was reset or held says nothing about this
 // interval; a reading without one usable tx pause duration is not valid.
 //
 // A port on IEEE 802.3x flow control counts tx/rx_global_pause[_duration]
 // (mlx5) or tx/rx_pause[_duration] (mlx4_en) instead of the per-priority
 // counters: that pause stops every priority, so it is read as one more
-// priority (pfcGlobalPrio), and a reading with only global counters is
+// priority (GlobalPrio), and a reading with only global counters is
 // valid. A pinned 32-bit port_rcv_data (schemas.FlagSaturated) is an
 // unknown receive rate, not a stalled receive path.
 //
@@ -62,19 +62,19 @@ const (
 // only the sum, and the member samples carry only PHY statistics. The mean
 // misses little: a stuck host stops draining every link, so all its
 // members pause alike (the mean is each link's), and one member stuck at
-// 100% beside a sibling pausing nothing still reads 50%, OpenFraction; one
-// stuck at 80% alone reads 40%, SustainFraction, which opens after
-// pfcSustainReadings. Only a lone member pausing under 80% goes unseen. A
+// 100% beside a sibling pausing nothing still reads 50%, pfc_storm's
+// OpenFraction; one stuck at 80% alone reads 40%, its SustainFraction,
+// which opens after a few readings. Only a lone member pausing under 80% goes unseen. A
 // bond whose member is down still counts it (its counters are summed): the
 // live member's pauses are then halved.
-func pfcReadPauses(s *Sample) pfcReading {
-	var r pfcReading
+func Read(s *schemas.PortSample) Reading {
+	var r Reading
 	if s.IntervalMs <= 0 {
 		return r
 	}
-	r.links = schemas.PauseLinks(s.PortSample)
+	r.Links = schemas.PauseLinks(s)
 	sec := float64(s.IntervalMs) / 1000
-	links := float64(r.links)
+	links := float64(r.Links)
 	var txDur, txFrames, rxDur, rxFrames [pfcPauseSlots]float64
 	var txOK [pfcPauseSlots]bool
 	const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
@@ -105,7 +105,7 @@ func pfcReadPauses(s *Sample) pfcReading {
 	for p := range 8 {
 		for k, id := range [4]schemas.CounterID{idTxPauseDuration[p], idTxPause[p], idRxPauseDuration[p], idRxPause[p]} {
 			if !read(p, k, id) {
-				return pfcReading{}
+				return Reading{}
 			}
 		}
 	}
@@ -113,28 +113,28 @@ func pfcReadPauses(s *Sample) pfcReading {
 	for n := range idTxGlobalPauseDuration {
 		for k, id := range [4]schemas.CounterID{idTxGlobalPauseDuration[n], idTxGlobalPause[n], idRxGlobalPauseDuration[n], idRxGlobalPause[n]} {
 			if !read(pfcGlobalSlot, k, id) {
-				return pfcReading{}
+				return Reading{}
 			}
 		}
 	}
 	if c, ok := s.CounterByID(idStormWarning); ok && c.Flags&unusable == 0 {
-		r.stormWarn = c.Delta
+		r.StormWarn = c.Delta
 	}
 	if c, ok := s.CounterByID(idStormError); ok && c.Flags&unusable == 0 {
-		r.stormErr = c.Delta
+		r.StormErr = c.Delta
 	}
 	if c, ok := s.CounterByID(idPortRcvData); ok && c.Flags&(unusable|schemas.FlagSaturated) == 0 {
-		r.rcvGbps = schemas.Gbps(c.Delta, s.IntervalMs)
-		r.rcvKnown = true
+		r.RcvGbps = schemas.Gbps(c.Delta, s.IntervalMs)
+		r.RcvKnown = true
 	}
-	if c, ok := s.CounterByID(idCNP[cnpMarked]); ok && c.Flags&unusable == 0 {
-		r.ecnPerS = float64(c.Delta) / sec
+	if c, ok := s.CounterByID(idECNMarked); ok && c.Flags&unusable == 0 {
+		r.ECNPerS = float64(c.Delta) / sec
 	}
-	if c, ok := s.CounterByID(idCNP[cnpSent]); ok && c.Flags&unusable == 0 {
-		r.cnpSentPerS = float64(c.Delta) / sec
+	if c, ok := s.CounterByID(idCNPSent); ok && c.Flags&unusable == 0 {
+		r.CNPSentPerS = float64(c.Delta) / sec
 	}
-	if c, ok := s.CounterByID(idCNP[cnpHandled]); ok && c.Flags&unusable == 0 {
-		r.cnpHandPerS = float64(c.Delta) / sec
+	if c, ok := s.CounterByID(idCNPHandled); ok && c.Flags&unusable == 0 {
+		r.CNPHandledPerS = float64(c.Delta) / sec
 	}
 	for slot := range pfcPauseSlots {
 		if !txOK[slot] {
@@ -142,43 +142,43 @@ func pfcReadPauses(s *Sample) pfcReading {
 		}
 		prio := slot
 		if slot == pfcGlobalSlot {
-			prio = pfcGlobalPrio
+			prio = GlobalPrio
 		}
-		if f := schemas.PauseFraction(txDur[slot]/links, s.IntervalMs); !r.valid || f > r.txFraction {
-			r.valid, r.prio, r.txFraction, r.txFramesPerS = true, prio, f, txFrames[slot]/links/sec
+		if f := schemas.PauseFraction(txDur[slot]/links, s.IntervalMs); !r.Valid || f > r.TxFraction {
+			r.Valid, r.Prio, r.TxFraction, r.TxFramesPerS = true, prio, f, txFrames[slot]/links/sec
 		}
-		if f := schemas.PauseFraction(rxDur[slot]/links, s.IntervalMs); f > r.rxFraction {
-			r.rxFraction, r.rxFramesPerS = f, rxFrames[slot]/links/sec
+		if f := schemas.PauseFraction(rxDur[slot]/links, s.IntervalMs); f > r.RxFraction {
+			r.RxFraction, r.RxFramesPerS = f, rxFrames[slot]/links/sec
 		}
 	}
-	r.utilisation = -1
-	if gbps := RateGbps(s.Rate); gbps > 0 && r.rcvKnown {
-		r.utilisation, _ = schemas.RcvUtilisation(r.rcvGbps, gbps)
+	r.Utilisation = -1
+	if gbps := rateGbps(s.Rate); gbps > 0 && r.RcvKnown {
+		r.Utilisation, _ = schemas.RcvUtilisation(r.RcvGbps, gbps)
 	}
 	return r
 }
 
-// pfcTxPauseFraction is the share of the sample's interval the port paused
+// TxFraction is the share of the sample's interval the port paused
 // its link (a LAG's mean member link): the busiest priority or the global
 // pause; ok is false when no
 // tx pause duration measures the interval. receive_starvation's veto reads
 // it, so that a port that pauses with 802.3x global pause is seen pausing.
-func pfcTxPauseFraction(s *Sample) (fraction float64, ok bool) {
-	r := pfcReadPauses(s)
-	return r.txFraction, r.valid
+func TxFraction(s *schemas.PortSample) (fraction float64, ok bool) {
+	r := Read(s)
+	return r.TxFraction, r.Valid
 }
 
-// pfcFlowControl names the kind of pause a reading's priority is, for the
+// FlowControl names the kind of pause a reading's priority is, for the
 // evidence.
-func pfcFlowControl(prio int) string {
-	if prio == pfcGlobalPrio {
+func FlowControl(prio int) string {
+	if prio == GlobalPrio {
 		return "global_pause"
 	}
 	return "pfc"
 }
 
-// pfcPauseCounter parses {tx,rx}_prio<N>_pause[_duration].
-func pfcPauseCounter(name string) (dir byte, prio int, duration, ok bool) {
+// ParseCounter parses {tx,rx}_prio<N>_pause[_duration].
+func ParseCounter(name string) (dir byte, prio int, duration, ok bool) {
 	if len(name) < len("tx_prio0_pause") || name[1] != 'x' || name[2:7] != "_prio" {
 		return 0, 0, false, false
 	}
@@ -195,4 +195,9 @@ func pfcPauseCounter(name string) (dir byte, prio int, duration, ok bool) {
 	return 0, 0, false, false
 }
 
-func pfcRound2(x float64) float64 { return RoundTo(x, 2) }
+// rateGbps is a port's speed from its rate text, 0 when the text is not a
+// rate (the utilisation is then unknown).
+func rateGbps(text string) float64 {
+	v, _ := schemas.ParseRateGbps(text)
+	return v
+}
