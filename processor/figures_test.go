@@ -33,7 +33,6 @@ func TestFigures(t *testing.T) {
 		{"sigDigits max", SigDigits(math.MaxFloat64, 3), math.MaxFloat64},
 		// The detectors' names for the same rounding.
 		{"round3", round3(1.00049), 1},
-		{"pfcRound2", pfcRound2(0.255), 0.26},
 		{"berSig", berSig(1.234567e-9), 1.235e-9},
 		{"sig", sig(3456), 3460},
 	}

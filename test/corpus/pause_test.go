@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/pfcstorm"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// TestCorpusGlobalPauseStorm drives processor.PFCStorm with the real IEEE
+// TestCorpusGlobalPauseStorm drives pfcstorm.Detector with the real IEEE
 // 802.3x global pause port of cx4lx-global-pause-ethtool.txt (ConnectX-4
 // Lx, 25 GbE, eth03): its captured statistics are the first reading
 // (tx_global_pause 1,266,552 frames, tx_global_pause_duration 555,665,182
@@ -41,7 +41,7 @@ func TestCorpusGlobalPauseStorm(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, processor.NewPFCStorm())
+			r := newRig(t, pfcstorm.New())
 			defer func() {
 				if t.Failed() {
 					r.logEvents()

@@ -9,3 +9,7 @@
 //
 // A new detector adds its package here.
 package all
+
+import (
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/pfcstorm"
+)

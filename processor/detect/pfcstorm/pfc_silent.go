@@ -1,4 +1,4 @@
-package processor
+package pfcstorm
 
 // This file infers a storm origin that stopped reporting from its victims
 // under one leaf (see PFCStorm).
@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -30,11 +31,11 @@ const (
 // pfcOverdue reports whether a port's next sample is late beyond read-time
 // jitter (30% of an interval) at watermark wm: every sample up to wm has
 // arrived, so the port is silent.
-func pfcOverdue(p *PortState, wm schemas.Millis) bool {
+func pfcOverdue(p *processor.PortState, wm schemas.Millis) bool {
 	return wm-p.LastTime > pfcSilentAfter(p)
 }
 
-func pfcSilentAfter(p *PortState) schemas.Millis {
+func pfcSilentAfter(p *processor.PortState) schemas.Millis {
 	interval := p.LastIntervalMs
 	if interval <= 0 {
 		interval = pfcDefaultIntervalMs
@@ -44,7 +45,7 @@ func pfcSilentAfter(p *PortState) schemas.Millis {
 
 // inferSilentOrigins looks for leaves whose victims no active storm explains
 // and a host port on the leaf that stopped reporting as the pauses began.
-func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis, em Emitter) {
+func (d *Detector) inferSilentOrigins(fabric processor.FabricView, wm, now schemas.Millis, em processor.Emitter) {
 	topo := fabric.Topology()
 	if topo == nil {
 		return
@@ -109,7 +110,7 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 		st := &pfcIncident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last, ambiguous: ties > 1, ties: ties}
 		if p, seen := fabric.Port(origin); seen {
 			st.netdev = p.Netdev
-			if prev, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
+			if prev, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
 				st.reading.TxFraction = prev.prevTx
 			}
 		}
@@ -122,7 +123,7 @@ func (d *PFCStorm) inferSilentOrigins(fabric FabricView, wm, now schemas.Millis,
 // leafLagging reports whether a host port of the leaf that is not overdue
 // (so not silent) has not yet delivered a reading past firstSeen: its
 // reading for the victims' onset may still be on its way.
-func (d *PFCStorm) leafLagging(fabric FabricView, topo *schemas.Topology, leaf string, firstSeen, wm schemas.Millis) bool {
+func (d *Detector) leafLagging(fabric processor.FabricView, topo *schemas.Topology, leaf string, firstSeen, wm schemas.Millis) bool {
 	for _, q := range topo.HostPorts(leaf) {
 		p, seen := fabric.Port(q)
 		if !seen || p.Samples == 0 || pfcOverdue(p, wm) {
@@ -137,7 +138,7 @@ func (d *PFCStorm) leafLagging(fabric FabricView, topo *schemas.Topology, leaf s
 
 // claimed reports whether an active storm counts the port among its
 // affected.
-func (d *PFCStorm) claimed(id schemas.PortID) bool {
+func (d *Detector) claimed(id schemas.PortID) bool {
 	for _, st := range d.storms {
 		if _, ok := st.byPort[id]; ok {
 			return true
@@ -149,10 +150,10 @@ func (d *PFCStorm) claimed(id schemas.PortID) bool {
 // leafPausesReporting reports whether a host port under leaf that is not
 // silent (not overdue at wm) is in a tx pause streak in its latest, fresh
 // reading.
-func (d *PFCStorm) leafPausesReporting(fabric FabricView, leaf string, wm schemas.Millis) bool {
+func (d *Detector) leafPausesReporting(fabric processor.FabricView, leaf string, wm schemas.Millis) bool {
 	found := false
-	fabric.Ports(func(p *PortState) bool {
-		st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
+	fabric.Ports(func(p *processor.PortState) bool {
+		st, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
 		if ok && st.leaf == leaf && st.txStreak > 0 && !pfcOverdue(p, wm) &&
 			wm-st.prevTime <= pfcFreshIntervals*schemas.Millis(max(st.prevIntvlMs, pfcMinIntervalMs)) {
 			found = true
@@ -163,7 +164,7 @@ func (d *PFCStorm) leafPausesReporting(fabric FabricView, leaf string, wm schema
 }
 
 // leafExplained reports whether an active storm's origin is on the leaf.
-func (d *PFCStorm) leafExplained(leaf string) bool {
+func (d *Detector) leafExplained(leaf string) bool {
 	for _, st := range d.storms {
 		if st.leaf == leaf {
 			return true
@@ -179,7 +180,7 @@ func (d *PFCStorm) leafExplained(leaf string) bool {
 // then the silence nearest the victims' onset in whole intervals, then name
 // order. Its last sample time is returned, and how many ports of its node
 // tie with it on everything but their names (1: it alone).
-func (d *PFCStorm) silentPortOn(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
+func (d *Detector) silentPortOn(fabric processor.FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
 	firstSeen, wm schemas.Millis) (id schemas.PortID, last schemas.Millis, ties int, ok bool) {
 	cands := d.silentCandidates(fabric, topo, leaf, victims, firstSeen, wm)
 	// A hung host silences all its ports at once: the node's silence is
@@ -241,7 +242,7 @@ func (a *pfcCandidate) better(b *pfcCandidate) bool {
 
 // silentCandidates lists the leaf's host ports that may be the silent
 // origin (gap not yet set).
-func (d *PFCStorm) silentCandidates(fabric FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
+func (d *Detector) silentCandidates(fabric processor.FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
 	firstSeen, wm schemas.Millis) []pfcCandidate {
 	isVictim := make(map[schemas.PortID]bool, len(victims))
 	for _, v := range victims {
@@ -267,7 +268,7 @@ func (d *PFCStorm) silentCandidates(fabric FabricView, topo *schemas.Topology, l
 				continue
 			}
 			c.last = p.LastTime
-			if st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
+			if st, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
 				c.pausing = st.prevTx >= pfcPausingFraction && st.prevTime == p.LastTime
 			}
 		case fabric.Complete():

@@ -1,4 +1,4 @@
-package processor
+package pfcstorm
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/detect/pause"
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -31,9 +33,9 @@ func pfcPortOf(node string) schemas.PortID {
 // fabric detectors every second of data time.
 type pfcRig struct {
 	t        *testing.T
-	det      *PFCStorm
+	det      *Detector
 	topo     *schemas.Topology
-	ports    map[schemas.PortID]*PortState
+	ports    map[schemas.PortID]*processor.PortState
 	maxT, wm schemas.Millis
 	nextTick schemas.Millis
 	lateness schemas.Millis
@@ -44,15 +46,15 @@ type pfcRig struct {
 	pauseNames pfcNaming
 	// dets, when set, are the detectors fed instead of det alone (det
 	// among them, linked for causes).
-	dets []Detector
+	dets []processor.Detector
 }
 
 // withDetectors makes the rig drive the storm detector together with
 // others, their events passing through one Causes as in a processor.
-func (r *pfcRig) withDetectors(others ...Detector) {
-	r.dets = Link(append([]Detector{r.det}, others...))
+func (r *pfcRig) withDetectors(others ...processor.Detector) {
+	r.dets = processor.Link(append([]processor.Detector{r.det}, others...))
 	for _, d := range r.dets[1:] {
-		if in, ok := d.(Initializer); ok {
+		if in, ok := d.(processor.Initializer); ok {
 			if err := in.Init(r); err != nil {
 				r.t.Fatal(err)
 			}
@@ -75,7 +77,7 @@ func newPFCRig(t *testing.T, interval time.Duration) *pfcRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &pfcRig{t: t, det: NewPFCStorm(), topo: topo, ports: map[schemas.PortID]*PortState{},
+	r := &pfcRig{t: t, det: New(), topo: topo, ports: map[schemas.PortID]*processor.PortState{},
 		lateness: schemas.Millis(interval.Milliseconds() * 11 / 10), totals: map[schemas.PortID]map[string]uint64{},
 		pauseNames: pfcPerPriority}
 	if err := r.det.Init(r); err != nil {
@@ -87,11 +89,11 @@ func newPFCRig(t *testing.T, interval time.Duration) *pfcRig {
 func (r *pfcRig) Topology() *schemas.Topology { return r.topo }
 func (r *pfcRig) Watermark() schemas.Millis   { return r.wm }
 func (r *pfcRig) Complete() bool              { return true }
-func (r *pfcRig) Port(id schemas.PortID) (*PortState, bool) {
+func (r *pfcRig) Port(id schemas.PortID) (*processor.PortState, bool) {
 	p, ok := r.ports[id]
 	return p, ok
 }
-func (r *pfcRig) Ports(fn func(*PortState) bool) {
+func (r *pfcRig) Ports(fn func(*processor.PortState) bool) {
 	ids := make([]schemas.PortID, 0, len(r.ports))
 	for id := range r.ports {
 		ids = append(ids, id)
@@ -125,11 +127,11 @@ func (r *pfcRig) Emit(ev *schemas.Event) {
 	r.events = append(r.events, ev)
 }
 
-func (r *pfcRig) feed(s *Sample) {
+func (r *pfcRig) feed(s *processor.Sample) {
 	ctx := context.Background()
 	p, ok := r.ports[s.ID]
 	if !ok {
-		p = NewPortState(s.ID)
+		p = processor.NewPortState(s.ID)
 		r.ports[s.ID] = p
 	}
 	if p.Samples > 0 && s.Time <= p.LastTime {
@@ -137,10 +139,10 @@ func (r *pfcRig) feed(s *Sample) {
 	}
 	dets := r.dets
 	if dets == nil {
-		dets = []Detector{r.det}
+		dets = []processor.Detector{r.det}
 	}
 	for _, d := range dets {
-		if pd, ok := d.(PortDetector); ok {
+		if pd, ok := d.(processor.PortDetector); ok {
 			pd.OnSample(ctx, p, s, r)
 		}
 	}
@@ -150,7 +152,7 @@ func (r *pfcRig) feed(s *Sample) {
 		r.wm = wm
 		if wm >= r.nextTick {
 			for _, d := range dets {
-				if fd, ok := d.(FabricDetector); ok {
+				if fd, ok := d.(processor.FabricDetector); ok {
 					fd.OnWatermark(ctx, r, wm, r)
 				}
 			}
@@ -181,7 +183,7 @@ type reading struct {
 
 // sample builds one port's sample from a reading; cumulative values are
 // kept per port so Value moves as the hardware's would.
-func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Duration, rd reading) *Sample {
+func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Duration, rd reading) *processor.Sample {
 	tot := r.totals[id]
 	if tot == nil {
 		tot = map[string]uint64{}
@@ -241,7 +243,7 @@ func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Dura
 		ps.Netdev = "bond0"
 		ps.Gauges = map[string]uint64{schemas.GaugeLAGMembers: uint64(rd.lag), "lifespan": 10}
 	}
-	return &Sample{ID: id, Time: at, PortSample: ps}
+	return &processor.Sample{ID: id, Time: at, PortSample: ps}
 }
 
 // run feeds n intervals of every host; plan says what host h does in
@@ -256,7 +258,7 @@ func (r *pfcRig) run(interval time.Duration, n int, plan func(host string, k int
 			if rd.skip {
 				continue
 			}
-			at := t0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
+			at := detecttest.T0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
 			r.feed(r.sample(pfcPortOf(h), at, interval, rd))
 		}
 	}
@@ -383,7 +385,7 @@ func testPFCStormIncident(t *testing.T, r *pfcRig, interval time.Duration, from,
 	open := r.ofType(schemas.StateOpen)[0]
 	iv := schemas.Millis(interval.Milliseconds())
 	// True onset: 30% of interval `from` before its end.
-	onset := t0 + schemas.Millis(from)*iv - iv*3/10
+	onset := detecttest.T0 + schemas.Millis(from)*iv - iv*3/10
 	if lat := open.DetectedAt - onset; lat > schemas.Millis(budget)*iv || lat < 0 {
 		t.Errorf("detected %v after onset, budget %d intervals", time.Duration(lat)*time.Millisecond, budget)
 	}
@@ -498,14 +500,14 @@ func TestPFCStormSustainedIncastSignature(t *testing.T) {
 		return rd
 	})
 	opens := r.ofType(schemas.StateOpen)
-	if len(opens) != 1 || opens[0].DetectedAt < t0+12_000 {
+	if len(opens) != 1 || opens[0].DetectedAt < detecttest.T0+12_000 {
 		t.Errorf("opens %v", summaries(opens))
 	}
 }
 
 func TestPFCReadPauses(t *testing.T) {
 	r := newPFCRig(t, time.Second)
-	s := r.sample(pfcPortOf("host-a"), t0+1000, 2*time.Second, reading{tx: 0.5, rx: 0.1, rcvGbps: 20, ecnPerS: 100, warn: 1})
+	s := r.sample(pfcPortOf("host-a"), detecttest.T0+1000, 2*time.Second, reading{tx: 0.5, rx: 0.1, rcvGbps: 20, ecnPerS: 100, warn: 1})
 	got := pause.Read(s.PortSample)
 	if !got.Valid || got.Prio != 3 || got.TxFraction != 0.5 || got.RxFraction != 0.1 || got.StormWarn != 1 ||
 		got.Utilisation < 0.099 || got.Utilisation > 0.101 || got.ECNPerS != 100 || got.TxFramesPerS != 6250 {
@@ -516,7 +518,7 @@ func TestPFCReadPauses(t *testing.T) {
 			t.Errorf("%s parsed as a pause counter", name)
 		}
 	}
-	if RateGbps("100 Gb/sec (4X EDR)") != 100 || RateGbps("") != 0 {
+	if processor.RateGbps("100 Gb/sec (4X EDR)") != 100 || processor.RateGbps("") != 0 {
 		t.Error("rate")
 	}
 }
@@ -586,7 +588,7 @@ func TestPFCStormLAG(t *testing.T) {
 // device name, says how many links were summed.
 func TestPFCReadPausesLAG(t *testing.T) {
 	r := newPFCRig(t, time.Second)
-	s := r.sample(pfcPortOf("host-a"), t0+1000, 2*time.Second, reading{tx: 0.34, rx: 0.1, rcvGbps: 20, lag: 2})
+	s := r.sample(pfcPortOf("host-a"), detecttest.T0+1000, 2*time.Second, reading{tx: 0.34, rx: 0.1, rcvGbps: 20, lag: 2})
 	got := pause.Read(s.PortSample)
 	if !got.Valid || got.Links != 2 || got.TxFraction != 0.34 || got.RxFraction != 0.1 || got.TxFramesPerS != 4250 || got.RxFramesPerS != 1250 {
 		t.Errorf("%+v", got)
@@ -595,11 +597,11 @@ func TestPFCReadPausesLAG(t *testing.T) {
 		t.Errorf("pause.TxFraction %v %v, want the mean link's 0.34", f, ok)
 	}
 	// Four links, summed to 3.6 intervals: each pauses 90%.
-	s = r.sample(pfcPortOf("host-b"), t0+1000, time.Second, reading{tx: 0.9, lag: 4})
+	s = r.sample(pfcPortOf("host-b"), detecttest.T0+1000, time.Second, reading{tx: 0.9, lag: 4})
 	if got := pause.Read(s.PortSample); got.Links != 4 || got.TxFraction != 0.9 {
 		t.Errorf("four links: %+v", got)
 	}
-	s = r.sample(pfcPortOf("host-c"), t0+1000, time.Second, reading{tx: 0.34, lag: 2, noGauge: true})
+	s = r.sample(pfcPortOf("host-c"), detecttest.T0+1000, time.Second, reading{tx: 0.34, lag: 2, noGauge: true})
 	if got := pause.Read(s.PortSample); got.Links != 1 || got.TxFraction != 0.68 {
 		t.Errorf("no gauge: %+v", got)
 	}
@@ -633,7 +635,7 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 				plan := stormPlan(20, 40, -1, true, -1)
 				for k := range 60 {
 					for i, h := range pfcHosts {
-						at := t0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
+						at := detecttest.T0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
 						rd := plan(h, k)
 						if k == 0 {
 							rd.baseline = true
@@ -662,10 +664,10 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 			name: "late origin lines and a silent neighbour",
 			feed: func(r *pfcRig) {
 				plan := stormPlan(20, 40, -1, false, -1)
-				var late []*Sample
+				var late []*processor.Sample
 				for k := range 60 {
 					for i, h := range pfcHosts {
-						at := t0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
+						at := detecttest.T0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
 						rd := plan(h, k)
 						if k == 0 {
 							rd.baseline = true
@@ -732,7 +734,7 @@ func TestPFCStormSilentTwoPortHostIsNodeScope(t *testing.T) {
 			if rd.skip {
 				continue
 			}
-			at := t0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
+			at := detecttest.T0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
 			r.feed(r.sample(pfcPortOf(h), at, interval, rd))
 			if h == "host-a" {
 				r.feed(r.sample(second, at+5, interval, rd))
@@ -773,23 +775,23 @@ func TestPFCReadPausesKinds(t *testing.T) {
 		utilKnown bool
 	}{
 		{"mlx5 global pause only", []schemas.CounterDelta{
-			eth("tx_global_pause_duration", 9, 1_800_000, 0), eth("tx_global_pause", 9, 22_500, 0),
-			eth("rx_global_pause_duration", 9, 20_000, 0), eth("rx_global_pause", 9, 250, 0),
-			ctr("port_rcv_data", 9, 50_000_000, 0)}, true, pause.GlobalPrio, 0.9, 0.01, true, 0.2, true},
+			detecttest.Eth("tx_global_pause_duration", 9, 1_800_000, 0), detecttest.Eth("tx_global_pause", 9, 22_500, 0),
+			detecttest.Eth("rx_global_pause_duration", 9, 20_000, 0), detecttest.Eth("rx_global_pause", 9, 250, 0),
+			detecttest.Ctr("port_rcv_data", 9, 50_000_000, 0)}, true, pause.GlobalPrio, 0.9, 0.01, true, 0.2, true},
 		{"mlx4_en global pause only", []schemas.CounterDelta{
-			eth("tx_pause_duration", 9, 1_000_000, 0), eth("rx_pause_duration", 9, 0, 0)}, true, pause.GlobalPrio, 0.5, 0, false, 0, false},
+			detecttest.Eth("tx_pause_duration", 9, 1_000_000, 0), detecttest.Eth("rx_pause_duration", 9, 0, 0)}, true, pause.GlobalPrio, 0.5, 0, false, 0, false},
 		{"per priority busier than the global pause", []schemas.CounterDelta{
-			eth("tx_prio3_pause_duration", 9, 1_200_000, 0), eth("tx_global_pause_duration", 9, 200_000, 0)}, true, 3, 0.6, 0, false, 0, false},
+			detecttest.Eth("tx_prio3_pause_duration", 9, 1_200_000, 0), detecttest.Eth("tx_global_pause_duration", 9, 200_000, 0)}, true, 3, 0.6, 0, false, 0, false},
 		{"a held global pause counter: no reading", []schemas.CounterDelta{
-			eth("tx_global_pause_duration", 0, 0, schemas.FlagHeld), eth("rx_global_pause_duration", 9, 0, 0)}, false, 0, 0, 0, false, 0, false},
+			detecttest.Eth("tx_global_pause_duration", 0, 0, schemas.FlagHeld), detecttest.Eth("rx_global_pause_duration", 9, 0, 0)}, false, 0, 0, 0, false, 0, false},
 		{"pinned port_rcv_data: receive rate unknown", []schemas.CounterDelta{
-			eth("tx_global_pause_duration", 9, 1_800_000, 0), ctr("port_rcv_data", 1<<32-1, 0, sat)}, true, pause.GlobalPrio, 0.9, 0, false, 0, false},
-		{"no pause counter: no reading", []schemas.CounterDelta{ctr("port_rcv_data", 9, 50_000_000, 0)}, false, 0, 0, 0, true, 0.2, true},
+			detecttest.Eth("tx_global_pause_duration", 9, 1_800_000, 0), detecttest.Ctr("port_rcv_data", 1<<32-1, 0, sat)}, true, pause.GlobalPrio, 0.9, 0, false, 0, false},
+		{"no pause counter: no reading", []schemas.CounterDelta{detecttest.Ctr("port_rcv_data", 9, 50_000_000, 0)}, false, 0, 0, 0, true, 0.2, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Sample{ID: portA, Time: at(2), PortSample: &schemas.PortSample{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet",
-				State: "ACTIVE", Rate: "100 Gb/sec (4X EDR)", TimeMs: int64(at(2)), IntervalMs: 2000, Counters: tt.cs}}
+			s := &processor.Sample{ID: detecttest.PortA, Time: detecttest.At(2), PortSample: &schemas.PortSample{Device: "mlx5_0", Port: 1, LinkLayer: "Ethernet",
+				State: "ACTIVE", Rate: "100 Gb/sec (4X EDR)", TimeMs: int64(detecttest.At(2)), IntervalMs: 2000, Counters: tt.cs}}
 			got := pause.Read(s.PortSample)
 			if got.Valid != tt.valid {
 				t.Fatalf("valid %v, want %v: %+v", got.Valid, tt.valid, got)
@@ -805,5 +807,11 @@ func TestPFCReadPausesKinds(t *testing.T) {
 				t.Errorf("pause.TxFraction %v %v", f, ok)
 			}
 		})
+	}
+}
+
+func TestPFCRound2(t *testing.T) {
+	if got := pfcRound2(0.255); got != 0.26 {
+		t.Errorf("pfcRound2(0.255) = %v, want 0.26", got)
 	}
 }

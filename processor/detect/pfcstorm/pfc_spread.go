@@ -1,4 +1,4 @@
-package processor
+package pfcstorm
 
 // This file follows a storm's spread through the topology: which paused
 // ports are the victims of which storm (see PFCStorm).
@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -30,7 +31,7 @@ const (
 // pause fractions of the known ones; it returns how many of its victims are
 // paused now (a known victim's latest reading is enough: one clean interval
 // of a victim must not end a storm).
-func (d *PFCStorm) collectAffected(st *pfcIncident) int {
+func (d *Detector) collectAffected(st *pfcIncident) int {
 	var topo *schemas.Topology
 	if d.fabric != nil {
 		topo = d.fabric.Topology()
@@ -133,13 +134,13 @@ func (st *pfcIncident) addAffected(v schemas.Affected) {
 // leafPauses reports whether a port under leaf sends pauses itself now
 // (a tx pause streak in its latest readings): a storm of its own there, or
 // the start of one, explains its leaf's victims better than a remote storm.
-func (d *PFCStorm) leafPauses(leaf string, wm schemas.Millis) bool {
+func (d *Detector) leafPauses(leaf string, wm schemas.Millis) bool {
 	if d.fabric == nil || leaf == "" {
 		return true
 	}
 	found := false
-	d.fabric.Ports(func(p *PortState) bool {
-		st, ok := LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
+	d.fabric.Ports(func(p *processor.PortState) bool {
+		st, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
 		if ok && st.leaf == leaf && st.txStreak > 0 && wm-st.prevTime <= pfcFreshIntervals*schemas.Millis(max(st.prevIntvlMs, pfcMinIntervalMs)) {
 			found = true
 		}
@@ -150,7 +151,7 @@ func (d *PFCStorm) leafPauses(leaf string, wm schemas.Millis) bool {
 
 // nearer reports whether another active storm is closer to port v than st
 // (or as close and earlier): a victim belongs to one storm.
-func (d *PFCStorm) nearer(v schemas.PortID, st *pfcIncident, hops int, topo *schemas.Topology) bool {
+func (d *Detector) nearer(v schemas.PortID, st *pfcIncident, hops int, topo *schemas.Topology) bool {
 	for id, other := range d.storms {
 		if other == st || id.Node == v.Node {
 			continue
@@ -191,4 +192,16 @@ func pfcSortedVictims(m map[schemas.PortID]*pfcPort) []*pfcPort {
 	}
 	sort.Slice(out, func(i, j int) bool { return subjectLess(out[i].id.Subject(), out[j].id.Subject()) })
 	return out
+}
+
+func millis(d time.Duration) schemas.Millis { return schemas.Millis(d / time.Millisecond) }
+
+func subjectLess(a, b schemas.Subject) bool {
+	if a.Node != b.Node {
+		return a.Node < b.Node
+	}
+	if a.Device != b.Device {
+		return a.Device < b.Device
+	}
+	return a.Port < b.Port
 }

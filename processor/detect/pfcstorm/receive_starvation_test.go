@@ -1,9 +1,10 @@
-package processor
+package pfcstorm
 
 import (
 	"testing"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -30,7 +31,7 @@ func TestStormOriginStarvation(t *testing.T) {
 			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
 				r := newPFCRig(t, iv)
 				r.pauseNames = names.counters
-				r.withDetectors(NewReceiveStarvation())
+				r.withDetectors(processor.NewReceiveStarvation())
 				storm := stormPlan(from, to, -1, false, -1)
 				r.run(iv, n, func(h string, k int) reading {
 					rd := storm(h, k)

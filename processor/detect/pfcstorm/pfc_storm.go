@@ -1,4 +1,4 @@
-package processor
+package pfcstorm
 
 import (
 	"context"
@@ -7,15 +7,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/detect/pause"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func init() {
-	Register(schemas.TypePFCStorm, func() Detector { return NewPFCStorm() })
+	processor.Register(schemas.TypePFCStorm, func() processor.Detector { return New() })
 }
 
-// PFCStorm raises pfc_storm when a port keeps its switch paused: a NIC whose
+// Detector raises pfc_storm when a port keeps its switch paused: a NIC whose
 // host stopped draining its receive queues (hung process, stalled CQ polling,
 // a hung kernel) sends PFC pause frames back to back, the leaf's buffers fill
 // behind it, and the leaf pauses the other ports that send into it, then the
@@ -67,7 +68,7 @@ func init() {
 // one incident. Resets, collector restarts (baselines) and held read
 // glitches neither hold nor clear: their deltas say nothing about this
 // interval.
-type PFCStorm struct {
+type Detector struct {
 	OpenFraction        float64       // default 0.5
 	SustainFraction     float64       // default 0.4
 	HoldFraction        float64       // an open storm holds while the origin pauses this much; default 0.25
@@ -78,8 +79,8 @@ type PFCStorm struct {
 	MinUpdateInterval   time.Duration // default 1 min
 	SilentResolveAfter  time.Duration // a silent origin without victims resolves after this; default 10 min
 
-	tracker *Tracker
-	fabric  FabricView
+	tracker *processor.Tracker
+	fabric  processor.FabricView
 	now     schemas.Millis // newest sample time seen: the processor's data clock
 	storms  map[schemas.PortID]*pfcIncident
 	// victims indexes the ports in a victim streak by leaf ("" without a
@@ -87,9 +88,9 @@ type PFCStorm struct {
 	victims map[string]map[schemas.PortID]*pfcPort
 }
 
-// NewPFCStorm returns the detector with its defaults.
-func NewPFCStorm() *PFCStorm {
-	return &PFCStorm{
+// New returns the detector with its defaults.
+func New() *Detector {
+	return &Detector{
 		OpenFraction:        0.5,
 		SustainFraction:     0.4,
 		HoldFraction:        0.25,
@@ -103,17 +104,17 @@ func NewPFCStorm() *PFCStorm {
 }
 
 // Name implements Detector.
-func (d *PFCStorm) Name() string { return schemas.TypePFCStorm }
+func (d *Detector) Name() string { return schemas.TypePFCStorm }
 
 // Init implements Initializer.
-func (d *PFCStorm) Init(fabric FabricView) error {
+func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
 }
 
-func (d *PFCStorm) track() *Tracker {
+func (d *Detector) track() *processor.Tracker {
 	if d.tracker == nil {
-		d.tracker = NewTracker(schemas.TypePFCStorm, Policy{
+		d.tracker = processor.NewTracker(schemas.TypePFCStorm, processor.Policy{
 			ResolveAfterSamples: d.ResolveAfterSamples,
 			MinUpdateInterval:   d.MinUpdateInterval,
 		})
@@ -218,11 +219,11 @@ func (st *pfcIncident) subject() schemas.Subject {
 }
 
 // OnSample implements PortDetector.
-func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := d.track()
 	d.now = max(d.now, s.Time)
 	r := pause.Read(s.PortSample)
-	st, _ := LookupPortLocal[pfcPort](port, schemas.TypePFCStorm)
+	st, _ := processor.LookupPortLocal[pfcPort](port, schemas.TypePFCStorm)
 	active := d.storms[s.ID]
 	if !r.Valid {
 		return
@@ -231,7 +232,7 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		if r.TxFraction < pfcQuietFraction && r.RxFraction < pfcQuietFraction && active == nil {
 			return // the common case: a healthy port
 		}
-		st = PortLocal[pfcPort](port, schemas.TypePFCStorm)
+		st = processor.PortLocal[pfcPort](port, schemas.TypePFCStorm)
 		st.id = s.ID
 	}
 	st.intervalMs = s.IntervalMs
@@ -285,14 +286,14 @@ func (d *PFCStorm) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 // the host was silent and resolved since. Such a reading holds or clears an
 // active storm but never opens one; if the port still pauses, its next
 // reading, one interval later, says so.
-func pfcSpansGap(port *PortState, s *Sample) bool {
+func pfcSpansGap(port *processor.PortState, s *processor.Sample) bool {
 	usual := port.LastIntervalMs
 	return usual > 0 && s.IntervalMs > usual*pfcGapHalfIntervals/2+pfcMinIntervalMs
 }
 
 // originNow decides whether the port's latest reading makes it a storm
 // origin.
-func (d *PFCStorm) originNow(st *pfcPort, r *pause.Reading) bool {
+func (d *Detector) originNow(st *pfcPort, r *pause.Reading) bool {
 	if r.RxFraction >= pfcPausedItselfFraction {
 		return false // paused itself: a victim, or a link in a cascade
 	}
@@ -313,7 +314,7 @@ func (d *PFCStorm) originNow(st *pfcPort, r *pause.Reading) bool {
 // onset estimates when the origin started pausing: if the previous reading
 // already paused a part of its interval, the storm began that part before
 // it ended, else at the start of this reading's interval.
-func (d *PFCStorm) onset(st *pfcPort, s *Sample, r *pause.Reading) schemas.Millis {
+func (d *Detector) onset(st *pfcPort, s *processor.Sample, r *pause.Reading) schemas.Millis {
 	if st.prevTime > 0 && st.prevTx >= pfcPausingFraction && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.TxFraction > 0 {
 		share := min(1, st.prevTx/r.TxFraction)
 		return st.prevTime - schemas.Millis(share*float64(st.prevIntvlMs))
@@ -322,7 +323,7 @@ func (d *PFCStorm) onset(st *pfcPort, s *Sample, r *pause.Reading) schemas.Milli
 }
 
 // observeVictim keeps the port's victim streak and the leaf index.
-func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pause.Reading) {
+func (d *Detector) observeVictim(st *pfcPort, s *processor.Sample, r *pause.Reading) {
 	st.rxFraction, st.cnpHandPerS = r.RxFraction, r.CNPHandledPerS
 	if r.RxFraction >= d.VictimFraction && r.TxFraction < d.SustainFraction {
 		if st.victimStreak == 0 {
@@ -352,14 +353,14 @@ func (d *PFCStorm) observeVictim(st *pfcPort, s *Sample, r *pause.Reading) {
 
 // sustainedVictim reports whether a port in the index is paused now: two
 // readings in a row, the latest not older than two of its intervals.
-func (d *PFCStorm) sustainedVictim(v *pfcPort, wm schemas.Millis) bool {
+func (d *Detector) sustainedVictim(v *pfcPort, wm schemas.Millis) bool {
 	if v.victimStreak < pfcVictimReadings {
 		return false
 	}
 	return wm-v.victimLast <= pfcFreshIntervals*schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
 }
 
-func (d *PFCStorm) clear(st *pfcIncident, now schemas.Millis, why string, em Emitter) {
+func (d *Detector) clear(st *pfcIncident, now schemas.Millis, why string, em processor.Emitter) {
 	t := d.track()
 	subject := st.subject()
 	t.Clear(now, subject, why, map[string]any{"tx_pause_fraction": pfcRound2(st.reading.TxFraction)}, em)
@@ -370,7 +371,7 @@ func (d *PFCStorm) clear(st *pfcIncident, now schemas.Millis, why string, em Emi
 
 // OnWatermark implements FabricDetector: victims join storms, silent origins
 // are inferred, storms of silent origins hold or clear on their victims.
-func (d *PFCStorm) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	t := d.track()
 	now := max(d.now, wm)
 	for _, id := range pfcSortedStorms(d.storms) {
@@ -414,7 +415,7 @@ func (d *PFCStorm) OnWatermark(_ context.Context, fabric FabricView, wm schemas.
 
 // resolveSilent resolves a storm whose origin has been silent, without
 // victims, for SilentResolveAfter.
-func (d *PFCStorm) resolveSilent(st *pfcIncident, now schemas.Millis, em Emitter) {
+func (d *Detector) resolveSilent(st *pfcIncident, now schemas.Millis, em processor.Emitter) {
 	for range max(1, d.ResolveAfterSamples) {
 		d.clear(st, now, "the origin has been silent and nothing is paused", em)
 		if d.storms[st.origin] == nil {
@@ -423,14 +424,14 @@ func (d *PFCStorm) resolveSilent(st *pfcIncident, now schemas.Millis, em Emitter
 	}
 }
 
-func (d *PFCStorm) finding(st *pfcIncident) Finding {
+func (d *Detector) finding(st *pfcIncident) processor.Finding {
 	r := st.reading
 	severity := schemas.SeverityWarning
 	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.TxFraction >= pfcCriticalFraction || st.silent {
 		severity = schemas.SeverityCritical
 	}
 	origin := st.origin
-	where := PortName(origin, st.netdev)
+	where := processor.PortName(origin, st.netdev)
 	if st.ambiguous {
 		where = origin.Node + " (one of its ports on the paused leaf; the counters cannot tell which)"
 	}
@@ -462,27 +463,27 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 		summary += fmt.Sprintf("; the pause has reached %d port(s) on %d node(s), nearest %d hop(s) away", n, len(nodes), nearest)
 	}
 	evidence := d.evidence(st)
-	netdev := NetdevOf(origin, st.netdev)
+	netdev := processor.NetdevOf(origin, st.netdev)
 	checks := []schemas.Check{
-		OnHost(origin.Node, fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm'", netdev), "pause frames sent per priority and the storm watchdog's count"),
+		processor.OnHost(origin.Node, fmt.Sprintf("ethtool -S %s | grep -E 'pause|storm'", netdev), "pause frames sent per priority and the storm watchdog's count"),
 	}
 	if st.silent {
-		checks = append(checks, schemas.Check{Command: "ping -c 3 " + ShellQuote(origin.Node), Note: origin.Node + " stopped reporting: is the host hung (console, BMC)? a stalled receive path (CQ polling, hung process) keeps the NIC pausing"})
+		checks = append(checks, schemas.Check{Command: "ping -c 3 " + processor.ShellQuote(origin.Node), Note: origin.Node + " stopped reporting: is the host hung (console, BMC)? a stalled receive path (CQ polling, hung process) keeps the NIC pausing"})
 	} else {
-		checks = append(checks, OnHost(origin.Node, "top -b -n 1 -o %CPU | head -20", "is the host's receive path stalled (CQ polling, hung process)?"))
+		checks = append(checks, processor.OnHost(origin.Node, "top -b -n 1 -o %CPU | head -20", "is the host's receive path stalled (CQ polling, hung process)?"))
 	}
 	if !st.silent && r.Prio == pause.GlobalPrio {
-		checks = append(checks, OnHost(origin.Node, "ethtool -a "+netdev, "link-level (802.3x) flow control is on: the port pauses every priority"))
+		checks = append(checks, processor.OnHost(origin.Node, "ethtool -a "+netdev, "link-level (802.3x) flow control is on: the port pauses every priority"))
 	}
 	checks = append(checks,
-		OnHost(origin.Node, "mlnx_qos -i "+netdev, "PFC watchdog / pfc-prevention-tout"),
-		OnSwitch(d.fabric, origin, "PFC watchdog and pause counters"))
+		processor.OnHost(origin.Node, "mlnx_qos -i "+netdev, "PFC watchdog / pfc-prevention-tout"),
+		processor.OnSwitch(d.fabric, origin, "PFC watchdog and pause counters"))
 	scope, originRef := schemas.ScopePort, &schemas.Origin{Node: origin.Node, Device: origin.Device, Port: origin.Port, Silent: st.silent}
 	if st.ambiguous {
 		scope, originRef = schemas.ScopeNode, &schemas.Origin{Node: origin.Node, Silent: st.silent}
 		evidence["origin_candidate_ports"] = st.ties
 	}
-	return Finding{
+	return processor.Finding{
 		Scope:    scope,
 		Subject:  st.subject(),
 		Onset:    st.onset,
@@ -500,11 +501,11 @@ func (d *PFCStorm) finding(st *pfcIncident) Finding {
 
 // evidence is the storm's figures: the origin's own, or, for a silent
 // origin, what its victims show.
-func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
+func (d *Detector) evidence(st *pfcIncident) map[string]any {
 	r := st.reading
 	evidence := map[string]any{
 		"tx_pause_fraction":             pfcRound2(r.TxFraction),
-		"tx_pause_frames_per_s":         math.Round(Finite(r.TxFramesPerS)),
+		"tx_pause_frames_per_s":         math.Round(processor.Finite(r.TxFramesPerS)),
 		"rx_pause_fraction":             pfcRound2(r.RxFraction),
 		"rcv_gbps":                      pfcRound2(r.RcvGbps),
 		"priority":                      r.Prio,
@@ -537,4 +538,4 @@ func (d *PFCStorm) evidence(st *pfcIncident) map[string]any {
 	return evidence
 }
 
-func pfcRound2(x float64) float64 { return RoundTo(x, 2) }
+func pfcRound2(x float64) float64 { return processor.RoundTo(x, 2) }
