@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/completionerrors"
+	"github.com/rdmawatch/rdmawatch/processor/detect/receivestarvation"
+	"github.com/rdmawatch/rdmawatch/processor/detect/retransmissions"
 	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -47,7 +50,7 @@ func TestCauses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := detecttest.NewHarness(t, processor.Link([]processor.Detector{processor.NewLinkFlap(), processor.NewRetransmissions()})...)
+			h := detecttest.NewHarness(t, processor.Link([]processor.Detector{processor.NewLinkFlap(), retransmissions.New()})...)
 			c.run(h)
 			got := map[string]string{}
 			for _, ev := range h.Events {
@@ -119,7 +122,7 @@ func TestCausesRNR(t *testing.T) {
 				}
 				h.Topo = topo
 			}
-			h.Dets = processor.Link([]processor.Detector{processor.NewReceiveStarvation(), processor.NewCompletionErrors()})
+			h.Dets = processor.Link([]processor.Detector{receivestarvation.New(), completionerrors.New()})
 			for _, d := range h.Dets {
 				if err := d.(processor.Initializer).Init(h); err != nil {
 					t.Fatal(err)

@@ -1,6 +1,9 @@
 package processor
 
-import "math"
+import (
+	"math"
+	"strconv"
+)
 
 // How a detector writes a figure into its evidence or summary: the one home
 // of the rounding, so every detector writes the same number the same way.
@@ -50,3 +53,8 @@ func HumanRate(v float64) string {
 	}
 	return trimf(v)
 }
+
+// sig rounds to 3 significant digits for evidence.
+func sig(v float64) float64 { return SigDigits(v, 3) }
+
+func trimf(v float64) string { return strconv.FormatFloat(sig(v), 'f', -1, 64) }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/retransmissions"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -57,7 +57,7 @@ func zeroFilled(t *testing.T, c *capture, d dump, at time.Time) []collector.Port
 
 // TestCorpusMlx4Retransmissions feeds the three real dumps, 10 s apart, of
 // each ConnectX-2 (mlx4) capture through the delta engine into
-// processor.Retransmissions. Between the first two dumps the notes'
+// retransmissions.Detector. Between the first two dumps the notes'
 // injected corrupt packet moved the device-level rq_num_oos and sq_num_oos
 // (mlx4's out_of_sequence and packet_seq_err) from 0 to 1, over about 4.1
 // million (InfiniBand) or 9 million (RoCE) received packets on port 1.
@@ -88,7 +88,7 @@ func TestCorpusMlx4Retransmissions(t *testing.T) {
 		for _, v := range variants {
 			t.Run(file+"/"+v.name, func(t *testing.T) {
 				c := load(t, fixtureByFile(t, file))
-				r := newRig(t, processor.NewRetransmissions())
+				r := newRig(t, retransmissions.New())
 				defer func() {
 					if t.Failed() {
 						r.logEvents()
@@ -129,7 +129,7 @@ func TestCorpusMlx4Retransmissions(t *testing.T) {
 // 10 s (1e-4 of the received packets) for 3 minutes.
 func TestCorpusMlx4RetransmissionsLoss(t *testing.T) {
 	c := load(t, fixtureByFile(t, "cx2-mlx4-ib-ubuntu18.04-4.15-counters.txt"))
-	r := newRig(t, processor.NewRetransmissions())
+	r := newRig(t, retransmissions.New())
 	defer func() {
 		if t.Failed() {
 			r.logEvents()

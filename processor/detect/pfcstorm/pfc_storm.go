@@ -1,3 +1,7 @@
+// Package pfcstorm is the pfc_storm detector (layer link_network): a port
+// that keeps its switch paused, with the victims the pauses spread to
+// (Detector). It registers itself with processor.Register;
+// processor/detect/all links it in.
 package pfcstorm
 
 import (

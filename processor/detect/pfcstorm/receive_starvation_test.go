@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/receivestarvation"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -31,7 +31,7 @@ func TestStormOriginStarvation(t *testing.T) {
 			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
 				r := newPFCRig(t, iv)
 				r.pauseNames = names.counters
-				r.withDetectors(processor.NewReceiveStarvation())
+				r.withDetectors(receivestarvation.New())
 				storm := stormPlan(from, to, -1, false, -1)
 				r.run(iv, n, func(h string, k int) reading {
 					rd := storm(h, k)

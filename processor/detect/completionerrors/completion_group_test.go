@@ -1,10 +1,11 @@
-package processor
+package completionerrors
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -12,7 +13,7 @@ import (
 // requester its subject and the responders that count the same errors at
 // the same moment its affected ports.
 func TestCompletionErrorsGroup(t *testing.T) {
-	req := portA
+	req := detecttest.PortA
 	resp := make([]schemas.PortID, 4)
 	for i := range resp {
 		resp[i] = schemas.PortID{Node: fmt.Sprintf("host-r%d", i), Device: "mlx5_0", Port: 1}
@@ -77,7 +78,7 @@ func TestCompletionErrorsGroup(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, NewCompletionErrors())
+			h := detecttest.NewHarness(t, New())
 			ports := append([]schemas.PortID{req}, resp...)
 			for sec := 0.0; sec < 1500; sec += 5 {
 				for i, id := range ports {
@@ -89,13 +90,13 @@ func TestCompletionErrorsGroup(t *testing.T) {
 						kv = c.kv(i, sec)
 					}
 					// the responders' samples are read up to 4 s later
-					h.feed(sample(id, sec+float64(len(ports)-i-1), "ACTIVE", traffic(1_000_000, kv...)...))
+					h.Feed(detecttest.Sample(id, sec+float64(len(ports)-i-1), "ACTIVE", detecttest.Traffic(1_000_000, kv...)...))
 				}
 			}
 			opens := map[string]*schemas.Event{}
 			affected := map[string]bool{}
 			var last *schemas.Event
-			for _, ev := range h.events {
+			for _, ev := range h.Events {
 				if ev.State == schemas.StateOpen {
 					opens[ev.ID] = ev
 				}
@@ -108,7 +109,7 @@ func TestCompletionErrorsGroup(t *testing.T) {
 				last = ev
 			}
 			if len(opens) != c.incidents {
-				for _, ev := range h.events {
+				for _, ev := range h.Events {
 					t.Logf("%s %s %s %v", ev.State, ev.Subject, ev.Summary, ev.Affected)
 				}
 				t.Fatalf("%d incidents, want %d", len(opens), c.incidents)
@@ -134,7 +135,7 @@ func TestCompletionErrorsGroup(t *testing.T) {
 				t.Errorf("last state %s, want resolved", last.State)
 			}
 			if len(c.wantAffected) > 0 {
-				for _, ev := range h.events {
+				for _, ev := range h.Events {
 					if ev.State != schemas.StateResolved && len(ev.Affected) == len(c.wantAffected) && ev.Affected[0].RatePerS > 0 {
 						if !strings.Contains(ev.Summary, "count") {
 							t.Errorf("summary %q does not name the responders", ev.Summary)
@@ -142,7 +143,7 @@ func TestCompletionErrorsGroup(t *testing.T) {
 						return
 					}
 				}
-				for _, ev := range h.events {
+				for _, ev := range h.Events {
 					t.Logf("%s %s %s %v", ev.State, ev.Subject, ev.Summary, ev.Affected)
 				}
 				t.Errorf("no event lists every affected responder with its rate")

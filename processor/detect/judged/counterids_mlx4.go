@@ -1,6 +1,9 @@
-package processor
+package judged
 
-import "github.com/rdmawatch/rdmawatch/schemas"
+import (
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/schemas"
+)
 
 // The counters of ConnectX-3 (mlx4) ports, and what the detectors read them
 // as. An mlx4 device exposes its diagnostic counters once per device
@@ -49,11 +52,11 @@ import "github.com/rdmawatch/rdmawatch/schemas"
 // the same corruption as rx_crc_errors_phy. A corrupt packet on an mlx4 link
 // shows in rq_num_oos (the packets after it arrive out of sequence) and in
 // these, nowhere else.
-// mlx4Counters reports whether the sample carries any of mlx4's diagnostic
+// MLX4 reports whether the sample carries any of mlx4's diagnostic
 // counters (the device's lowest port does): summaries and checks then name
 // mlx4's counters and tools. Called when a finding is described, not per
 // sample.
-func mlx4Counters(s *Sample) bool {
+func MLX4(s *processor.Sample) bool {
 	for _, id := range idsMlx4 {
 		if _, ok := s.CounterByID(id); ok {
 			return true
@@ -65,7 +68,7 @@ func mlx4Counters(s *Sample) bool {
 // idsMlx4 are the mlx4 diagnostic counters the detectors read.
 var idsMlx4 = func() []schemas.CounterID {
 	var ids []schemas.CounterID
-	for _, set := range [][]string{retransPrimaryMlx4, retransSecondaryMlx4, completionPrimaryMlx4, completionEvidenceMlx4} {
+	for _, set := range [][]string{RetransPrimaryMLX4, RetransSecondaryMLX4, CompletionPrimaryMLX4, CompletionEvidenceMLX4} {
 		for _, n := range set {
 			ids = append(ids, schemas.MustCounterID(schemas.SourceHWCounters, n))
 		}
@@ -75,21 +78,21 @@ var idsMlx4 = func() []schemas.CounterID {
 
 // Retransmissions' counters per driver (see the table above).
 var (
-	retransPrimaryMlx4   = []string{"rq_num_oos", "rq_num_dup"}
-	retransSecondaryMlx4 = []string{"sq_num_oos", "sq_num_to"}
-	// retransPhysical are the frames the port's MAC dropped as corrupt:
+	RetransPrimaryMLX4   = []string{"rq_num_oos", "rq_num_dup"}
+	RetransSecondaryMLX4 = []string{"sq_num_oos", "sq_num_to"}
+	// RetransPhysical are the frames the port's MAC dropped as corrupt:
 	// evidence that the loss is on the link itself (mlx5, then mlx4_en).
-	retransPhysical = []string{"rx_crc_errors_phy", "rx_crc_errors", "rx_errors"}
+	RetransPhysical = []string{"rx_crc_errors_phy", "rx_crc_errors", "rx_errors"}
 )
 
 // Completion errors' counters per driver.
 var (
-	completionPrimaryMlx4 = []string{
+	CompletionPrimaryMLX4 = []string{
 		"sq_num_lle", "rq_num_lle", "sq_num_lqpoe", "rq_num_lqpoe", "sq_num_lpe", "rq_num_lpe",
 		"sq_num_mwbe", "sq_num_bre", "sq_num_rire", "rq_num_rire", "sq_num_rae", "rq_num_rae",
 		"sq_num_roe", "sq_num_tree", "sq_num_rree",
 	}
-	// completionEvidenceMlx4: every error CQE (flushes included) and the
+	// CompletionEvidenceMLX4: every error CQE (flushes included) and the
 	// RNR NAKs the requester received and retried.
-	completionEvidenceMlx4 = []string{"sq_num_wrfe", "rq_num_wrfe", "sq_num_rnr"}
+	CompletionEvidenceMLX4 = []string{"sq_num_wrfe", "rq_num_wrfe", "sq_num_rnr"}
 )

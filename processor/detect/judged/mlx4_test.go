@@ -1,9 +1,15 @@
-package processor
+package judged_test
 
 import (
 	"strings"
 	"testing"
 
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/completionerrors"
+	"github.com/rdmawatch/rdmawatch/processor/detect/judged"
+	"github.com/rdmawatch/rdmawatch/processor/detect/receivestarvation"
+	"github.com/rdmawatch/rdmawatch/processor/detect/retransmissions"
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -24,7 +30,7 @@ func TestMlx4Counters(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		det    func() Detector
+		det    func() processor.Detector
 		states []string
 		// the subject is the receiver (or the sender when sendSubject)
 		sendSubject bool
@@ -32,8 +38,8 @@ func TestMlx4Counters(t *testing.T) {
 	}{
 		{
 			name: "retransmissions: a lossy link opens on the receiver, the senders are its peers",
-			det:  func() Detector { return NewRetransmissions() }, states: []string{"open", "resolved"},
-			mlx5: run{recv: portA, send: portB,
+			det:  func() processor.Detector { return retransmissions.New() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB,
 				recvKV: []any{"out_of_sequence", 20_000}, sendKV: []any{"packet_seq_err", 400, "local_ack_timeout_err", 20},
 				want: []string{"out_of_sequence"}, notWant: []string{"rq_num_oos"}},
 			mlx4: run{recv: recv4, send: send4,
@@ -42,69 +48,69 @@ func TestMlx4Counters(t *testing.T) {
 		},
 		{
 			name: "retransmissions: duplicates count with the out-of-sequence packets",
-			det:  func() Detector { return NewRetransmissions() }, states: []string{"open", "resolved"},
-			mlx5: run{recv: portA, send: portB, recvKV: []any{"out_of_sequence", 10_000, "duplicate_request", 10_000}, want: []string{"duplicate_request"}},
+			det:  func() processor.Detector { return retransmissions.New() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, recvKV: []any{"out_of_sequence", 10_000, "duplicate_request", 10_000}, want: []string{"duplicate_request"}},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"rq_num_oos", 10_000, "rq_num_dup", 10_000}, want: []string{"rq_num_dup"}},
 		},
 		{
 			name: "retransmissions: corrupt frames on the port are physical evidence",
-			det:  func() Detector { return NewRetransmissions() }, states: []string{"open", "resolved"},
-			mlx5: run{recv: portA, send: portB, recvKV: []any{"out_of_sequence", 20_000, "rx_crc_errors_phy", 300},
+			det:  func() processor.Detector { return retransmissions.New() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, recvKV: []any{"out_of_sequence", 20_000, "rx_crc_errors_phy", 300},
 				want: []string{"rx_crc_errors_phy"}, phrase: "its MAC drops corrupt frames (rx_crc_errors_phy 60/s)"},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"rq_num_oos", 20_000, "rx_crc_errors", 300, "rx_errors", 300},
 				want: []string{"rx_crc_errors", "rx_errors"}, phrase: "its MAC drops corrupt frames (rx_crc_errors 60/s)"},
 		},
 		{
 			name: "retransmissions: senders alone become the subject when no receiver reports",
-			det:  func() Detector { return NewRetransmissions() }, states: []string{"open", "resolved"}, sendSubject: true,
-			mlx5: run{recv: portA, send: portB, sendKV: []any{"packet_seq_err", 500}, phrase: "packet_seq_err 100/s"},
+			det:  func() processor.Detector { return retransmissions.New() }, states: []string{"open", "resolved"}, sendSubject: true,
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, sendKV: []any{"packet_seq_err", 500}, phrase: "packet_seq_err 100/s"},
 			mlx4: run{recv: recv4, send: send4, sendKV: []any{"sq_num_oos", 500}, phrase: "sq_num_oos 100/s"},
 		},
 		{
 			name: "receive_starvation: a receiver that posts no buffers refuses packets",
-			det:  func() Detector { return NewReceiveStarvation() }, states: []string{"open", "resolved"},
-			mlx5: run{recv: portA, send: portB, recvKV: []any{"out_of_buffer", 5000}, sendKV: []any{"rnr_nak_retry_err", 100},
+			det:  func() processor.Detector { return receivestarvation.New() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, recvKV: []any{"out_of_buffer", 5000}, sendKV: []any{"rnr_nak_retry_err", 100},
 				want: []string{"out_of_buffer"}, notWant: []string{"rq_num_rnr"}, phrase: "out_of_buffer 1k/s"},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"rq_num_rnr", 5000}, sendKV: []any{"sq_num_rnr", 100},
 				want: []string{"rq_num_rnr"}, notWant: []string{"out_of_buffer"}, phrase: "rq_num_rnr 1k/s"},
 		},
 		{
 			name: "receive_starvation: senders whose RNR retries run out name an unmonitored receiver",
-			det:  func() Detector { return NewReceiveStarvation() }, states: []string{"open", "resolved"}, sendSubject: true,
-			mlx5: run{recv: portA, send: portB, sendKV: []any{"rnr_nak_retry_err", 500}, phrase: "rnr_nak_retry_err 100/s"},
+			det:  func() processor.Detector { return receivestarvation.New() }, states: []string{"open", "resolved"}, sendSubject: true,
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, sendKV: []any{"rnr_nak_retry_err", 500}, phrase: "rnr_nak_retry_err 100/s"},
 			mlx4: run{recv: recv4, send: send4, sendKV: []any{"sq_num_rnr", 500}, phrase: "sq_num_rnr 100/s"},
 		},
 		{
 			name: "completion_errors: remote access errors of an application",
-			det:  func() Detector { return NewCompletionErrors() }, states: []string{"open", "resolved"},
-			mlx5: run{recv: portA, send: portB, recvKV: []any{"req_remote_access_errors", 250, "req_cqe_error", 250, "req_cqe_flush_error", 3000},
+			det:  func() processor.Detector { return completionerrors.New() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, recvKV: []any{"req_remote_access_errors", 250, "req_cqe_error", 250, "req_cqe_flush_error", 3000},
 				want: []string{"req_remote_access_errors", "req_cqe_flush_error"}, phrase: "memory registration"},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"sq_num_rae", 250, "sq_num_wrfe", 3250},
 				want: []string{"sq_num_rae", "sq_num_wrfe"}, phrase: "mostly sq_num_rae 50/s; error CQEs with flushes 650/s"},
 		},
 		{
 			name: "completion_errors: responder length errors",
-			det:  func() Detector { return NewCompletionErrors() }, states: []string{"open", "resolved"},
-			mlx5: run{recv: portA, send: portB, recvKV: []any{"resp_local_length_error", 100, "resp_cqe_error", 100}, want: []string{"resp_local_length_error"}},
+			det:  func() processor.Detector { return completionerrors.New() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, recvKV: []any{"resp_local_length_error", 100, "resp_cqe_error", 100}, want: []string{"resp_local_length_error"}},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"rq_num_lle", 100, "rq_num_wrfe", 100}, want: []string{"rq_num_lle"}},
 		},
 		{
 			name: "completion_errors: flushes alone (an application's teardown) are no incident",
-			det:  func() Detector { return NewCompletionErrors() },
-			mlx5: run{recv: portA, send: portB, recvKV: []any{"req_cqe_flush_error", 500, "resp_cqe_flush_error", 100}},
+			det:  func() processor.Detector { return completionerrors.New() },
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, recvKV: []any{"req_cqe_flush_error", 500, "resp_cqe_flush_error", 100}},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"sq_num_wrfe", 500, "rq_num_wrfe", 100}},
 		},
 		{
 			name: "completion_errors: RNR retries run out",
-			det:  func() Detector { return NewCompletionErrors() }, states: []string{"open", "resolved"},
-			mlx5: run{recv: portA, send: portB, recvKV: []any{"req_cqe_error", 100, "rnr_nak_retry_err", 400},
+			det:  func() processor.Detector { return completionerrors.New() }, states: []string{"open", "resolved"},
+			mlx5: run{recv: detecttest.PortA, send: detecttest.PortB, recvKV: []any{"req_cqe_error", 100, "rnr_nak_retry_err", 400},
 				want: []string{"rnr_nak_retry_err"}, phrase: "receive-not-ready retries run out"},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"sq_num_rree", 100, "sq_num_rnr", 400},
 				want: []string{"sq_num_rree", "sq_num_rnr"}, phrase: "receive-not-ready retries run out"},
 		},
 		{
 			name: "completion_errors: transport retries run out",
-			det:  func() Detector { return NewCompletionErrors() }, states: []string{"open", "resolved"},
+			det:  func() processor.Detector { return completionerrors.New() }, states: []string{"open", "resolved"},
 			mlx4: run{recv: recv4, send: send4, recvKV: []any{"sq_num_tree", 100, "sq_num_to", 700},
 				want: []string{"sq_num_tree"}, phrase: "transport retries run out"},
 		},
@@ -119,25 +125,25 @@ func TestMlx4Counters(t *testing.T) {
 				continue
 			}
 			t.Run(c.name+"/"+drv.name, func(t *testing.T) {
-				h := newHarness(t, c.det())
+				h := detecttest.NewHarness(t, c.det())
 				for sec := 0.0; sec < 1500; sec += 5 {
 					var rkv, skv []any
 					if sec >= 600 && sec < 900 {
 						rkv, skv = r.recvKV, r.sendKV
 					}
-					h.feed(sample(r.recv, sec, "ACTIVE", traffic(1_000_000, rkv...)...))
-					h.feed(sample(r.send, sec+1, "ACTIVE", traffic(1_000_000, skv...)...))
+					h.Feed(detecttest.Sample(r.recv, sec, "ACTIVE", detecttest.Traffic(1_000_000, rkv...)...))
+					h.Feed(detecttest.Sample(r.send, sec+1, "ACTIVE", detecttest.Traffic(1_000_000, skv...)...))
 				}
-				if !equalStrings(h.states(), c.states) {
-					for _, ev := range h.events {
+				if !detecttest.EqualStrings(h.States(), c.states) {
+					for _, ev := range h.Events {
 						t.Logf("%s %s %s", ev.State, ev.Subject, ev.Summary)
 					}
-					t.Fatalf("states %v, want %v", h.states(), c.states)
+					t.Fatalf("states %v, want %v", h.States(), c.states)
 				}
-				if len(h.events) == 0 {
+				if len(h.Events) == 0 {
 					return
 				}
-				o := h.events[0]
+				o := h.Events[0]
 				want := r.recv
 				if c.sendSubject {
 					want = r.send
@@ -173,9 +179,9 @@ func TestMlx4Counters(t *testing.T) {
 // arrays of judgedMax counters; a detector listing more would index out of
 // them on its first sample.
 func TestJudgedCounterBound(t *testing.T) {
-	for _, d := range []*judged{&NewRetransmissions().judged, &NewCompletionErrors().judged, &NewReceiveStarvation().judged} {
-		if n := len(d.counters()); n > judgedMax {
-			t.Errorf("%s reads %d counters, judgedMax is %d", d.typ, n, judgedMax)
+	for _, d := range []*judged.Engine{retransmissions.New().Engine, completionerrors.New().Engine, receivestarvation.New().Engine} {
+		if n := d.CounterCount(); n > judged.Max {
+			t.Errorf("%s reads %d counters, judgedMax is %d", d.Type, n, judged.Max)
 		}
 	}
 }
@@ -185,18 +191,18 @@ func TestJudgedCounterBound(t *testing.T) {
 // device).
 func TestMlx4Checks(t *testing.T) {
 	id := schemas.PortID{Node: "host-a", Device: "mlx4_0", Port: 1}
-	h := newHarness(t, NewRetransmissions(), NewCompletionErrors())
+	h := detecttest.NewHarness(t, retransmissions.New(), completionerrors.New())
 	for sec := 0.0; sec < 700; sec += 5 {
 		var kv []any
 		if sec >= 600 {
 			kv = []any{"rq_num_oos", 20_000, "sq_num_rae", 250}
 		}
-		h.feed(sample(id, sec, "ACTIVE", traffic(1_000_000, kv...)...))
+		h.Feed(detecttest.Sample(id, sec, "ACTIVE", detecttest.Traffic(1_000_000, kv...)...))
 	}
-	if len(h.events) != 2 {
-		t.Fatalf("%d events, want an open of each", len(h.events))
+	if len(h.Events) != 2 {
+		t.Fatalf("%d events, want an open of each", len(h.Events))
 	}
-	for _, ev := range h.events {
+	for _, ev := range h.Events {
 		var cmds []string
 		for _, c := range ev.Checks {
 			cmds = append(cmds, c.Command)

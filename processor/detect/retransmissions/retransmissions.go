@@ -1,10 +1,17 @@
-package processor
+// Package retransmissions is the retransmissions detector (layer
+// transport): packets lost on a port's link, by the out-of-sequence
+// packets its receiver counts (Detector). It registers itself with
+// processor.Register; processor/detect/all links it in.
+package retransmissions
 
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/judged"
 	"github.com/rdmawatch/rdmawatch/processor/stats"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -15,10 +22,10 @@ import (
 const retransCriticalFraction = 1e-2
 
 func init() {
-	Register(schemas.TypeRetransmissions, func() Detector { return NewRetransmissions() })
+	processor.Register(schemas.TypeRetransmissions, func() processor.Detector { return New() })
 }
 
-// Retransmissions raises retransmissions (layer transport) when a port's
+// Detector raises retransmissions (layer transport) when a port's
 // receiver counts more out-of-sequence packets (out_of_sequence, and
 // duplicate_request: the resent packets it already had) than its own quiet
 // history explains, by a statistical test, and by at least a minimum
@@ -77,9 +84,9 @@ func init() {
 //     minute: on an idle port a share means nothing).
 //
 // On a port whose own link is known to fail (an open ber_drift, past
-// critical or still drifting, or a link_flap of the same link, in
-// causes.go's book: LinkHealth), loss is expected, and it comes in bursts
-// around the flaps or with the BER's swings, whose clumping says nothing
+// critical or still drifting, or a link_flap of the same link, in the
+// book of processor.Causes: LinkHealth), loss is expected, and it comes in
+// bursts around the flaps or with the BER's swings, whose clumping says nothing
 // of the Go-Back-N window: every out-of-sequence packet is then taken as a
 // loss (factor 1). The significance test still decides. A port with an
 // open cnp_ecn_imbalance of its own (LinkHealth.CongestionLoss) loses
@@ -99,37 +106,38 @@ func init() {
 //
 // ConnectX-3 (mlx4) ports count the same events under other names:
 // rq_num_oos and rq_num_dup on the receiver, sq_num_oos and sq_num_to on
-// the senders (counterids_mlx4.go). Frames the MAC dropped as corrupt
+// the senders (judged/counterids_mlx4.go). Frames the MAC dropped as corrupt
 // (rx_crc_errors_phy, mlx4_en's rx_crc_errors and rx_errors) are reported
 // with the incident, never judged: they say the loss is on the link itself.
-type Retransmissions struct {
+type Detector struct {
 	// JudgedTunables: the factor and floor judge the senders' NAKs of a
 	// port whose receiver is not monitored; the policy is the incident's.
-	JudgedTunables
-	judged
+	judged.Tunables
+	*judged.Engine // a pointer: the engine's fields are no settings (see processor.Settings)
 }
 
-// NewRetransmissions returns the detector with its defaults.
-func NewRetransmissions() *Retransmissions {
-	d := &Retransmissions{judged: judged{
-		typ:   schemas.TypeRetransmissions,
-		layer: schemas.LayerTransport,
-		primary: append(jc(schemas.SourceHWCounters, "out_of_sequence", "duplicate_request"),
-			jc(schemas.SourceHWCounters, retransPrimaryMlx4...)...),
-		secondary: append(jc(schemas.SourceHWCounters, "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err"),
-			jc(schemas.SourceHWCounters, retransSecondaryMlx4...)...),
-		evidenceOnly: jc(schemas.SourceEthtool, retransPhysical...),
-		perPacket:    true,
-		loss:         true,
-		factor:       8,
-		floor:        2e-4, // out of sequence per received packet (secondary-only path)
-		minRate:      20,   // NAKs per second of a secondary-only subject
-		secFloor:     2e-5, // NAKs per transmitted packet
-		secondaryRun: 4,
-		quietFor:     2 * time.Minute,
-		warm:         12,
-		baseSpan:     30 * time.Minute,
-		policy: Policy{
+// New returns the detector with its defaults.
+func New() *Detector {
+	d := &Detector{Engine: &judged.Engine{
+		Type:  schemas.TypeRetransmissions,
+		Layer: schemas.LayerTransport,
+		Primary: append(judged.Counters(schemas.SourceHWCounters, "out_of_sequence", "duplicate_request"),
+			judged.Counters(schemas.SourceHWCounters, judged.RetransPrimaryMLX4...)...),
+		Secondary: append(judged.Counters(schemas.SourceHWCounters, "packet_seq_err", "implied_nak_seq_err", "local_ack_timeout_err"),
+			judged.Counters(schemas.SourceHWCounters, judged.RetransSecondaryMLX4...)...),
+		EvidenceOnly: judged.Counters(schemas.SourceEthtool, judged.RetransPhysical...),
+		PerPacket:    true,
+		Loss:         lossJudge,
+		LossEvidence: lossEvidence,
+		Factor:       8,
+		Floor:        2e-4, // out of sequence per received packet (secondary-only path)
+		MinRate:      20,   // NAKs per second of a secondary-only subject
+		SecFloor:     2e-5, // NAKs per transmitted packet
+		SecondaryRun: 4,
+		QuietFor:     2 * time.Minute,
+		Warm:         12,
+		BaseSpan:     30 * time.Minute,
+		Policy: processor.Policy{
 			OpenAfterSamples:   3,
 			OpenAfter:          time.Minute,
 			ResolveAfter:       3 * time.Minute,
@@ -137,8 +145,8 @@ func NewRetransmissions() *Retransmissions {
 			SilentResolveAfter: 30 * time.Minute,
 		},
 	}}
-	d.describe = describeRetransmissions
-	d.exportTunables(&d.JudgedTunables)
+	d.Describe = describeRetransmissions
+	d.ExportTunables(&d.Tunables)
 	return d
 }
 
@@ -220,12 +228,12 @@ func (lp *lossPort) test(kw, nw, sw, phi float64) float64 {
 // lossJudge judges the sample's out-of-sequence count k over n received
 // packets; it returns whether the port holds (an incident opens or stays
 // open on it) and updates the port's history when it is quiet.
-func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n float64, open bool, em Emitter) bool {
-	lp := st.loss
+func lossJudge(port *processor.PortState, s *processor.Sample, st *judged.Port, k, n float64, open bool, em processor.Emitter) bool {
+	lp, _ := st.Loss.(*lossPort)
 	secs := float64(s.IntervalMs) / 1000
 	if lp == nil {
 		lp = &lossPort{}
-		st.loss = lp
+		st.Loss = lp
 		// Every sample before this one was quiet (the state is made on
 		// the first that moved a counter): as many packets as now.
 		lp.nh = float64(port.Samples) * n * math.Min(1, lossSpan.Seconds()/math.Max(1, float64(port.Samples)*secs))
@@ -284,7 +292,7 @@ func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n floa
 	lp.explained = false
 	lp.congestion = false
 	if lp.seg {
-		if lh, ok := em.(LinkHealth); ok {
+		if lh, ok := em.(processor.LinkHealth); ok {
 			if lh.LinkFailing(s.ID.Subject(), s.Time) {
 				lp.explained, lp.factor = true, 1
 			} else if !open && lh.CongestionLoss(s.ID.Subject(), s.Time) {
@@ -319,10 +327,28 @@ func (j *judged) lossJudge(port *PortState, s *Sample, st *judgedPort, k, n floa
 	return hold
 }
 
-func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (string, string, []schemas.Check) {
-	where := PortName(s.ID, s.Netdev)
+// lossEvidence adds the loss test's figures to a finding's evidence: the
+// last two minutes against the port's quiet history.
+func lossEvidence(st *judged.Port, ev map[string]any) {
+	lp, _ := st.Loss.(*lossPort)
+	if lp == nil {
+		return
+	}
+	ev["baseline"] = sig(lp.base)
+	ev["window_s"] = float64(lossWindowMs) / 1000
+	ev["p_value"] = sig(lp.p)
+	ev["dispersion"] = sig(lp.phi)
+	ev["excess_per_received_packet"] = sig(lp.excess)
+	ev["oos_per_loss"] = sig(lp.factor)
+	ev["lost_per_received_packet"] = sig(lp.lost)
+	ev["lost_per_s"] = sig(lp.lostPerS)
+	ev["loss_explained_by_link"] = lp.explained
+}
+
+func describeRetransmissions(j *judged.Engine, s *processor.Sample, st *judged.Port, secondaryOnly bool) (string, string, []schemas.Check) {
+	where := processor.PortName(s.ID, s.Netdev)
 	severity := schemas.SeverityWarning
-	mlx4 := mlx4Counters(s)
+	mlx4 := judged.MLX4(s)
 	seqErr, ackTimeout := "packet_seq_err", "local_ack_timeout_err"
 	nakCounters := "out_of_sequence, packet_seq_err, local_ack_timeout_err"
 	if mlx4 {
@@ -332,45 +358,53 @@ func describeRetransmissions(j *judged, s *Sample, st *judgedPort, secondaryOnly
 	var summary string
 	if secondaryOnly {
 		summary = fmt.Sprintf("%s: %s/s NAK sequence errors and ACK timeouts (%s %s/s, %s %s/s) and no monitored port reports the lost packets: packets to its peers are lost and Go-Back-N resends them",
-			where, HumanRate(st.peak), seqErr, HumanRate(j.rateOf(st, seqErr)), ackTimeout, HumanRate(j.rateOf(st, ackTimeout)))
+			where, processor.HumanRate(st.Peak), seqErr, processor.HumanRate(j.RateOf(st, seqErr)), ackTimeout, processor.HumanRate(j.RateOf(st, ackTimeout)))
 	} else {
-		if st.figure >= retransCriticalFraction {
+		if st.Figure >= retransCriticalFraction {
 			severity = schemas.SeverityCritical
 		}
-		lp := st.loss
+		lp, _ := st.Loss.(*lossPort)
 		per := fmt.Sprintf("%s out of sequence per loss", trimf(lp.factor))
 		if lp.explained {
 			per = "each out-of-sequence packet taken as a loss on a link known to fail"
 		}
 		summary = fmt.Sprintf("%s: %s out-of-sequence packets/s over the last 2 minutes (%.2g of received packets; its usual %.2g, the fabric's %.2g): about %s lost packets/s (%.2g of received packets, %s): packets are lost on its link and Go-Back-N resends them",
-			where, HumanRate(lp.ratio*lp.pps), lp.ratio, lp.base, j.peerRef, HumanRate(lp.lostPerS), lp.lost, per)
+			where, processor.HumanRate(lp.ratio*lp.pps), lp.ratio, lp.base, j.PeerRef(), processor.HumanRate(lp.lostPerS), lp.lost, per)
 	}
 	// Corrupt frames the MAC dropped on the same port: the loss is physical.
-	for _, name := range retransPhysical {
-		if r := j.rateOf(st, name); r > 0 {
-			summary += fmt.Sprintf("; its MAC drops corrupt frames (%s %s/s)", name, HumanRate(r))
+	for _, name := range judged.RetransPhysical {
+		if r := j.RateOf(st, name); r > 0 {
+			summary += fmt.Sprintf("; its MAC drops corrupt frames (%s %s/s)", name, processor.HumanRate(r))
 			break
 		}
 	}
-	nd := NetdevOf(s.ID, s.Netdev)
+	nd := processor.NetdevOf(s.ID, s.Netdev)
 	checks := []schemas.Check{
-		OnHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), nakCounters+" now"),
+		processor.OnHost(s.ID.Node, fmt.Sprintf("rdma statistic show link %s/%d", s.ID.Device, s.ID.Port), nakCounters+" now"),
 	}
 	if mlx4 {
 		// mlxlink does not know ConnectX-3; the IB error counters and the
 		// netdev's MAC errors tell a bad cable there. The diagnostic
 		// counters are per device: both ports' traffic is in them.
 		checks = append(checks,
-			OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/infiniband/%s/hw_counters/{rq_num_oos,sq_num_oos,sq_num_to,rq_num_dup}", s.ID.Device), "the device's sequence counters (mlx4 counts them per device, both ports together)"),
-			OnHost(s.ID.Node, fmt.Sprintf("perfquery -C %s -P %d", s.ID.Device, s.ID.Port), "symbol errors and receive errors of the link: a lossy cable"),
-			OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'rx_crc_errors|rx_errors|rx_dropped|pause'", nd), "corrupt frames the MAC dropped and whether pauses come with the loss"))
+			processor.OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/infiniband/%s/hw_counters/{rq_num_oos,sq_num_oos,sq_num_to,rq_num_dup}", s.ID.Device), "the device's sequence counters (mlx4 counts them per device, both ports together)"),
+			processor.OnHost(s.ID.Node, fmt.Sprintf("perfquery -C %s -P %d", s.ID.Device, s.ID.Port), "symbol errors and receive errors of the link: a lossy cable"),
+			processor.OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'rx_crc_errors|rx_errors|rx_dropped|pause'", nd), "corrupt frames the MAC dropped and whether pauses come with the loss"))
 	} else {
 		checks = append(checks,
-			OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -c -e", s.ID.Device, s.ID.Port), "pre-FEC/post-FEC BER and symbol errors of the link: a lossy optic or cable"),
-			OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'discard|out_of_buffer|pause|corrected|crc'", nd), "drops on the port and whether pauses or buffer drops come with the loss"))
+			processor.OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -c -e", s.ID.Device, s.ID.Port), "pre-FEC/post-FEC BER and symbol errors of the link: a lossy optic or cable"),
+			processor.OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'discard|out_of_buffer|pause|corrected|crc'", nd), "drops on the port and whether pauses or buffer drops come with the loss"))
 	}
 	checks = append(checks,
-		OnSwitch(j.fabric, s.ID, "errors, discards and FEC"),
-		InRdmawatch(fmt.Sprintf("events --node %s --type ber_drift,link_flap", s.ID.Node), "a BER drift or flap of the same link that explains the loss"))
+		processor.OnSwitch(j.Fabric(), s.ID, "errors, discards and FEC"),
+		processor.InRdmawatch(fmt.Sprintf("events --node %s --type ber_drift,link_flap", s.ID.Node), "a BER drift or flap of the same link that explains the loss"))
 	return summary, severity, checks
 }
+
+// sig rounds to 3 significant digits for evidence, as the judged engine does.
+func sig(v float64) float64 { return processor.SigDigits(v, 3) }
+
+// trimf writes v to 3 significant digits.
+func trimf(v float64) string { return strconv.FormatFloat(sig(v), 'f', -1, 64) }
+
+func millis(d time.Duration) schemas.Millis { return schemas.Millis(d / time.Millisecond) }

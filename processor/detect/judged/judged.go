@@ -1,21 +1,28 @@
-package processor
+// Package judged is the engine of the detectors that judge a port's error
+// counters against its own history and the fabric's (Engine): the
+// transport and application detectors retransmissions, receive_starvation
+// and completion_errors, each in a package of its own. It also holds the
+// table of the ConnectX-3 (mlx4) counters they read (counterids_mlx4.go).
+package judged
 
 import (
 	"context"
 	"math"
 	"sort"
-	"strconv"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/stats"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// judged is the engine under the transport and application detectors
-// (retransmissions, receive_starvation, completion_errors): a handful of
-// error counters of a port, summed into one figure per sample and judged
-// against the port's own history and the fabric's ports, with a sustain
-// requirement and the incident lifecycle for hysteresis.
+// Engine is the engine under the transport and application detectors
+// (processor/detect/retransmissions, receivestarvation, completionerrors):
+// a handful of error counters of a port, summed into one figure per sample
+// and judged against the port's own history and the fabric's ports, with a
+// sustain requirement and the incident lifecycle for hysteresis. A detector
+// sets the exported fields (its counters, figure and defaults) and embeds a
+// pointer to it; Tunables are the settings it exports.
 //
 // Counters come in two roles. Primary counters are counted by the port the
 // fault is on (out_of_sequence on the receiver whose link loses packets,
@@ -25,62 +32,68 @@ import (
 // on the senders it refuses): their rise is evidence of the same incident,
 // and makes a port a subject of its own only when no port of the fabric
 // shows primary excess (the faulty port is not monitored).
-type judged struct {
-	typ, layer string
-	primary    []judgedCounter
-	secondary  []judgedCounter
-	// evidenceOnly counters are reported, never judged (flush errors
+type Engine struct {
+	Type, Layer string
+	Primary     []Counter
+	Secondary   []Counter
+	// EvidenceOnly counters are reported, never judged (flush errors
 	// follow other errors).
-	evidenceOnly []judgedCounter
+	EvidenceOnly []Counter
 
-	// perPacket judges the primary count per received packet
+	// PerPacket judges the primary count per received packet
 	// (port_rcv_packets): reordering and loss scale with traffic, so a
 	// job starting on a port with healthy reordering is not an incident.
-	perPacket bool
-	// loss replaces factor and floor for the primary counters by the
-	// statistical loss test of retransmissions (lossJudge): against the
-	// port's quiet history, with a minimum effect in lost packets.
-	loss bool
-	// group makes one incident of the ports whose errors are one fault's
+	PerPacket bool
+	// Loss, if set, replaces Factor and Floor for the primary counters by
+	// the detector's own test (retransmissions' statistical loss test:
+	// against the port's quiet history, with a minimum effect in lost
+	// packets). It judges the sample's primary count k over n received
+	// packets, keeps its state in the port's Loss, and says whether the port
+	// holds (an incident opens or stays open on it).
+	Loss func(port *processor.PortState, s *processor.Sample, st *Port, k, n float64, open bool, em processor.Emitter) bool
+	// LossEvidence, if set, adds the test's figures to the evidence of a
+	// finding (not of a secondary-only subject).
+	LossEvidence func(st *Port, ev map[string]any)
+	// Group makes one incident of the ports whose errors are one fault's
 	// (completion_errors: a requester and its responders; see groupHold).
-	group   bool
+	Group   bool
 	members map[schemas.Subject]*groupMember
-	// factor and floor: a sample is in excess when its figure is above
-	// factor x reference + floor (reference: the larger of the port's own
+	// Factor and Floor: a sample is in excess when its figure is above
+	// Factor x reference + Floor (reference: the larger of the port's own
 	// baseline and the fabric's median baseline).
-	factor, floor float64
-	// minRate is the least excess count per second that can be an
+	Factor, Floor float64
+	// MinRate is the least excess count per second that can be an
 	// incident, whatever the ratio (a few events on an idle port are not).
-	minRate float64
-	// secFloor is the floor of the secondary figure (per transmitted
+	MinRate float64
+	// SecFloor is the floor of the secondary figure (per transmitted
 	// packet with perPacket: NAKs answer what a port sends; else per
 	// second).
 	// secondaryRun is how many excess samples in a row a secondary-only
 	// port needs, and quietFor how long no port may have shown primary
 	// excess, before the secondary port becomes a subject itself.
-	secFloor     float64
-	secondaryRun int
-	quietFor     time.Duration
-	// warm is how many samples build the baseline before it counts.
-	warm int
-	// baseSpan is the data time the baseline averages over.
-	baseSpan time.Duration
-	policy   Policy
+	SecFloor     float64
+	SecondaryRun int
+	QuietFor     time.Duration
+	// Warm is how many samples build the baseline before it counts.
+	Warm int
+	// BaseSpan is the data time the baseline averages over.
+	BaseSpan time.Duration
+	Policy   processor.Policy
 
-	// veto, if set, keeps a pending incident from holding on this sample
+	// Veto, if set, keeps a pending incident from holding on this sample
 	// (receive_starvation: drops that begin with the port's own pause
 	// storm are that storm's, not an incident of their own).
-	veto func(s *Sample) bool
+	Veto func(s *processor.Sample) bool
 
 	// tunables are the detector's exported settings (from a configuration
 	// file after NewDetectors), taken in before the first sample.
-	tunables *JudgedTunables
+	tunables *Tunables
 
-	// describe writes the summary, evidence additions, severity and checks.
-	describe func(j *judged, s *Sample, st *judgedPort, secondaryOnly bool) (summary, severity string, checks []schemas.Check)
+	// Describe writes the summary, evidence additions, severity and checks.
+	Describe func(j *Engine, s *processor.Sample, st *Port, secondaryOnly bool) (summary, severity string, checks []schemas.Check)
 
-	tracker     *Tracker
-	fabric      FabricView
+	tracker     *processor.Tracker
+	fabric      processor.FabricView
 	peerRef     float64        // the fabric's median warm baseline
 	nextPeer    schemas.Millis // when to recompute peerRef
 	lastPrimary schemas.Millis // latest primary excess anywhere
@@ -89,20 +102,20 @@ type judged struct {
 	peers map[schemas.Subject]schemas.Millis
 }
 
-type judgedCounter struct {
-	id   schemas.CounterID
-	name string
+type Counter struct {
+	ID   schemas.CounterID
+	Name string
 }
 
-func jc(src schemas.Source, names ...string) []judgedCounter {
-	out := make([]judgedCounter, len(names))
+func Counters(src schemas.Source, names ...string) []Counter {
+	out := make([]Counter, len(names))
 	for i, n := range names {
-		out[i] = judgedCounter{id: schemas.MustCounterID(src, n), name: n}
+		out[i] = Counter{ID: schemas.MustCounterID(src, n), Name: n}
 	}
 	return out
 }
 
-// JudgedTunables are the settings every judged detector shares (in the
+// Tunables are the settings every judged detector shares (in the
 // configuration file: factor, floor, min_rate, open_after,
 // open_after_samples, resolve_after). Factor and Floor: a sample is in
 // excess above Factor x the port's (or the fabric's) usual figure + Floor;
@@ -110,24 +123,24 @@ func jc(src schemas.Source, names ...string) []judgedCounter {
 // OpenAfterSamples: how long and how many samples in a row the excess must
 // hold; ResolveAfter: how long clear to resolve. What the figure is, is the
 // detector's own (its type's comment says).
-type JudgedTunables struct {
+type Tunables struct {
 	Factor, Floor, MinRate float64
 	OpenAfter              time.Duration
 	OpenAfterSamples       int
 	ResolveAfter           time.Duration
 }
 
-// exportTunables shows the defaults in t and keeps t to take in later.
-func (j *judged) exportTunables(t *JudgedTunables) {
-	*t = JudgedTunables{j.factor, j.floor, j.minRate, j.policy.OpenAfter, j.policy.OpenAfterSamples, j.policy.ResolveAfter}
+// ExportTunables shows the defaults in t and keeps t to take in later.
+func (j *Engine) ExportTunables(t *Tunables) {
+	*t = Tunables{j.Factor, j.Floor, j.MinRate, j.Policy.OpenAfter, j.Policy.OpenAfterSamples, j.Policy.ResolveAfter}
 	j.tunables = t
 }
 
 // adopt takes the exported tunables in.
-func (j *judged) adopt() {
+func (j *Engine) adopt() {
 	t := j.tunables
-	j.factor, j.floor, j.minRate = t.Factor, t.Floor, t.MinRate
-	j.policy.OpenAfter, j.policy.OpenAfterSamples, j.policy.ResolveAfter = t.OpenAfter, t.OpenAfterSamples, t.ResolveAfter
+	j.Factor, j.Floor, j.MinRate = t.Factor, t.Floor, t.MinRate
+	j.Policy.OpenAfter, j.Policy.OpenAfterSamples, j.Policy.ResolveAfter = t.OpenAfter, t.OpenAfterSamples, t.ResolveAfter
 }
 
 // judgedMax bounds the counters of one detector (primary + secondary +
@@ -162,62 +175,72 @@ const (
 	judgedPeerMinExpect = 0.02
 )
 
-// judgedPort is a port's state: a few numbers, created on the first sample
+// Port is a port's state: a few numbers, created on the first sample
 // that shows any of the counters (healthy quiet ports keep nothing).
-type judgedPort struct {
-	base      float64 // the port's usual figure (EWMA of clipped samples)
+type Port struct {
+	Base      float64 // the port's usual figure (EWMA of clipped samples)
 	secBase   float64 // the same for the secondary counters
 	baseN     int
 	run       int            // excess samples in a row
 	secRun    int            // secondary excess samples in a row
-	since     schemas.Millis // onset of the current run
-	figure    float64        // latest figure (ratio or rate)
-	primRate  float64        // latest primary count per second
-	peak      float64
+	Since     schemas.Millis // onset of the current run
+	Figure    float64        // latest figure (ratio or rate)
+	PrimRate  float64        // latest primary count per second
+	Peak      float64
 	rates     [judgedMax]float32 // latest per-counter rates, per second
 	total     [judgedMax]uint64  // counts since the onset
 	packetsPS float64
 	told      float64 // peak last told in an update
-	// loss is the loss test's state (retransmissions only).
-	loss *lossPort
+	// Loss is the state of the detector's own loss test (Loss), nil
+	// without one.
+	Loss any
 }
 
-func (j *judged) Name() string { return j.typ }
+// Name implements processor.Detector: the event type.
+func (j *Engine) Name() string { return j.Type }
 
-func (j *judged) Init(fabric FabricView) error {
+// Fabric is the processor's view of the fabric (nil before Init): its
+// topology names the switch side of a port's link.
+func (j *Engine) Fabric() processor.FabricView { return j.fabric }
+
+// PeerRef is the fabric's median warm baseline of the figure, recomputed
+// once a minute of data time.
+func (j *Engine) PeerRef() float64 { return j.peerRef }
+
+func (j *Engine) Init(fabric processor.FabricView) error {
 	j.fabric = fabric
 	return nil
 }
 
-func (j *judged) track() *Tracker {
+func (j *Engine) track() *processor.Tracker {
 	if j.tracker == nil {
 		if j.tunables != nil {
 			j.adopt()
 		}
-		j.tracker = NewTracker(j.typ, j.policy)
+		j.tracker = processor.NewTracker(j.Type, j.Policy)
 	}
 	return j.tracker
 }
 
-func (j *judged) counters() []judgedCounter {
-	out := make([]judgedCounter, 0, len(j.primary)+len(j.secondary)+len(j.evidenceOnly))
-	out = append(out, j.primary...)
-	out = append(out, j.secondary...)
-	return append(out, j.evidenceOnly...)
+func (j *Engine) counters() []Counter {
+	out := make([]Counter, 0, len(j.Primary)+len(j.Secondary)+len(j.EvidenceOnly))
+	out = append(out, j.Primary...)
+	out = append(out, j.Secondary...)
+	return append(out, j.EvidenceOnly...)
 }
 
 // read returns the sample's primary and secondary counts, whether the
 // sample can be judged (a baseline, a reset or a held reading carries no
 // usable delta), and whether any counter moved.
-func (j *judged) read(s *Sample, st *judgedPort) (prim, sec float64, ok bool) {
+func (j *Engine) read(s *processor.Sample, st *Port) (prim, sec float64, ok bool) {
 	if s.IntervalMs <= 0 || s.AnyFlags()&(schemas.FlagFirst|schemas.FlagReset) != 0 {
 		return 0, 0, false
 	}
 	secs := float64(s.IntervalMs) / 1000
 	i := 0
-	for role, set := range [3][]judgedCounter{j.primary, j.secondary, j.evidenceOnly} {
+	for role, set := range [3][]Counter{j.Primary, j.Secondary, j.EvidenceOnly} {
 		for _, c := range set {
-			d, ok := s.CounterByID(c.id)
+			d, ok := s.CounterByID(c.ID)
 			var v float64
 			if ok && d.Flags&schemas.FlagHeld == 0 {
 				v = float64(d.Delta)
@@ -240,10 +263,10 @@ func (j *judged) read(s *Sample, st *judgedPort) (prim, sec float64, ok bool) {
 
 // moved reports whether any watched counter has a delta: ports that never
 // see one keep no state.
-func (j *judged) moved(s *Sample) bool {
-	for _, set := range [3][]judgedCounter{j.primary, j.secondary, j.evidenceOnly} {
+func (j *Engine) moved(s *processor.Sample) bool {
+	for _, set := range [3][]Counter{j.Primary, j.Secondary, j.EvidenceOnly} {
 		for _, c := range set {
-			if d, ok := s.CounterByID(c.id); ok && d.Delta > 0 {
+			if d, ok := s.CounterByID(c.ID); ok && d.Delta > 0 {
 				return true
 			}
 		}
@@ -251,17 +274,17 @@ func (j *judged) moved(s *Sample) bool {
 	return false
 }
 
-func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+func (j *Engine) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := j.track()
 	subject := s.ID.Subject()
-	st, have := LookupPortLocal[judgedPort](port, j.typ)
+	st, have := processor.LookupPortLocal[Port](port, j.Type)
 	if !have {
 		if !j.moved(s) {
 			return
 		}
-		st = PortLocal[judgedPort](port, j.typ)
+		st = processor.PortLocal[Port](port, j.Type)
 		// Every sample before this one was quiet: a baseline of zero.
-		st.baseN = int(min(port.Samples, uint64(j.warm)))
+		st.baseN = int(min(port.Samples, uint64(j.Warm)))
 	}
 	prim, sec, ok := j.read(s, nil)
 	if !ok {
@@ -284,13 +307,13 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 	if !ok {
 		return
 	}
-	if j.loss {
+	if j.Loss != nil {
 		pk, _ := s.CounterByID(idPortRcvPackets)
-		v.primExcess = j.lossJudge(port, s, st, prim, float64(pk.Delta), t.IsOpen(subject), em)
+		v.primExcess = j.Loss(port, s, st, prim, float64(pk.Delta), t.IsOpen(subject), em)
 	}
 	figure, primRate, secRate := v.figure, v.primRate, v.secRate
 	primExcess, secExcess := v.primExcess, v.secExcess
-	if j.loss && !secExcess && sec >= judgedPeerMinCount && st.baseN >= j.warm {
+	if j.Loss != nil && !secExcess && sec >= judgedPeerMinCount && st.baseN >= j.Warm {
 		// A sender whose NAKs rise above its own usual, if too little to
 		// judge it a subject, is evidence of a lossy receiver: the loss
 		// test finds losses of 1e-6, whose NAKs are a few a second.
@@ -310,9 +333,9 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 		}
 		j.read(s, st)
 	}
-	st.figure, st.primRate = figure, primRate
+	st.Figure, st.PrimRate = figure, primRate
 
-	if primExcess && j.veto != nil && !t.IsOpen(subject) && j.veto(s) {
+	if primExcess && j.Veto != nil && !t.IsOpen(subject) && j.Veto(s) {
 		st.run = 0
 		t.Clear(s.Time, subject, "", nil, em)
 		return
@@ -320,12 +343,12 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 	if primExcess {
 		j.lastPrimary = max(j.lastPrimary, s.Time)
 		if st.run == 0 {
-			st.since, st.peak, st.told = s.Since(), 0, 0
+			st.Since, st.Peak, st.told = s.Since(), 0, 0
 		}
 		st.run++
 		st.secRun = 0
-		st.peak = math.Max(st.peak, figure)
-		if j.group {
+		st.Peak = math.Max(st.Peak, figure)
+		if j.Group {
 			j.groupHold(s, st, em)
 			return
 		}
@@ -338,13 +361,13 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 		}
 		j.peers[subject] = s.Time
 		st.secRun++
-		quiet := j.lastPrimary == 0 || s.Time-j.lastPrimary > millis(j.quietFor)
-		if t.IsOpen(subject) || (quiet && st.secRun >= j.secondaryRun) {
+		quiet := j.lastPrimary == 0 || s.Time-j.lastPrimary > millis(j.QuietFor)
+		if t.IsOpen(subject) || (quiet && st.secRun >= j.SecondaryRun) {
 			if st.run == 0 {
-				st.since, st.peak, st.told = s.Since(), 0, 0
+				st.Since, st.Peak, st.told = s.Since(), 0, 0
 			}
 			st.run++
-			st.peak = math.Max(st.peak, secRate)
+			st.Peak = math.Max(st.Peak, secRate)
 			t.Hold(s.Time, j.finding(s, st, true), em)
 			return
 		}
@@ -358,13 +381,13 @@ func (j *judged) OnSample(_ context.Context, port *PortState, s *Sample, em Emit
 
 // learn moves the port's baselines toward a sample that is not in excess,
 // clipped at the limit so a fault that creeps in does not teach them.
-func (j *judged) learn(st *judgedPort, v verdict) {
+func (j *Engine) learn(st *Port, v verdict) {
 	n := st.baseN + 1
 	alpha := 1 / float64(n)
-	if span := j.baseSpan.Seconds(); n > j.warm && span > 0 {
+	if span := j.BaseSpan.Seconds(); n > j.Warm && span > 0 {
 		alpha = math.Min(1, v.secs/span)
 	}
-	st.base += alpha * (math.Min(v.figure, v.limit) - st.base)
+	st.Base += alpha * (math.Min(v.figure, v.limit) - st.Base)
 	st.secBase += alpha * (math.Min(v.secFigure, v.secLimit) - st.secBase)
 	st.baseN = min(n, 1<<30)
 }
@@ -381,10 +404,10 @@ type verdict struct {
 // the port's own baselines and the peers' reference; ok is false when the
 // sample cannot be judged (no packet count to share against, or counters
 // that do not count the same packets).
-func (j *judged) judge(s *Sample, st *judgedPort, prim, sec float64) (v verdict, ok bool) {
+func (j *Engine) judge(s *processor.Sample, st *Port, prim, sec float64) (v verdict, ok bool) {
 	secs := float64(s.IntervalMs) / 1000
 	figure := prim / secs
-	if j.perPacket {
+	if j.PerPacket {
 		pk, okp := s.CounterByID(idPortRcvPackets)
 		// No denominator, not judged: a held misread, a baseline or a reset
 		// says nothing about the interval, and a 32-bit counter pinned at
@@ -402,33 +425,33 @@ func (j *judged) judge(s *Sample, st *judgedPort, prim, sec float64) (v verdict,
 		}
 		figure = prim / math.Max(float64(pk.Delta), 1)
 	}
-	ref := st.base
-	if st.baseN < j.warm {
+	ref := st.Base
+	if st.baseN < j.Warm {
 		ref = 0
 	}
 	ref = math.Max(ref, j.peerRef)
-	limit := j.factor*ref + j.floor
+	limit := j.Factor*ref + j.Floor
 	primRate := prim / secs
 	excessRate := primRate
-	if j.perPacket {
+	if j.PerPacket {
 		excessRate = (figure - ref) * st.packetsPS
 	}
 	// A port is judged against its own history once it has one: a port
 	// with high but healthy reordering is not an incident while it starts.
-	primExcess := st.baseN >= j.warm && figure > limit && excessRate >= j.minRate
+	primExcess := st.baseN >= j.Warm && figure > limit && excessRate >= j.MinRate
 
 	secRate := sec / secs
 	secFigure := secRate
-	if j.perPacket {
+	if j.PerPacket {
 		xp, _ := s.CounterByID(idPortXmitPackets)
 		secFigure = sec / math.Max(float64(xp.Delta), 1)
 	}
 	secRef := 0.0
-	if st.baseN >= j.warm {
+	if st.baseN >= j.Warm {
 		secRef = st.secBase
 	}
-	secLimit := j.factor*secRef + j.secFloor
-	secExcess := len(j.secondary) > 0 && st.baseN >= j.warm && secRate >= j.minRate && secFigure > secLimit
+	secLimit := j.Factor*secRef + j.SecFloor
+	secExcess := len(j.Secondary) > 0 && st.baseN >= j.Warm && secRate >= j.MinRate && secFigure > secLimit
 
 	return verdict{secs: secs, figure: figure, primRate: primRate, limit: limit,
 		secRate: secRate, secFigure: secFigure, secLimit: secLimit, primExcess: primExcess, secExcess: secExcess}, true
@@ -436,20 +459,20 @@ func (j *judged) judge(s *Sample, st *judgedPort, prim, sec float64) (v verdict,
 
 // judgedSpansGap reports whether the sample's interval is over two and a
 // half of the port's usual ones (plus a second of read jitter).
-func judgedSpansGap(port *PortState, s *Sample) bool {
+func judgedSpansGap(port *processor.PortState, s *processor.Sample) bool {
 	usual := port.LastIntervalMs
 	return usual > 0 && s.IntervalMs > usual*5/2+1000
 }
 
 // OnWatermark recomputes the fabric's median baseline once a minute and
 // resolves incidents of silent ports.
-func (j *judged) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+func (j *Engine) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	if wm >= j.nextPeer {
 		j.nextPeer = wm + judgedPeerRefreshMs
 		var bases []float64
-		fabric.Ports(func(p *PortState) bool {
-			if st, ok := LookupPortLocal[judgedPort](p, j.typ); ok && st.baseN >= j.warm {
-				bases = append(bases, st.base)
+		fabric.Ports(func(p *processor.PortState) bool {
+			if st, ok := processor.LookupPortLocal[Port](p, j.Type); ok && st.baseN >= j.Warm {
+				bases = append(bases, st.Base)
 			}
 			return true
 		})
@@ -478,58 +501,48 @@ func (j *judged) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Mi
 	}, em)
 }
 
-func (j *judged) finding(s *Sample, st *judgedPort, secondaryOnly bool) Finding {
-	summary, severity, checks := j.describe(j, s, st, secondaryOnly)
-	progress := st.peak >= judgedProgressFactor*st.told && st.peak > 0
+func (j *Engine) finding(s *processor.Sample, st *Port, secondaryOnly bool) processor.Finding {
+	summary, severity, checks := j.Describe(j, s, st, secondaryOnly)
+	progress := st.Peak >= judgedProgressFactor*st.told && st.Peak > 0
 	if progress {
-		st.told = st.peak
+		st.told = st.Peak
 	}
 	rates := map[string]any{}
 	totals := map[string]any{}
 	for i, c := range j.counters() {
 		if st.rates[i] > 0 {
-			rates[c.name] = sig(float64(st.rates[i]))
+			rates[c.Name] = sig(float64(st.rates[i]))
 		}
 		if st.total[i] > 0 {
-			totals[c.name] = st.total[i]
+			totals[c.Name] = st.total[i]
 		}
 	}
 	ev := map[string]any{
 		"rates_per_s":        rates,
 		"counts_since_onset": totals,
-		"excess_since":       st.since.String(),
+		"excess_since":       st.Since.String(),
 		"interval_s":         float64(s.IntervalMs) / 1000,
-		"baseline":           sig(st.base),
+		"baseline":           sig(st.Base),
 		"fabric_baseline":    sig(j.peerRef),
-		"figure":             sig(st.figure),
-		"peak":               sig(st.peak),
+		"figure":             sig(st.Figure),
+		"peak":               sig(st.Peak),
 		"secondary_only":     secondaryOnly,
 	}
-	if j.perPacket {
-		ev["per_received_packet"] = sig(st.figure)
+	if j.PerPacket {
+		ev["per_received_packet"] = sig(st.Figure)
 		ev["received_packets_per_s"] = sig(st.packetsPS)
 	}
-	if lp := st.loss; lp != nil && !secondaryOnly {
-		// The loss test's figures (retransmissions.go): the last two
-		// minutes against the port's quiet history.
-		ev["baseline"] = sig(lp.base)
-		ev["window_s"] = float64(lossWindowMs) / 1000
-		ev["p_value"] = sig(lp.p)
-		ev["dispersion"] = sig(lp.phi)
-		ev["excess_per_received_packet"] = sig(lp.excess)
-		ev["oos_per_loss"] = sig(lp.factor)
-		ev["lost_per_received_packet"] = sig(lp.lost)
-		ev["lost_per_s"] = sig(lp.lostPerS)
-		ev["loss_explained_by_link"] = lp.explained
+	if j.LossEvidence != nil && !secondaryOnly {
+		j.LossEvidence(st, ev)
 	}
 	if peers := j.peerNames(s.ID.Subject(), s.Time); len(peers) > 0 {
 		ev["peers"] = peers
 	}
-	return Finding{
+	return processor.Finding{
 		Subject:  s.ID.Subject(),
-		Onset:    st.since,
+		Onset:    st.Since,
 		Severity: severity,
-		Layer:    j.layer,
+		Layer:    j.Layer,
 		Summary:  summary,
 		Evidence: ev,
 		Checks:   checks,
@@ -541,7 +554,7 @@ func (j *judged) finding(s *Sample, st *judgedPort, secondaryOnly bool) Finding 
 
 // peerNames lists (at most 8, sorted) the other ports with secondary excess
 // in the last two minutes: the senders that see this port's fault.
-func (j *judged) peerNames(self schemas.Subject, now schemas.Millis) []string {
+func (j *Engine) peerNames(self schemas.Subject, now schemas.Millis) []string {
 	var out []string
 	for s, seen := range j.peers {
 		if s != self && now-seen <= judgedPeerRecentMs {
@@ -555,10 +568,10 @@ func (j *judged) peerNames(self schemas.Subject, now schemas.Millis) []string {
 	return out
 }
 
-// rateOf is the latest rate of the named counter.
-func (j *judged) rateOf(st *judgedPort, name string) float64 {
+// RateOf is the latest rate of the named counter.
+func (j *Engine) RateOf(st *Port, name string) float64 {
 	for i, c := range j.counters() {
-		if c.name == name {
+		if c.Name == name {
 			return float64(st.rates[i])
 		}
 	}
@@ -566,12 +579,12 @@ func (j *judged) rateOf(st *judgedPort, name string) float64 {
 }
 
 // sig rounds to 3 significant digits for evidence.
-func sig(v float64) float64 { return SigDigits(v, 3) }
-
-func trimf(v float64) string { return strconv.FormatFloat(sig(v), 'f', -1, 64) }
+func sig(v float64) float64 { return processor.SigDigits(v, 3) }
 
 // idPortRcvPackets is the denominator of the per-packet figures.
 var (
 	idPortRcvPackets  = schemas.MustCounterID(schemas.SourceCounters, "port_rcv_packets")
 	idPortXmitPackets = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_packets")
 )
+
+func millis(d time.Duration) schemas.Millis { return schemas.Millis(d / time.Millisecond) }

@@ -1,4 +1,4 @@
-package processor
+package retransmissions
 
 import (
 	"math"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/judged"
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -55,7 +58,7 @@ func poissonDraw(r *rand.Rand, mu float64) float64 {
 
 // sample is the receiver's sample ending at sec over interval seconds, and
 // what its senders count (NAKs and timeouts) in the same interval.
-func (g *lossGen) sample(id schemas.PortID, sec, interval float64) (recv *Sample, naks float64) {
+func (g *lossGen) sample(id schemas.PortID, sec, interval float64) (recv *processor.Sample, naks float64) {
 	pkts := math.Round(g.pps(sec) * interval * (1 + 0.05*g.r.NormFloat64()))
 	burst := math.Max(1, g.burst)
 	oos := burst*poissonDraw(g.r, pkts*g.reorder/burst) + poissonDraw(g.r, g.perSec*interval)
@@ -72,22 +75,22 @@ func (g *lossGen) sample(id schemas.PortID, sec, interval float64) (recv *Sample
 	}
 	naks = lost + oos/200 // a loss's NAK, and a few of reordering's
 	cs := []schemas.CounterDelta{
-		ctr("port_rcv_packets", uint64(pkts), uint64(pkts), 0),
-		ctr("port_xmit_packets", uint64(pkts), uint64(pkts), 0),
-		hw("out_of_sequence", uint64(oos), uint64(oos), 0),
-		hw("duplicate_request", uint64(lost/2), uint64(lost/2), 0),
+		detecttest.Ctr("port_rcv_packets", uint64(pkts), uint64(pkts), 0),
+		detecttest.Ctr("port_xmit_packets", uint64(pkts), uint64(pkts), 0),
+		detecttest.HW("out_of_sequence", uint64(oos), uint64(oos), 0),
+		detecttest.HW("duplicate_request", uint64(lost/2), uint64(lost/2), 0),
 	}
 	if g.flap != nil {
 		d := uint64(0)
 		if g.flap(sec, interval) {
 			d = 1
 		}
-		cs = append(cs, ctr("link_downed", d, d, 0))
+		cs = append(cs, detecttest.Ctr("link_downed", d, d, 0))
 		if !g.ib {
-			cs = append(cs, eth("link_down_events_phy", d, d, 0))
+			cs = append(cs, detecttest.Eth("link_down_events_phy", d, d, 0))
 		}
 	}
-	s := sample(id, sec, "ACTIVE", cs...)
+	s := detecttest.Sample(id, sec, "ACTIVE", cs...)
 	s.IntervalMs = int64(interval * 1000)
 	if g.ib {
 		s.LinkLayer, s.Netdev = "InfiniBand", ""
@@ -96,10 +99,10 @@ func (g *lossGen) sample(id schemas.PortID, sec, interval float64) (recv *Sample
 }
 
 // senderSample is a sender's sample with its NAKs.
-func senderSample(id schemas.PortID, sec, interval, naks float64) *Sample {
+func senderSample(id schemas.PortID, sec, interval, naks float64) *processor.Sample {
 	n := uint64(naks)
-	s := sample(id, sec, "ACTIVE", ctr("port_rcv_packets", 1e6, 1e6, 0), ctr("port_xmit_packets", 1e6, 1e6, 0),
-		hw("packet_seq_err", n, n, 0), hw("local_ack_timeout_err", n/50, n/50, 0))
+	s := detecttest.Sample(id, sec, "ACTIVE", detecttest.Ctr("port_rcv_packets", 1e6, 1e6, 0), detecttest.Ctr("port_xmit_packets", 1e6, 1e6, 0),
+		detecttest.HW("packet_seq_err", n, n, 0), detecttest.HW("local_ack_timeout_err", n/50, n/50, 0))
 	s.IntervalMs = int64(interval * 1000)
 	return s
 }
@@ -250,19 +253,19 @@ func TestRetransLoss(t *testing.T) {
 				}
 				r := rand.New(rand.NewPCG(uint64(ci+1), uint64(interval)))
 				g := c.gen(r)
-				dets := []Detector{NewRetransmissions()}
+				dets := []processor.Detector{New()}
 				if c.withFlaps {
-					dets = Link([]Detector{NewLinkFlap(), NewRetransmissions()})
+					dets = processor.Link([]processor.Detector{processor.NewLinkFlap(), New()})
 				}
-				h := newHarness(t, dets...)
+				h := detecttest.NewHarness(t, dets...)
 				for sec := interval; sec <= c.duration; sec += interval {
-					s, naks := g.sample(portA, sec, interval)
-					h.feed(s)
-					h.feed(senderSample(portB, sec+0.5, interval, naks))
+					s, naks := g.sample(detecttest.PortA, sec, interval)
+					h.Feed(s)
+					h.Feed(senderSample(detecttest.PortB, sec+0.5, interval, naks))
 				}
 				var opens []*schemas.Event
 				var cause *schemas.Cause
-				for _, ev := range h.events {
+				for _, ev := range h.Events {
 					if ev.Type != schemas.TypeRetransmissions {
 						continue
 					}
@@ -280,21 +283,21 @@ func TestRetransLoss(t *testing.T) {
 					return
 				}
 				if len(opens) != 1 {
-					for _, ev := range h.events {
+					for _, ev := range h.Events {
 						t.Logf("%s %s %s %s", ev.Type, ev.State, ev.DetectedAt, ev.Summary)
 					}
 					t.Fatalf("%d incidents, want 1", len(opens))
 				}
 				o := opens[0]
-				if o.Subject != portA.Subject() {
+				if o.Subject != detecttest.PortA.Subject() {
 					t.Errorf("subject %s, want the lossy port", o.Subject)
 				}
-				lat := float64(o.DetectedAt-at(lossAt)) / 1000
+				lat := float64(o.DetectedAt-detecttest.At(lossAt)) / 1000
 				t.Logf("detected %.0f s after the onset: %s", lat, o.Summary)
 				if lat < 0 || lat > c.maxLatency {
 					t.Errorf("detected %.0f s after the onset, want within %.0f s", lat, c.maxLatency)
 				}
-				if peers, _ := o.Evidence["peers"].([]string); len(peers) != 1 || peers[0] != portB.Subject().String() {
+				if peers, _ := o.Evidence["peers"].([]string); len(peers) != 1 || peers[0] != detecttest.PortB.Subject().String() {
 					t.Errorf("peers %v, want the sender", o.Evidence["peers"])
 				}
 				for _, k := range []string{"p_value", "lost_per_s", "lost_per_received_packet", "oos_per_loss"} {
@@ -305,7 +308,7 @@ func TestRetransLoss(t *testing.T) {
 				if !strings.Contains(o.Summary, "lost packets/s") {
 					t.Errorf("summary %q", o.Summary)
 				}
-				if c.cause != "" && (cause == nil || cause.Type != c.cause || cause.Subject != portA.Subject()) {
+				if c.cause != "" && (cause == nil || cause.Type != c.cause || cause.Subject != detecttest.PortA.Subject()) {
 					t.Errorf("cause %+v, want %s of the port", cause, c.cause)
 				}
 			})
@@ -326,8 +329,8 @@ func TestRetransFalseAlarms(t *testing.T) {
 		interval = 5.0
 	)
 	r := rand.New(rand.NewPCG(26, 1))
-	det := NewRetransmissions()
-	h := newHarness(t, det)
+	det := New()
+	h := detecttest.NewHarness(t, det)
 	gens := make([]*lossGen, ports)
 	ids := make([]schemas.PortID, ports)
 	for i := range gens {
@@ -350,20 +353,20 @@ func TestRetransFalseAlarms(t *testing.T) {
 	for sec := interval; sec <= hours*3600; sec += interval {
 		for i, g := range gens {
 			s, _ := g.sample(ids[i], sec, interval)
-			h.feed(s)
-			if st, ok := LookupPortLocal[judgedPort](h.ports[ids[i]], det.Name()); ok && st.loss != nil && st.loss.histMs >= lossWarm.Milliseconds() {
+			h.Feed(s)
+			if st, ok := processor.LookupPortLocal[judged.Port](h.PortStates[ids[i]], det.Name()); ok && st.Loss != nil && st.Loss.(*lossPort).histMs >= lossWarm.Milliseconds() {
 				evals++
-				if st.loss.p <= 1e-3 {
+				if st.Loss.(*lossPort).p <= 1e-3 {
 					low++
 				}
 			}
 		}
 	}
-	for _, ev := range h.events {
+	for _, ev := range h.Events {
 		t.Errorf("false alarm: %s %s %s", ev.State, ev.Subject, ev.Summary)
 	}
 	if float64(low) > 3e-3*float64(evals) {
 		t.Errorf("%d of %d windows at p <= 1e-3: the test is not calibrated", low, evals)
 	}
-	t.Logf("%d port-hours, %d evaluations, %d at p <= 1e-3, %d events", int(ports*hours), evals, low, len(h.events))
+	t.Logf("%d port-hours, %d evaluations, %d at p <= 1e-3, %d events", int(ports*hours), evals, low, len(h.Events))
 }

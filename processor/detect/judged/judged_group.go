@@ -1,10 +1,11 @@
-package processor
+package judged
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -54,33 +55,33 @@ func requesterSide(name string) bool {
 
 // groupHold records the port's excess sample and holds the incident it
 // belongs to, if it leads one.
-func (j *judged) groupHold(s *Sample, st *judgedPort, em Emitter) {
+func (j *Engine) groupHold(s *processor.Sample, st *Port, em processor.Emitter) {
 	t := j.track()
 	subject := s.ID.Subject()
 	if j.members == nil {
 		j.members = map[schemas.Subject]*groupMember{}
 	}
 	m := j.members[subject]
-	if m == nil || st.since != m.onset {
-		m = &groupMember{id: s.ID, onset: st.since, leader: subject}
+	if m == nil || st.Since != m.onset {
+		m = &groupMember{id: s.ID, onset: st.Since, leader: subject}
 		j.members[subject] = m
 	}
 	m.last = s.Time
 	m.window = max(groupWindowMs, 3*schemas.Millis(s.IntervalMs))
 	var req, resp, best float64
-	for i, c := range j.primary {
+	for i, c := range j.Primary {
 		tot := float64(st.total[i])
-		if requesterSide(c.name) {
+		if requesterSide(c.Name) {
 			req += tot
 		} else {
 			resp += tot
 		}
 		if r := float64(st.rates[i]); r > best {
-			best, m.counter = r, c.name
+			best, m.counter = r, c.Name
 		}
 	}
 	m.requester = req > 0 && req >= resp
-	m.rate, m.total = st.primRate, req+resp
+	m.rate, m.total = st.PrimRate, req+resp
 
 	m.leader = subject
 	if !t.IsOpen(subject) {
@@ -97,7 +98,7 @@ func (j *judged) groupHold(s *Sample, st *judgedPort, em Emitter) {
 	if n := len(f.Affected); n > 0 {
 		names := make([]string, 0, n)
 		for _, a := range f.Affected {
-			names = append(names, fmt.Sprintf("%s %s %s/s", a.Node, a.Counter, HumanRate(a.RatePerS)))
+			names = append(names, fmt.Sprintf("%s %s %s/s", a.Node, a.Counter, processor.HumanRate(a.RatePerS)))
 		}
 		if m.requester {
 			f.Summary += fmt.Sprintf("; %d responder(s) count errors of the same requests (%s)", n, strings.Join(names, ", "))
@@ -110,7 +111,7 @@ func (j *judged) groupHold(s *Sample, st *judgedPort, em Emitter) {
 }
 
 // leaderOf picks the subject of m's incident (see the comment above).
-func (j *judged) leaderOf(m *groupMember, now schemas.Millis) schemas.Subject {
+func (j *Engine) leaderOf(m *groupMember, now schemas.Millis) schemas.Subject {
 	self := m.id.Subject()
 	if m.requester {
 		return self
@@ -146,13 +147,13 @@ func (j *judged) leaderOf(m *groupMember, now schemas.Millis) schemas.Subject {
 }
 
 // leadsOpen reports whether an open incident still names s as affected.
-func (j *judged) leadsOpen(s schemas.Subject) bool {
+func (j *Engine) leadsOpen(s schemas.Subject) bool {
 	m, ok := j.members[s]
 	return ok && m.leader != s && j.track().IsOpen(m.leader)
 }
 
 // affectedOf lists the members whose incident subject leads, sorted.
-func (j *judged) affectedOf(subject schemas.Subject, now schemas.Millis) []schemas.Affected {
+func (j *Engine) affectedOf(subject schemas.Subject, now schemas.Millis) []schemas.Affected {
 	var out []schemas.Affected
 	var topo *schemas.Topology
 	if j.fabric != nil {
