@@ -40,8 +40,8 @@ import (
 // incident's open is a material change, published at once. A cause stays
 // with its incident once found.
 
-// TypeConfigMismatch is the event type of ConfigMismatch (docs/formats.md,
-// types by layer).
+// TypeConfigMismatch is the event type of the config_mismatch detector
+// (processor/detect/configmismatch; docs/formats.md, types by layer).
 const TypeConfigMismatch = "config_mismatch"
 
 // RNRRetryCounters are what a requester counts when its receiver is not

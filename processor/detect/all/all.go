@@ -12,6 +12,7 @@ package all
 
 import (
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/completionerrors"
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/configmismatch"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/pfcstorm"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/receivestarvation"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/retransmissions"

@@ -1,19 +1,22 @@
-package processor
+package configmismatch
 
 import (
 	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 // configView is a FabricView with the fleet's configuration, as the engine
 // gives it: tracked ports (the owned ones) and configs of every node.
 type configView struct {
-	ports   map[schemas.PortID]*PortState
-	configs map[schemas.PortID]*KnownConfig
+	ports   map[schemas.PortID]*processor.PortState
+	configs map[schemas.PortID]*processor.KnownConfig
 	topo    *schemas.Topology
 	wm      schemas.Millis
 }
@@ -21,25 +24,25 @@ type configView struct {
 func (v *configView) Topology() *schemas.Topology { return v.topo }
 func (v *configView) Watermark() schemas.Millis   { return v.wm }
 func (v *configView) Complete() bool              { return true }
-func (v *configView) Port(id schemas.PortID) (*PortState, bool) {
+func (v *configView) Port(id schemas.PortID) (*processor.PortState, bool) {
 	p, ok := v.ports[id]
 	return p, ok
 }
-func (v *configView) Ports(fn func(*PortState) bool) {
+func (v *configView) Ports(fn func(*processor.PortState) bool) {
 	for _, id := range sortedIDs(v.ports) {
 		if !fn(v.ports[id]) {
 			return
 		}
 	}
 }
-func (v *configView) PortConfig(id schemas.PortID) (KnownConfig, bool) {
+func (v *configView) PortConfig(id schemas.PortID) (processor.KnownConfig, bool) {
 	kc, ok := v.configs[id]
 	if !ok {
-		return KnownConfig{}, false
+		return processor.KnownConfig{}, false
 	}
 	return *kc, true
 }
-func (v *configView) Configs(fn func(*KnownConfig) bool) {
+func (v *configView) Configs(fn func(*processor.KnownConfig) bool) {
 	for _, id := range sortedIDs(v.configs) {
 		if !fn(v.configs[id]) {
 			return
@@ -134,11 +137,11 @@ func fleet(n int, change map[int]*schemas.PortConfig) []fleetPort {
 }
 
 func newConfigView(ports []fleetPort, topo *schemas.Topology) *configView {
-	v := &configView{ports: map[schemas.PortID]*PortState{}, configs: map[schemas.PortID]*KnownConfig{}, topo: topo}
+	v := &configView{ports: map[schemas.PortID]*processor.PortState{}, configs: map[schemas.PortID]*processor.KnownConfig{}, topo: topo}
 	for _, p := range ports {
 		if !p.notOwned {
-			st := NewPortState(p.id)
-			st.LastTime, st.Samples = at(0), 1
+			st := processor.NewPortState(p.id)
+			st.LastTime, st.Samples = detecttest.At(0), 1
 			v.ports[p.id] = st
 		}
 		if p.cfg != nil {
@@ -146,7 +149,7 @@ func newConfigView(ports []fleetPort, topo *schemas.Topology) *configView {
 			if ll == "" {
 				ll = "Ethernet"
 			}
-			v.configs[p.id] = &KnownConfig{ID: p.id, LinkLayer: ll, Netdev: "ens1f0np0", Since: at(0), Read: at(0), Config: p.cfg}
+			v.configs[p.id] = &processor.KnownConfig{ID: p.id, LinkLayer: ll, Netdev: "ens1f0np0", Since: detecttest.At(0), Read: detecttest.At(0), Config: p.cfg}
 		}
 	}
 	return v
@@ -195,10 +198,10 @@ func TestConfigMismatch(t *testing.T) {
 		{name: "PFC on another priority", ports: fleet(8, map[int]*schemas.PortConfig{2: with(roce(), func(c *schemas.PortConfig) { c.PFCEnabled = &[]int{4} })}),
 			want: map[string]string{"gpu-002": "critical"}, settings: []string{settingPFC}},
 		{name: "ECN notification point off", ports: fleet(8, map[int]*schemas.PortConfig{7: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} })}),
-			want: map[string]string{"gpu-007": "warning"}, settings: []string{SettingECNNP}, checks: []string{"ssh gpu-007 'cat /sys/class/net/ens1f0np0/ecn/roce_np/enable/3'"},
+			want: map[string]string{"gpu-007": "warning"}, settings: []string{processor.SettingECNNP}, checks: []string{"ssh gpu-007 'cat /sys/class/net/ens1f0np0/ecn/roce_np/enable/3'"},
 			summary: "gpu-007 mlx5_0/1 (ens1f0np0): configuration differs from the fabric's: the ECN notification point off on priority 3, which 88% of the fabric's 8 RoCE ports reporting it have on"},
 		{name: "ECN reaction point and MTU off together", ports: fleet(8, map[int]*schemas.PortConfig{1: with(roce(), func(c *schemas.PortConfig) { c.ECNRPEnabled = &[]int{0}; c.MTU = nil; *c = *with(c, mtuOf(9000)) })}),
-			want: map[string]string{"gpu-001": "warning"}, settings: []string{settingMTU, SettingECNRP}, checks: []string{"roce_rp/enable/3"}},
+			want: map[string]string{"gpu-001": "warning"}, settings: []string{settingMTU, processor.SettingECNRP}, checks: []string{"roce_rp/enable/3"}},
 		{name: "unknown is never a mismatch", ports: fleet(8, map[int]*schemas.PortConfig{3: {Trust: "dscp"}, 4: {MTU: roce().MTU}}), want: map[string]string{}},
 		// Under trust pcp the priority is the VLAN tag's, which no setting
 		// shows: fleets run both modes losslessly, so trust alone is no
@@ -272,11 +275,11 @@ func TestConfigMismatch(t *testing.T) {
 				topo = c.topo(t)
 			}
 			v := newConfigView(c.ports, topo)
-			d := NewConfigMismatch()
+			d := New()
 			var evs configEvents
-			v.wm = at(1)
+			v.wm = detecttest.At(1)
 			d.OnWatermark(context.Background(), v, v.wm, &evs)
-			v.wm = at(2)
+			v.wm = detecttest.At(2)
 			d.OnWatermark(context.Background(), v, v.wm, &evs)
 			opened := evs.opened()
 			if len(evs) != len(opened) {
@@ -293,7 +296,7 @@ func TestConfigMismatch(t *testing.T) {
 				if err := ev.Validate(); err != nil {
 					t.Fatal(err)
 				}
-				if ev.Severity != sev || ev.Layer != schemas.LayerLinkNetwork || ev.Type != TypeConfigMismatch || ev.DetectedAt != at(1) || ev.Start != at(0) {
+				if ev.Severity != sev || ev.Layer != schemas.LayerLinkNetwork || ev.Type != processor.TypeConfigMismatch || ev.DetectedAt != detecttest.At(1) || ev.Start != detecttest.At(0) {
 					t.Errorf("%s: %+v", node, ev)
 				}
 				if got, _ := ev.Evidence["settings"].([]string); !slices.Equal(got, c.settings) {
@@ -327,15 +330,15 @@ func keys[V any](m map[string]V) []string {
 func TestConfigMismatchResolvesWhenFixed(t *testing.T) {
 	ports := fleet(6, map[int]*schemas.PortConfig{4: with(roce(), mtuOf(1500)), 5: with(roce(), mtuOf(1500))})
 	v := newConfigView(ports[:5], nil)
-	v.ports[host(5)] = NewPortState(host(5))
-	v.ports[host(5)].LastTime, v.ports[host(5)].Samples = at(0), 1
-	v.configs[host(5)] = &KnownConfig{ID: host(5), LinkLayer: "Ethernet", Since: at(0), Read: at(0), Config: ports[5].cfg}
-	d := NewConfigMismatch()
+	v.ports[host(5)] = processor.NewPortState(host(5))
+	v.ports[host(5)].LastTime, v.ports[host(5)].Samples = detecttest.At(0), 1
+	v.configs[host(5)] = &processor.KnownConfig{ID: host(5), LinkLayer: "Ethernet", Since: detecttest.At(0), Read: detecttest.At(0), Config: ports[5].cfg}
+	d := New()
 	var evs configEvents
 	for sec := 1.0; sec <= 60; sec++ {
-		v.wm = at(sec)
+		v.wm = detecttest.At(sec)
 		if sec == 30 {
-			v.configs[host(4)].Config, v.configs[host(4)].Since = roce(), at(30)
+			v.configs[host(4)].Config, v.configs[host(4)].Since = roce(), detecttest.At(30)
 		}
 		v.ports[host(4)].LastTime = v.wm
 		d.OnWatermark(context.Background(), v, v.wm, &evs)
@@ -344,7 +347,7 @@ func TestConfigMismatchResolvesWhenFixed(t *testing.T) {
 	for _, ev := range evs {
 		got = append(got, ev.Subject.Node+" "+ev.State)
 		if ev.State == schemas.StateResolved && ev.Subject.Node == "gpu-004" {
-			if ev.End == nil || *ev.End != at(30) || !strings.Contains(ev.Summary, "resolved, the port's configuration agrees with the fabric's again") {
+			if ev.End == nil || *ev.End != detecttest.At(30) || !strings.Contains(ev.Summary, "resolved, the port's configuration agrees with the fabric's again") {
 				t.Errorf("resolved: end %v, summary %q", ev.End, ev.Summary)
 			}
 		}
@@ -353,7 +356,7 @@ func TestConfigMismatchResolvesWhenFixed(t *testing.T) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	// gpu-005 goes silent: resolved after SilentResolveAfter of data time.
-	v.wm = at(60) + millis(d.SilentResolveAfter)
+	v.wm = detecttest.At(60) + millis(d.SilentResolveAfter)
 	d.OnWatermark(context.Background(), v, v.wm, &evs)
 	if last := evs[len(evs)-1]; last.Subject.Node != "gpu-005" || last.State != schemas.StateResolved {
 		t.Fatalf("silent port: last event %s %s", last.Subject.Node, last.State)
@@ -365,7 +368,7 @@ func TestConfigMismatchResolvesWhenFixed(t *testing.T) {
 // marks go unanswered, gives a cnp_ecn_imbalance that names the
 // config_mismatch as its cause and says why.
 func TestConfigMismatchExplainsCNPImbalance(t *testing.T) {
-	dets := Link([]Detector{NewCNPECNImbalance(), NewConfigMismatch()})
+	dets := processor.Link([]processor.Detector{processor.NewCNPECNImbalance(), New()})
 	v := newConfigView(fleet(6, map[int]*schemas.PortConfig{0: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} })}), nil)
 	var evs configEvents
 	var marked, sent uint64
@@ -383,22 +386,22 @@ func TestConfigMismatchExplainsCNPImbalance(t *testing.T) {
 			if sec == 0 {
 				flags = schemas.FlagFirst
 			}
-			s := sample(id, sec, "ACTIVE",
+			s := detecttest.Sample(id, sec, "ACTIVE",
 				schemas.CounterDelta{Name: "np_ecn_marked_roce_packets", Source: schemas.SourceHWCounters, Value: marked, Delta: dm, Flags: flags},
 				schemas.CounterDelta{Name: "np_cnp_sent", Source: schemas.SourceHWCounters, Value: sent, Delta: ds, Flags: flags},
 				schemas.CounterDelta{Name: "rp_cnp_handled", Source: schemas.SourceHWCounters, Value: sent, Delta: ds, Flags: flags},
 				schemas.CounterDelta{Name: "rp_cnp_ignored", Source: schemas.SourceHWCounters, Value: 0, Delta: 0, Flags: flags})
 			port := v.ports[id]
 			for _, d := range dets {
-				if pd, ok := d.(PortDetector); ok {
+				if pd, ok := d.(processor.PortDetector); ok {
 					pd.OnSample(ctx, port, s, &evs)
 				}
 			}
 			port.Observe(s)
 		}
-		v.wm = at(sec)
+		v.wm = detecttest.At(sec)
 		for _, d := range dets {
-			if fd, ok := d.(FabricDetector); ok {
+			if fd, ok := d.(processor.FabricDetector); ok {
 				fd.OnWatermark(ctx, v, v.wm, &evs)
 			}
 		}
@@ -406,7 +409,7 @@ func TestConfigMismatchExplainsCNPImbalance(t *testing.T) {
 	var cnp, cfg *schemas.Event
 	for _, ev := range evs {
 		switch {
-		case ev.Type == TypeConfigMismatch && cfg == nil:
+		case ev.Type == processor.TypeConfigMismatch && cfg == nil:
 			cfg = ev
 		case ev.Type == schemas.TypeCNPECNImbalance && ev.Subject == host(0).Subject() && ev.Cause != nil && cnp == nil:
 			cnp = ev
@@ -418,10 +421,12 @@ func TestConfigMismatchExplainsCNPImbalance(t *testing.T) {
 	if cnp == nil {
 		t.Fatalf("no cnp_ecn_imbalance on gpu-000 naming a cause; events: %d", len(evs))
 	}
-	if cnp.Cause.ID != cfg.ID || cnp.Cause.Type != TypeConfigMismatch {
+	if cnp.Cause.ID != cfg.ID || cnp.Cause.Type != processor.TypeConfigMismatch {
 		t.Errorf("cause %+v, want %s", cnp.Cause, cfg.ID)
 	}
 	if want := "because its ECN notification point is off on priority 3 by configuration"; !strings.Contains(cnp.Summary, want) {
 		t.Errorf("summary %q lacks %q", cnp.Summary, want)
 	}
 }
+
+func millis(d time.Duration) schemas.Millis { return schemas.Millis(d / time.Millisecond) }

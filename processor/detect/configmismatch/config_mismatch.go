@@ -1,4 +1,9 @@
-package processor
+// Package configmismatch is the config_mismatch detector (layer
+// link_network): a RoCE port whose settings disagree with its link's other
+// end or with the rest of its fabric, from the inventory's configuration
+// (Detector). It registers itself with processor.Register;
+// processor/detect/all links it in.
+package configmismatch
 
 import (
 	"context"
@@ -8,11 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func init() {
-	Register(TypeConfigMismatch, func() Detector { return NewConfigMismatch() })
+	processor.Register(processor.TypeConfigMismatch, func() processor.Detector { return New() })
 }
 
 // Settings a config_mismatch names, as the trace's config keys.
@@ -30,7 +36,7 @@ const (
 	settingCNP = "cnp_priority"
 )
 
-// ConfigMismatch raises config_mismatch (layer link_network) when a RoCE
+// Detector raises config_mismatch (layer link_network) when a RoCE
 // port's settings disagree with its link's other end or with the rest of
 // its fabric, from the configuration the inventory carries (ConfigView):
 //
@@ -45,7 +51,7 @@ const (
 //     (slowing down on CNPs) is off on that priority while a clear majority
 //     of the ports have it on. Congestion control is then broken for the
 //     port's flows, which cnp_ecn_imbalance sees in the counters; that
-//     incident names this one as its cause (causes.go).
+//     incident names this one as its cause (processor.Causes).
 //   - Trust is compared but alone is no mismatch: under trust pcp a RoCE
 //     packet's priority is its VLAN tag's, which no host counter or setting
 //     shows, and fleets run both modes losslessly side by side. What decides
@@ -81,7 +87,7 @@ const (
 // resolves it. Its onset is when the port's configuration was read as it
 // is. Only ports this processor reads get incidents; the comparison uses
 // every node's configuration.
-type ConfigMismatch struct {
+type Detector struct {
 	// MajorityShare is the share of the fabric's RoCE ports reporting a
 	// setting that must agree before it is the fabric's norm; default 2/3.
 	// A fleet split more evenly runs two pools on purpose (storage and
@@ -100,27 +106,27 @@ type ConfigMismatch struct {
 	// reporting; default 30 min.
 	SilentResolveAfter time.Duration
 
-	tracker *Tracker
-	fabric  FabricView
+	tracker *processor.Tracker
+	fabric  processor.FabricView
 }
 
-// NewConfigMismatch returns the detector with its defaults.
-func NewConfigMismatch() *ConfigMismatch {
-	return &ConfigMismatch{MajorityShare: 2.0 / 3, MinPorts: 3, MinUpdateInterval: 10 * time.Minute, SilentResolveAfter: 30 * time.Minute}
+// New returns the detector with its defaults.
+func New() *Detector {
+	return &Detector{MajorityShare: 2.0 / 3, MinPorts: 3, MinUpdateInterval: 10 * time.Minute, SilentResolveAfter: 30 * time.Minute}
 }
 
 // Name implements Detector.
-func (d *ConfigMismatch) Name() string { return TypeConfigMismatch }
+func (d *Detector) Name() string { return processor.TypeConfigMismatch }
 
 // Init implements Initializer.
-func (d *ConfigMismatch) Init(fabric FabricView) error {
+func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
 }
 
-func (d *ConfigMismatch) track() *Tracker {
+func (d *Detector) track() *processor.Tracker {
 	if d.tracker == nil {
-		d.tracker = NewTracker(TypeConfigMismatch, Policy{MinUpdateInterval: d.MinUpdateInterval, SilentResolveAfter: d.SilentResolveAfter})
+		d.tracker = processor.NewTracker(processor.TypeConfigMismatch, processor.Policy{MinUpdateInterval: d.MinUpdateInterval, SilentResolveAfter: d.SilentResolveAfter})
 	}
 	return d.tracker
 }
@@ -154,11 +160,11 @@ type fabricNorm struct {
 	losslessDSCP []int
 	mapN         int
 	// members are each LAG's member samples, by the bond's port.
-	members map[schemas.PortID][]*KnownConfig
+	members map[schemas.PortID][]*processor.KnownConfig
 }
 
 // majority is the value a clear majority of total reports has.
-func (d *ConfigMismatch) majority(counts map[int]int, total int) (int, float64, bool) {
+func (d *Detector) majority(counts map[int]int, total int) (int, float64, bool) {
 	if total < d.MinPorts {
 		return 0, 0, false
 	}
@@ -174,13 +180,13 @@ func (d *ConfigMismatch) majority(counts map[int]int, total int) (int, float64, 
 
 // lagMember reports whether kc is the sample of a LAG member whose bond
 // port the fabric knows, and that bond port.
-func lagMember(fabric FabricView, kc *KnownConfig) (schemas.PortID, bool) {
+func lagMember(fabric processor.FabricView, kc *processor.KnownConfig) (schemas.PortID, bool) {
 	bond, _, ok := schemas.SplitBondMember(kc.ID.Device)
 	if !ok {
 		return schemas.PortID{}, false
 	}
 	id := schemas.PortID{Node: kc.ID.Node, Device: bond, Port: 1}
-	_, known := ConfigOf(fabric, id)
+	_, known := processor.ConfigOf(fabric, id)
 	return id, known
 }
 
@@ -227,17 +233,17 @@ func (c *prioCount) share(p int) float64 {
 	return float64(c.on[p]) / float64(c.known)
 }
 
-func isRoCE(kc *KnownConfig) bool { return kc.LinkLayer == "Ethernet" }
+func isRoCE(kc *processor.KnownConfig) bool { return kc.LinkLayer == "Ethernet" }
 
 // norm computes what the fabric's RoCE ports agree on.
-func (d *ConfigMismatch) norm(fabric FabricView) fabricNorm {
+func (d *Detector) norm(fabric processor.FabricView) fabricNorm {
 	var n fabricNorm
 	mtus := map[int]int{}
 	var pfc, np, rp prioCount
 	trusts, cnps, tclasses := map[int]int{}, map[int]int{}, map[int]int{}
 	var maps [][]int
-	n.members = map[schemas.PortID][]*KnownConfig{}
-	EachConfig(fabric, func(kc *KnownConfig) bool {
+	n.members = map[schemas.PortID][]*processor.KnownConfig{}
+	processor.EachConfig(fabric, func(kc *processor.KnownConfig) bool {
 		if !isRoCE(kc) {
 			return true
 		}
@@ -332,13 +338,13 @@ func (d *ConfigMismatch) norm(fabric FabricView) fabricNorm {
 }
 
 // OnWatermark implements FabricDetector.
-func (d *ConfigMismatch) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	t := d.track()
 	n := d.norm(fabric)
 	if n.ports == 0 && t.Active() == 0 {
 		return
 	}
-	EachConfig(fabric, func(kc *KnownConfig) bool {
+	processor.EachConfig(fabric, func(kc *processor.KnownConfig) bool {
 		port, owned := fabric.Port(kc.ID)
 		if _, member := lagMember(fabric, kc); member {
 			return true // judged through its bond port
@@ -370,12 +376,12 @@ type mismatch struct {
 	setting  string
 	words    string
 	critical bool
-	peer     *KnownConfig // the link's other end, when its MTU differs
+	peer     *processor.KnownConfig // the link's other end, when its MTU differs
 }
 
 // finding says whether kc's port differs from its fabric or its link's
 // other end, and how.
-func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConfig, port *PortState) (Finding, bool) {
+func (d *Detector) finding(fabric processor.FabricView, n *fabricNorm, kc *processor.KnownConfig, port *processor.PortState) (processor.Finding, bool) {
 	c := kc.Config
 	ev := map[string]any{"fabric_ports": n.ports, "config_since": kc.Since.String()}
 	var ms []mismatch
@@ -393,8 +399,8 @@ func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConf
 		what    string
 	}{
 		{settingPFC, c.PFCEnabled, n.pfc, n.pfcShare, n.pfcN, "PFC"},
-		{SettingECNNP, c.ECNNPEnabled, n.np, n.npShare, n.npN, "the ECN notification point"},
-		{SettingECNRP, c.ECNRPEnabled, n.rp, n.rpShare, n.rpN, "the ECN reaction point"},
+		{processor.SettingECNNP, c.ECNNPEnabled, n.np, n.npShare, n.npN, "the ECN notification point"},
+		{processor.SettingECNRP, c.ECNRPEnabled, n.rp, n.rpShare, n.rpN, "the ECN reaction point"},
 	} {
 		on, known := schemas.PriorityOn(s.list, n.prio)
 		if !known || !s.norm || on {
@@ -408,7 +414,7 @@ func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConf
 	ms = append(ms, d.qosMismatches(n, kc, ev)...)
 	ms = append(ms, bondMismatches(n.members[kc.ID], ev)...)
 	if len(ms) == 0 {
-		return Finding{}, false
+		return processor.Finding{}, false
 	}
 	netdev := kc.Netdev
 	if netdev == "" {
@@ -427,12 +433,12 @@ func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConf
 	if n.prio >= 0 {
 		ev["priority"] = n.prio
 	}
-	return Finding{
+	return processor.Finding{
 		Subject:  kc.ID.Subject(),
 		Onset:    kc.Since,
 		Severity: severity,
 		Layer:    schemas.LayerLinkNetwork,
-		Summary:  fmt.Sprintf("%s: configuration differs from the fabric's: %s", PortName(kc.ID, netdev), strings.Join(words, "; ")),
+		Summary:  fmt.Sprintf("%s: configuration differs from the fabric's: %s", processor.PortName(kc.ID, netdev), strings.Join(words, "; ")),
 		Evidence: ev,
 		Checks:   d.checks(fabric, kc.ID, netdev, n.prio, ms, ev),
 		Keys:     settings,
@@ -441,12 +447,12 @@ func (d *ConfigMismatch) finding(fabric FabricView, n *fabricNorm, kc *KnownConf
 
 // mtuMismatch compares the port's MTU with its link's other end and the
 // fabric's.
-func (d *ConfigMismatch) mtuMismatch(fabric FabricView, n *fabricNorm, kc *KnownConfig, ev map[string]any) (mismatch, bool) {
+func (d *Detector) mtuMismatch(fabric processor.FabricView, n *fabricNorm, kc *processor.KnownConfig, ev map[string]any) (mismatch, bool) {
 	mtu := *kc.Config.MTU
-	var peer *KnownConfig
+	var peer *processor.KnownConfig
 	if topo := fabric.Topology(); topo != nil {
 		if e, ok := topo.Peer(kc.ID); ok && e.IsHost() {
-			if pc, ok := ConfigOf(fabric, e.Host); ok && pc.Config.MTU != nil && *pc.Config.MTU != mtu {
+			if pc, ok := processor.ConfigOf(fabric, e.Host); ok && pc.Config.MTU != nil && *pc.Config.MTU != mtu {
 				peer = &pc
 			}
 		}
@@ -466,7 +472,7 @@ func (d *ConfigMismatch) mtuMismatch(fabric FabricView, n *fabricNorm, kc *Known
 	}
 	if offPeer {
 		ev["peer"], ev["peer_mtu"] = peer.ID.String(), *peer.Config.MTU
-		words = append(words, fmt.Sprintf("the other end of its link, %s, uses %d", PortName(peer.ID, peer.Netdev), *peer.Config.MTU))
+		words = append(words, fmt.Sprintf("the other end of its link, %s, uses %d", processor.PortName(peer.ID, peer.Netdev), *peer.Config.MTU))
 	}
 	m := mismatch{setting: settingMTU, critical: offPeer,
 		words: fmt.Sprintf("MTU %d where %s", mtu, strings.Join(words, " and "))}
@@ -479,8 +485,8 @@ func (d *ConfigMismatch) mtuMismatch(fabric FabricView, n *fabricNorm, kc *Known
 func percent(share float64) string { return strconv.Itoa(int(share*100+0.5)) + "%" }
 
 // checks names the commands that show each setting on the host.
-func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev string, prio int, ms []mismatch, ev map[string]any) []schemas.Check {
-	nd := NetdevOf(id, netdev)
+func (d *Detector) checks(fabric processor.FabricView, id schemas.PortID, netdev string, prio int, ms []mismatch, ev map[string]any) []schemas.Check {
+	nd := processor.NetdevOf(id, netdev)
 	var out []schemas.Check
 	for _, m := range ms {
 		switch m.setting {
@@ -489,40 +495,40 @@ func (d *ConfigMismatch) checks(fabric FabricView, id schemas.PortID, netdev str
 			if v, ok := ev["fabric_mtu"]; ok {
 				note += fmt.Sprintf(", %v on the rest of the fabric", v)
 			}
-			out = append(out, OnHost(id.Node, "ip link show "+nd, note))
+			out = append(out, processor.OnHost(id.Node, "ip link show "+nd, note))
 			if m.peer != nil {
-				out = append(out, OnHost(m.peer.ID.Node, "ip link show "+NetdevOf(m.peer.ID, m.peer.Netdev),
+				out = append(out, processor.OnHost(m.peer.ID.Node, "ip link show "+processor.NetdevOf(m.peer.ID, m.peer.Netdev),
 					fmt.Sprintf("mtu at the link's other end: %d", *m.peer.Config.MTU)))
 			}
 		case settingPFC:
-			out = append(out, OnHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("PFC enabled on priority %d, as on the rest of the fabric; trust mode", prio)))
-		case SettingECNNP:
-			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/%d", nd, prio), "1: the notification point answers ECN marks with CNPs"))
-		case SettingECNRP:
-			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/%d", nd, prio), "1: the reaction point slows down on CNPs"))
+			out = append(out, processor.OnHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("PFC enabled on priority %d, as on the rest of the fabric; trust mode", prio)))
+		case processor.SettingECNNP:
+			out = append(out, processor.OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/enable/%d", nd, prio), "1: the notification point answers ECN marks with CNPs"))
+		case processor.SettingECNRP:
+			out = append(out, processor.OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_rp/enable/%d", nd, prio), "1: the reaction point slows down on CNPs"))
 		case settingTrust, settingDSCP:
-			out = append(out, OnHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("trust mode and dscp2prio mapping, as on the rest of the fabric (%v)", ev["fabric_"+m.setting])))
+			out = append(out, processor.OnHost(id.Node, "mlnx_qos -i "+nd, fmt.Sprintf("trust mode and dscp2prio mapping, as on the rest of the fabric (%v)", ev["fabric_"+m.setting])))
 		case settingCNP:
-			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/cnp_dscp /sys/class/net/%s/ecn/roce_np/cnp_802p_prio", nd, nd),
+			out = append(out, processor.OnHost(id.Node, fmt.Sprintf("cat /sys/class/net/%s/ecn/roce_np/cnp_dscp /sys/class/net/%s/ecn/roce_np/cnp_802p_prio", nd, nd),
 				fmt.Sprintf("CNPs on priority %v here, %v on the rest of the fabric", ev[settingCNP], ev["fabric_"+settingCNP])),
-				OnHost(id.Node, "mlnx_qos -i "+nd, "the dscp2prio entry of cnp_dscp under trust dscp"))
+				processor.OnHost(id.Node, "mlnx_qos -i "+nd, "the dscp2prio entry of cnp_dscp under trust dscp"))
 		case settingTClass:
-			out = append(out, OnHost(id.Node, fmt.Sprintf("cat /sys/class/infiniband/%s/tc/%d/traffic_class", id.Device, id.Port),
+			out = append(out, processor.OnHost(id.Node, fmt.Sprintf("cat /sys/class/infiniband/%s/tc/%d/traffic_class", id.Device, id.Port),
 				fmt.Sprintf("Global tclass=%v on the rest of the fabric", ev["fabric_"+settingTClass])))
 		default:
 			if members, ok := ev["bond_members"].([]string); ok && strings.HasPrefix(m.setting, "bond_") {
 				for _, mb := range members {
-					out = append(out, OnHost(id.Node, "mlnx_qos -i "+mb, "the member's "+strings.TrimPrefix(m.setting, "bond_")+"; a LAG's members must agree"))
+					out = append(out, processor.OnHost(id.Node, "mlnx_qos -i "+mb, "the member's "+strings.TrimPrefix(m.setting, "bond_")+"; a LAG's members must agree"))
 				}
 			}
 		}
 	}
-	return append(out, OnSwitch(fabric, id, "PFC and ECN settings of the switch port"))
+	return append(out, processor.OnSwitch(fabric, id, "PFC and ECN settings of the switch port"))
 }
 
 // qosMismatches compares the settings that place RoCE traffic and CNPs on
 // a priority with the fabric's norm.
-func (d *ConfigMismatch) qosMismatches(n *fabricNorm, kc *KnownConfig, ev map[string]any) []mismatch {
+func (d *Detector) qosMismatches(n *fabricNorm, kc *processor.KnownConfig, ev map[string]any) []mismatch {
 	c := kc.Config
 	var ms []mismatch
 	// Trust alone is evidence, not a mismatch (see ConfigMismatch): the
@@ -571,8 +577,8 @@ var bondSettings = []struct {
 }{
 	{settingMTU, func(c *schemas.PortConfig) (string, bool) { return intText(c.MTU) }},
 	{settingPFC, func(c *schemas.PortConfig) (string, bool) { return prioText(c.PFCEnabled) }},
-	{SettingECNNP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNNPEnabled) }},
-	{SettingECNRP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNRPEnabled) }},
+	{processor.SettingECNNP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNNPEnabled) }},
+	{processor.SettingECNRP, func(c *schemas.PortConfig) (string, bool) { return prioText(c.ECNRPEnabled) }},
 	{settingTrust, func(c *schemas.PortConfig) (string, bool) { return c.Trust, c.Trust != "" }},
 	{settingDSCP, func(c *schemas.PortConfig) (string, bool) {
 		if c.DSCPPrio == nil {
@@ -603,13 +609,13 @@ func prioText(l *[]int) (string, bool) {
 // bondMismatches compares a LAG's members with its first (by device name,
 // so the same pair is named on every run): a LAG hashes flows over both
 // cables, so a setting that differs treats half the flows differently.
-func bondMismatches(members []*KnownConfig, ev map[string]any) []mismatch {
+func bondMismatches(members []*processor.KnownConfig, ev map[string]any) []mismatch {
 	if len(members) < 2 {
 		return nil
 	}
 	members = slices.Clone(members)
-	slices.SortFunc(members, func(a, b *KnownConfig) int { return strings.Compare(a.ID.Device, b.ID.Device) })
-	name := func(kc *KnownConfig) string {
+	slices.SortFunc(members, func(a, b *processor.KnownConfig) int { return strings.Compare(a.ID.Device, b.ID.Device) })
+	name := func(kc *processor.KnownConfig) string {
 		if _, m, ok := schemas.SplitBondMember(kc.ID.Device); ok {
 			return m
 		}
@@ -637,3 +643,5 @@ func bondMismatches(members []*KnownConfig, ev map[string]any) []mismatch {
 	}
 	return ms
 }
+
+func round3(v float64) float64 { return processor.RoundTo(v, 3) }
