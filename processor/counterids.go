@@ -40,13 +40,6 @@ var (
 	idTxGlobalPauseDuration = globalPauseIDs("tx_global_pause_duration", "tx_pause_duration")
 	idRxGlobalPauseDuration = globalPauseIDs("rx_global_pause_duration", "rx_pause_duration")
 
-	// The congestion counters, in cnpNames order.
-	idCNP = func() (ids [cnpCounters]schemas.CounterID) {
-		for i, n := range cnpNames {
-			ids[i] = schemas.MustCounterID(schemas.SourceHWCounters, n)
-		}
-		return ids
-	}()
 
 	// saturatingIDs are the counters schemas.KindOf calls saturating (the
 	// IB PortCounters error counters), with their maximum, in name order.

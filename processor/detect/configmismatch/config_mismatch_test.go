@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/cnp"
 	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -368,7 +369,7 @@ func TestConfigMismatchResolvesWhenFixed(t *testing.T) {
 // marks go unanswered, gives a cnp_ecn_imbalance that names the
 // config_mismatch as its cause and says why.
 func TestConfigMismatchExplainsCNPImbalance(t *testing.T) {
-	dets := processor.Link([]processor.Detector{processor.NewCNPECNImbalance(), New()})
+	dets := processor.Link([]processor.Detector{cnp.New(), New()})
 	v := newConfigView(fleet(6, map[int]*schemas.PortConfig{0: with(roce(), func(c *schemas.PortConfig) { c.ECNNPEnabled = &[]int{} })}), nil)
 	var evs configEvents
 	var marked, sent uint64

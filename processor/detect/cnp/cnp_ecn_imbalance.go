@@ -1,4 +1,9 @@
-package processor
+// Package cnp is the cnp_ecn_imbalance detector (layer link_network):
+// RoCE congestion control broken between the ECN marks the switches set
+// and the rate cuts the senders make, per port and fabric-wide (Detector).
+// It registers itself with processor.Register; processor/detect/all links
+// it in.
+package cnp
 
 import (
 	"context"
@@ -7,14 +12,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func init() {
-	Register(schemas.TypeCNPECNImbalance, func() Detector { return NewCNPECNImbalance() })
+	processor.Register(schemas.TypeCNPECNImbalance, func() processor.Detector { return New() })
 }
 
-// CNPECNImbalance raises cnp_ecn_imbalance (layer link_network) when RoCE
+// Detector raises cnp_ecn_imbalance (layer link_network) when RoCE
 // congestion control (DCQCN) is broken between the ECN marks the switches
 // set and the rate cuts the senders make. Three faults, one type:
 //
@@ -70,7 +76,7 @@ func init() {
 // figures move (at most every MinUpdateInterval), and resolves after the
 // port showed healthy figures for ResolveAfter, or had no congestion to
 // judge by for IdleResolveAfter.
-type CNPECNImbalance struct {
+type Detector struct {
 	// Window is the per-port window the conditions are judged on; default
 	// 60 s (6 readings at the longest 10 s interval).
 	Window time.Duration
@@ -156,9 +162,9 @@ type CNPECNImbalance struct {
 	// the evidence then gives ticks per second without a share of time.
 	XmitWaitTick time.Duration
 
-	ports  *Tracker
-	fabric *Tracker
-	view   FabricView
+	ports  *processor.Tracker
+	fabric *processor.Tracker
+	view   processor.FabricView
 	fab    cnpFabric
 	// blind are the RoCE ports that carry traffic but show no congestion
 	// counters (no hw_counters: an old kernel, a collector without
@@ -167,10 +173,10 @@ type CNPECNImbalance struct {
 	blind map[schemas.PortID]*cnpBlind
 }
 
-// NewCNPECNImbalance returns the detector with its defaults; change the
+// New returns the detector with its defaults; change the
 // fields before the first sample.
-func NewCNPECNImbalance() *CNPECNImbalance {
-	return &CNPECNImbalance{
+func New() *Detector {
+	return &Detector{
 		Window:              60 * time.Second,
 		MinMarked:           600,
 		MinMarkedPerS:       5,
@@ -201,23 +207,23 @@ func NewCNPECNImbalance() *CNPECNImbalance {
 }
 
 // Name implements Detector.
-func (d *CNPECNImbalance) Name() string { return schemas.TypeCNPECNImbalance }
+func (d *Detector) Name() string { return schemas.TypeCNPECNImbalance }
 
 // Init implements Initializer: the topology names the switch port to check.
-func (d *CNPECNImbalance) Init(fabric FabricView) error {
+func (d *Detector) Init(fabric processor.FabricView) error {
 	d.view = fabric
 	return nil
 }
 
-func (d *CNPECNImbalance) trackers() (*Tracker, *Tracker) {
+func (d *Detector) trackers() (*processor.Tracker, *processor.Tracker) {
 	if d.ports == nil {
-		d.ports = NewTracker(schemas.TypeCNPECNImbalance, Policy{
+		d.ports = processor.NewTracker(schemas.TypeCNPECNImbalance, processor.Policy{
 			OpenAfter:          d.OpenAfter,
 			ResolveAfter:       d.ResolveAfter,
 			MinUpdateInterval:  d.MinUpdateInterval,
 			SilentResolveAfter: d.SilentResolveAfter,
 		})
-		d.fabric = NewTracker(schemas.TypeCNPECNImbalance, Policy{
+		d.fabric = processor.NewTracker(schemas.TypeCNPECNImbalance, processor.Policy{
 			OpenAfter:         d.FabricOpenAfter,
 			ResolveAfter:      d.FabricResolveAfter,
 			MinUpdateInterval: d.MinUpdateInterval,
@@ -289,18 +295,18 @@ var cnpNames = [cnpCounters]string{"np_ecn_marked_roce_packets", "np_cnp_sent", 
 type cnpPort struct {
 	// sums holds one Buckets per counter, prorated over each clean interval;
 	// covered holds the clean milliseconds.
-	sums    [cnpCounters]*Buckets
-	covered *Buckets
+	sums    [cnpCounters]*processor.Buckets
+	covered *processor.Buckets
 	// readings and ignoring count the clean readings, and those in which
 	// rp_cnp_ignored rose: one burst of ignored CNPs is not a disabled RP.
-	readings, ignoring *Buckets
+	readings, ignoring *processor.Buckets
 	// tx is what the port transmits (bytes), for the share of the CNPs a
 	// blind port may receive (see cnpBlind).
-	tx *Buckets
+	tx *processor.Buckets
 	// wait holds the port_xmit_wait ticks and waitCovered the milliseconds
 	// with a usable reading of it; waitPinned: the latest reading was
 	// pinned at the counter's maximum.
-	wait, waitCovered *Buckets
+	wait, waitCovered *processor.Buckets
 	waitPinned        bool
 	// has: counters the port ever exposed; prevOK: read with a real value
 	// in the previous reading, so this reading's delta spans one interval.
@@ -328,7 +334,7 @@ type cnpPort struct {
 
 func newCNPPort() *cnpPort {
 	// Every window of the port is updated on every sample: one group.
-	g := NewBucketsGroup(cnpCounters+6, cnpBuckets, cnpBucketWidth)
+	g := processor.NewBucketsGroup(cnpCounters+6, cnpBuckets, cnpBucketWidth)
 	st := &cnpPort{covered: &g[cnpCounters], readings: &g[cnpCounters+1], ignoring: &g[cnpCounters+2], tx: &g[cnpCounters+3],
 		wait: &g[cnpCounters+4], waitCovered: &g[cnpCounters+5]}
 	for i := range st.sums {
@@ -340,7 +346,7 @@ func newCNPPort() *cnpPort {
 // cnpBlind is a RoCE port without congestion counters: what it transmits
 // (bytes, prorated over its intervals), the bound of the CNPs it may get.
 type cnpBlind struct {
-	tx   *Buckets
+	tx   *processor.Buckets
 	last schemas.Millis
 }
 
@@ -381,7 +387,7 @@ func (st *cnpPort) window(from, to schemas.Millis) cnpWindow {
 // spread adds v over [from, to) to b, each bucket getting its share of the
 // time: readings are not aligned with buckets or with each other, and
 // windows must compare the same stretch of time on every port.
-func spread(b *Buckets, from, to schemas.Millis, v float64) {
+func spread(b *processor.Buckets, from, to schemas.Millis, v float64) {
 	if to <= from {
 		return
 	}
@@ -398,7 +404,7 @@ func spread(b *Buckets, from, to schemas.Millis, v float64) {
 }
 
 // OnSample implements PortDetector.
-func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	// A sampling interval, not a gap: a port silent for minutes says
 	// nothing of how often the fabric is read.
 	if iv := schemas.Millis(s.IntervalMs); iv > 0 && iv <= cnpMaxSamplingMs {
@@ -419,7 +425,7 @@ func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample
 			deltas[i] = c.Delta
 		}
 	}
-	st, ok := LookupPortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
+	st, ok := processor.LookupPortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
 	if !ok {
 		// Only ports with the notification-point counters take state:
 		// InfiniBand ports and RoCE ports without them cost nothing,
@@ -430,7 +436,7 @@ func (d *CNPECNImbalance) OnSample(_ context.Context, port *PortState, s *Sample
 			}
 			return
 		}
-		st = PortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
+		st = processor.PortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
 		*st = *newCNPPort()
 	}
 	st.has |= present
@@ -471,7 +477,7 @@ var idPortXmitData = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_da
 // whose delta is usable: not a baseline, a reset or a held glitch, and not
 // pinned at the counter's maximum (the delta of a saturated interval counts
 // up to the top and no further).
-func observeXmitWait(st *cnpPort, s *Sample) {
+func observeXmitWait(st *cnpPort, s *processor.Sample) {
 	c, ok := s.CounterByID(idPortXmitWait)
 	if !ok {
 		return
@@ -488,7 +494,7 @@ func observeXmitWait(st *cnpPort, s *Sample) {
 // cnpTxBytes is the sample's port_xmit_data delta in bytes (the delta
 // engine already turned the counter's 4-byte words into bytes), if it has a
 // usable one: a 32-bit counter pinned at its top counts nothing any more.
-func cnpTxBytes(s *Sample) (float64, bool) {
+func cnpTxBytes(s *processor.Sample) (float64, bool) {
 	c, ok := s.CounterByID(idPortXmitData)
 	if !ok || s.IntervalMs <= 0 || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld|schemas.FlagSaturated) != 0 {
 		return 0, false
@@ -498,7 +504,7 @@ func cnpTxBytes(s *Sample) (float64, bool) {
 
 // observeBlind keeps what a RoCE port without congestion counters
 // transmits.
-func (d *CNPECNImbalance) observeBlind(s *Sample) {
+func (d *Detector) observeBlind(s *processor.Sample) {
 	if s.PortSample == nil || s.LinkLayer != "Ethernet" {
 		return
 	}
@@ -511,7 +517,7 @@ func (d *CNPECNImbalance) observeBlind(s *Sample) {
 	}
 	b := d.blind[s.ID]
 	if b == nil {
-		b = &cnpBlind{tx: NewBuckets(cnpBuckets, cnpBucketWidth)}
+		b = &cnpBlind{tx: processor.NewBuckets(cnpBuckets, cnpBucketWidth)}
 		d.blind[s.ID] = b
 	}
 	spread(b.tx, s.Since(), s.Time, tx)
@@ -520,7 +526,7 @@ func (d *CNPECNImbalance) observeBlind(s *Sample) {
 
 // learnRates keeps the port's usual CNP rates, an exponential average with a
 // time constant of about 5 min.
-func (d *CNPECNImbalance) learnRates(st *cnpPort, deltas [cnpCounters]uint64, seconds float64) {
+func (d *Detector) learnRates(st *cnpPort, deltas [cnpCounters]uint64, seconds float64) {
 	if seconds <= 0 {
 		return
 	}
@@ -538,7 +544,7 @@ func (d *CNPECNImbalance) learnRates(st *cnpPort, deltas [cnpCounters]uint64, se
 // trackRuns follows the runs of readings consistent with each fault, for
 // the onset: a reading that shows healthy behaviour ends a run, an idle one
 // does not.
-func (d *CNPECNImbalance) trackRuns(st *cnpPort, s *Sample, deltas [cnpCounters]uint64) {
+func (d *Detector) trackRuns(st *cnpPort, s *processor.Sample, deltas [cnpCounters]uint64) {
 	marked, sent := float64(deltas[cnpMarked]), float64(deltas[cnpSent])
 	switch {
 	case marked > 0 && sent <= d.MaxNPRatio*marked:
@@ -558,7 +564,7 @@ func (d *CNPECNImbalance) trackRuns(st *cnpPort, s *Sample, deltas [cnpCounters]
 	}
 }
 
-func (d *CNPECNImbalance) judgePort(st *cnpPort, port *PortState, s *Sample, em Emitter) {
+func (d *Detector) judgePort(st *cnpPort, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t, _ := d.trackers()
 	subject := s.ID.Subject()
 	// The window holds at least cnpMinIgnoringReadings readings: at 30 s
@@ -610,15 +616,15 @@ func (d *CNPECNImbalance) judgePort(st *cnpPort, port *PortState, s *Sample, em 
 
 // pending reports whether the tracker has a pending (not yet open) incident
 // for subject.
-func (d *CNPECNImbalance) pending(t *Tracker, subject schemas.Subject) bool {
+func (d *Detector) pending(t *processor.Tracker, subject schemas.Subject) bool {
 	return t.Pending(subject)
 }
 
-func round3(v float64) float64 { return RoundTo(v, 3) }
+func round3(v float64) float64 { return processor.RoundTo(v, 3) }
 
 // xmitWait adds the window's port_xmit_wait to evidence: ticks per second,
 // and the share of the time the port waited when the tick is known.
-func (d *CNPECNImbalance) xmitWait(w *cnpWindow, ev map[string]any) {
+func (d *Detector) xmitWait(w *cnpWindow, ev map[string]any) {
 	if w.waitPinned {
 		ev["xmit_wait_pinned"] = true
 	}
@@ -633,14 +639,14 @@ func (d *CNPECNImbalance) xmitWait(w *cnpWindow, ev map[string]any) {
 
 // xmitWaitShare is the share of the window's usable time the port waited
 // to transmit, when the tick is configured.
-func (d *CNPECNImbalance) xmitWaitShare(w *cnpWindow) (float64, bool) {
+func (d *Detector) xmitWaitShare(w *cnpWindow) (float64, bool) {
 	if d.XmitWaitTick <= 0 || w.waitMs <= 0 {
 		return 0, false
 	}
 	return min(1, w.waitTicks*float64(d.XmitWaitTick)/float64(time.Millisecond)/w.waitMs), true
 }
 
-func (d *CNPECNImbalance) portEvidence(w *cnpWindow) map[string]any {
+func (d *Detector) portEvidence(w *cnpWindow) map[string]any {
 	ratio := 0.0
 	if w.c[cnpMarked] > 0 {
 		ratio = w.c[cnpSent] / w.c[cnpMarked]
@@ -663,7 +669,7 @@ func (d *CNPECNImbalance) portEvidence(w *cnpWindow) map[string]any {
 	return ev
 }
 
-func (d *CNPECNImbalance) portFinding(st *cnpPort, port *PortState, s *Sample, w *cnpWindow, np, rp bool) Finding {
+func (d *Detector) portFinding(st *cnpPort, port *processor.PortState, s *processor.Sample, w *cnpWindow, np, rp bool) processor.Finding {
 	onset := s.Since()
 	var what []string
 	var keys []string
@@ -687,26 +693,26 @@ func (d *CNPECNImbalance) portFinding(st *cnpPort, port *PortState, s *Sample, w
 			w.perS(cnpIgnored), w.perS(cnpHandled)+w.perS(cnpIgnored)))
 		keys = append(keys, "rp_ignoring")
 	}
-	where := PortName(s.ID, port.Netdev)
+	where := processor.PortName(s.ID, port.Netdev)
 	if port.Netdev == "" {
-		where = PortName(s.ID, s.Netdev)
+		where = processor.PortName(s.ID, s.Netdev)
 	}
-	netdev := NetdevOf(s.ID, s.Netdev)
+	netdev := processor.NetdevOf(s.ID, s.Netdev)
 	var checks []schemas.Check
 	if st.npSeen {
 		checks = append(checks,
-			OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_np/enable/*", netdev), "the notification point: 1 on the RoCE priority"),
-			OnHost(s.ID.Node, fmt.Sprintf("mlxconfig -d %s q | grep -i ROCE_CC", s.ID.Device), "congestion control enabled in the firmware"))
+			processor.OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_np/enable/*", netdev), "the notification point: 1 on the RoCE priority"),
+			processor.OnHost(s.ID.Node, fmt.Sprintf("mlxconfig -d %s q | grep -i ROCE_CC", s.ID.Device), "congestion control enabled in the firmware"))
 	}
 	if st.rpSeen {
 		checks = append(checks,
-			OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_rp/enable/*", netdev), "the reaction point: 1 on the RoCE priority"))
+			processor.OnHost(s.ID.Node, fmt.Sprintf("grep . /sys/class/net/%s/ecn/roce_rp/enable/*", netdev), "the reaction point: 1 on the RoCE priority"))
 	}
 	checks = append(checks,
-		OnHost(s.ID.Node, "mlnx_qos -i "+netdev, "trust mode (dscp/pcp), PFC priority and the RoCE traffic class"),
-		InRdmawatch("query cnp_balance --node "+s.ID.Node, "rp_cnp_handled on the peers that send to "+where+", np_cnp_sent on the peers it sends to"),
-		OnSwitch(d.view, s.ID, "ECN/WRED marking thresholds against the PFC Xoff threshold"))
-	return Finding{
+		processor.OnHost(s.ID.Node, "mlnx_qos -i "+netdev, "trust mode (dscp/pcp), PFC priority and the RoCE traffic class"),
+		processor.InRdmawatch("query cnp_balance --node "+s.ID.Node, "rp_cnp_handled on the peers that send to "+where+", np_cnp_sent on the peers it sends to"),
+		processor.OnSwitch(d.view, s.ID, "ECN/WRED marking thresholds against the PFC Xoff threshold"))
+	return processor.Finding{
 		Subject:  s.ID.Subject(),
 		Onset:    onset,
 		Severity: severity,
@@ -759,7 +765,7 @@ type fabricWindow struct {
 
 // OnWatermark implements FabricDetector: the fabric balance, and the sweep
 // of silent ports' incidents.
-func (d *CNPECNImbalance) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	t, _ := d.trackers()
 	t.Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
 		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
@@ -825,7 +831,7 @@ func (d *CNPECNImbalance) OnWatermark(_ context.Context, fabric FabricView, wm s
 // anything: a node silent for minutes would otherwise blind the step test
 // for as long, and the loss that starts while it is away (or just as it
 // returns) would look like a gap that crept up unseen.
-func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em Emitter) {
+func (d *Detector) evalFabric(fabric processor.FabricView, end schemas.Millis, em processor.Emitter) {
 	_, t := d.trackers()
 	width := schemas.Millis(cnpBucketWidth.Milliseconds())
 	span := schemas.Millis(d.FabricWindow.Milliseconds())
@@ -841,8 +847,8 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 	var unknown []*cnpPort
 	var unknownMs []float64
 	var monitoredTx float64
-	fabric.Ports(func(p *PortState) bool {
-		st, ok := LookupPortLocal[cnpPort](p, schemas.TypeCNPECNImbalance)
+	fabric.Ports(func(p *processor.PortState) bool {
+		st, ok := processor.LookupPortLocal[cnpPort](p, schemas.TypeCNPECNImbalance)
 		if !ok || (p.LastTime < w.from-forget) {
 			return true
 		}
@@ -919,7 +925,7 @@ func (d *CNPECNImbalance) evalFabric(fabric FabricView, end schemas.Millis, em E
 // cnpBlindFactor times the growth of the CNPs: without that allowance the
 // job reads as CNPs lost in the network. A share that shrinks allows
 // nothing: lost CNPs still show.
-func (d *CNPECNImbalance) allowBlind(w *fabricWindow, monitoredTx float64, forgetBefore schemas.Millis) float64 {
+func (d *Detector) allowBlind(w *fabricWindow, monitoredTx float64, forgetBefore schemas.Millis) float64 {
 	var blindTx float64
 	for id, b := range d.blind {
 		if b.last < forgetBefore {
@@ -942,7 +948,7 @@ func (d *CNPECNImbalance) allowBlind(w *fabricWindow, monitoredTx float64, forge
 
 // learnBlind keeps the blind ports' usual share (an average over about
 // 5 min of balanced windows).
-func (d *CNPECNImbalance) learnBlind(share, seconds float64) {
+func (d *Detector) learnBlind(share, seconds float64) {
 	if !d.fab.blindKnown {
 		d.fab.blindShare, d.fab.blindKnown = share, true
 		return
@@ -975,7 +981,7 @@ func (w *fabricWindow) allowUnknown(unknown []*cnpPort, unknownMs []float64, spa
 // learnShares updates the usual CNP shares of the ports known throughout a
 // conclusive balanced window that carried sent CNPs; seconds is the time
 // since the previous such window (an average over about 5 min).
-func (d *CNPECNImbalance) learnShares(covered []cnpKnown, sent, seconds float64) {
+func (d *Detector) learnShares(covered []cnpKnown, sent, seconds float64) {
 	if sent <= 0 || seconds <= 0 {
 		return
 	}
@@ -999,7 +1005,7 @@ type cnpKnown struct {
 
 // fabricOnset is the start of the run of buckets at the end of the window in
 // which the gap shows; the window's start if the gap covers all of it.
-func (d *CNPECNImbalance) fabricOnset(w *fabricWindow) schemas.Millis {
+func (d *Detector) fabricOnset(w *fabricWindow) schemas.Millis {
 	width := schemas.Millis(cnpBucketWidth.Milliseconds())
 	onset := w.to - width
 	for b := w.buckets - 1; b >= 0; b-- {
@@ -1012,7 +1018,7 @@ func (d *CNPECNImbalance) fabricOnset(w *fabricWindow) schemas.Millis {
 	return onset
 }
 
-func (d *CNPECNImbalance) fabricEvidence(w *fabricWindow, gap, gapLow float64) map[string]any {
+func (d *Detector) fabricEvidence(w *fabricWindow, gap, gapLow float64) map[string]any {
 	secs := float64(w.to-w.from) / 1000
 	unknown := 0.0
 	if w.sent > 0 {
@@ -1034,13 +1040,13 @@ func (d *CNPECNImbalance) fabricEvidence(w *fabricWindow, gap, gapLow float64) m
 	}
 }
 
-func (d *CNPECNImbalance) fabricFinding(w *fabricWindow, gap, gapLow float64, now schemas.Millis) Finding {
+func (d *Detector) fabricFinding(w *fabricWindow, gap, gapLow float64, now schemas.Millis) processor.Finding {
 	severity := schemas.SeverityWarning
 	if gapLow >= cnpCriticalGap {
 		severity = schemas.SeverityCritical
 	}
 	secs := float64(w.to-w.from) / 1000
-	return Finding{
+	return processor.Finding{
 		Scope:    schemas.ScopeFabric,
 		Subject:  schemas.Subject{},
 		Onset:    d.fabricOnset(w),
@@ -1050,7 +1056,7 @@ func (d *CNPECNImbalance) fabricFinding(w *fabricWindow, gap, gapLow float64, no
 			100*gap, secs, w.sent/secs, (w.handled+w.ign)/secs, w.ports),
 		Evidence: d.fabricEvidence(w, gap, gapLow),
 		Checks: []schemas.Check{
-			InRdmawatch("query cnp_balance", "np_cnp_sent against rp_cnp_handled per leaf: the switch or link where the CNPs disappear"),
+			processor.InRdmawatch("query cnp_balance", "np_cnp_sent against rp_cnp_handled per leaf: the switch or link where the CNPs disappear"),
 			{Command: "nv show qos egress-queue-mapping", Note: "on the leaves and spines: the CNP traffic class and its DSCP/priority (CNPs usually go out on DSCP 48, a strict-priority queue); drops on that queue"},
 			{Command: "grep . /sys/class/net/*/ecn/roce_np/cnp_dscp /sys/class/net/*/ecn/roce_np/cnp_802p_prio", Note: "on the hosts: the same CNP priority everywhere"},
 			{Command: "for i in $(ibdev2netdev | awk '{print $5}'); do mlnx_qos -i $i; done", Note: "on the hosts: trust mode and the priority-to-TC map carry CNPs on a lossless or strict class"},

@@ -1,4 +1,4 @@
-package processor
+package cnp
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -44,7 +46,7 @@ func (f *cnpFleet) ids() []schemas.PortID {
 }
 
 // run feeds [0, dur) seconds of readings into h.
-func (f *cnpFleet) run(h *harness, dur float64) {
+func (f *cnpFleet) run(h *detecttest.Harness, dur float64) {
 	ids := f.ids()
 	cur := make([][cnpCounters]float64, f.n)
 	base := make([][cnpCounters]uint64, f.n)
@@ -122,9 +124,9 @@ func (f *cnpFleet) run(h *harness, dur float64) {
 			}
 			seen[i] = true
 			last[i] = ts
-			h.feed(&Sample{ID: ids[i], Time: at(ts), PortSample: &schemas.PortSample{
+			h.Feed(&processor.Sample{ID: ids[i], Time: detecttest.At(ts), PortSample: &schemas.PortSample{
 				Device: ids[i].Device, Port: 1, Netdev: "ens1f0np0", LinkLayer: "Ethernet", State: "ACTIVE",
-				TimeMs: int64(at(ts)), IntervalMs: interval, Counters: cs,
+				TimeMs: int64(detecttest.At(ts)), IntervalMs: interval, Counters: cs,
 			}})
 		}
 	}
@@ -409,9 +411,9 @@ func TestCNPECNImbalance(t *testing.T) {
 			if tc.modify != nil {
 				tc.modify(f)
 			}
-			h := newHarness(t, NewCNPECNImbalance())
+			h := detecttest.NewHarness(t, New())
 			f.run(h, tc.dur)
-			ins := cnpIncidents(t, h.events)
+			ins := cnpIncidents(t, h.Events)
 			if len(ins) != len(tc.want) {
 				for _, in := range ins {
 					t.Logf("incident %s %v: %s %v", in.id, in.states, in.first.Summary, in.first.Evidence)
@@ -430,10 +432,10 @@ func TestCNPECNImbalance(t *testing.T) {
 					t.Errorf("layer %s", in.first.Layer)
 				}
 				onset, detected := in.first.Start, in.first.DetectedAt
-				if onset < at(w.onset-20) || onset > at(w.onset+30) {
-					t.Errorf("onset %s, fault from %s", onset, at(w.onset))
+				if onset < detecttest.At(w.onset-20) || onset > detecttest.At(w.onset+30) {
+					t.Errorf("onset %s, fault from %s", onset, detecttest.At(w.onset))
 				}
-				if lat := time.Duration(detected-at(w.onset)) * time.Millisecond; lat > 3*time.Minute || lat < 0 {
+				if lat := time.Duration(detected-detecttest.At(w.onset)) * time.Millisecond; lat > 3*time.Minute || lat < 0 {
 					t.Errorf("detected %s after the fault started", lat)
 				}
 				if got := in.last.State == schemas.StateResolved; got != w.resolved {
@@ -567,9 +569,9 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, NewCNPECNImbalance())
+			h := detecttest.NewHarness(t, New())
 			tc.f().run(h, tc.dur)
-			ins := cnpIncidents(t, h.events)
+			ins := cnpIncidents(t, h.Events)
 			if len(ins) != len(tc.want) {
 				for _, in := range ins {
 					t.Logf("incident %s %v: %s %v", in.id, in.states, in.first.Summary, in.first.Evidence)
@@ -582,10 +584,10 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 					t.Errorf("subject %v scope %s, want the fabric", in.subject, in.scope)
 				}
 				onset, detected := in.first.Start, in.first.DetectedAt
-				if onset < at(w.onset-20) || onset > at(w.onset+30) {
-					t.Errorf("onset %s, fault from %s", onset, at(w.onset))
+				if onset < detecttest.At(w.onset-20) || onset > detecttest.At(w.onset+30) {
+					t.Errorf("onset %s, fault from %s", onset, detecttest.At(w.onset))
 				}
-				if lat := time.Duration(detected-at(w.onset)) * time.Millisecond; lat > 3*time.Minute || lat < 0 {
+				if lat := time.Duration(detected-detecttest.At(w.onset)) * time.Millisecond; lat > 3*time.Minute || lat < 0 {
 					t.Errorf("detected %s after the fault started", lat)
 				}
 				if got := in.last.State == schemas.StateResolved; got != w.resolved {
@@ -610,7 +612,7 @@ func containsString(s, sub string) bool {
 }
 
 // partialView is a processor that owns only some partitions.
-type partialView struct{ *harness }
+type partialView struct{ *detecttest.Harness }
 
 func (partialView) Complete() bool { return false }
 
@@ -623,28 +625,28 @@ func TestCNPECNImbalancePartialView(t *testing.T) {
 		}
 		return 0
 	}
-	d := NewCNPECNImbalance()
-	h := newHarness(t)
+	d := New()
+	h := detecttest.NewHarness(t)
 	pv := partialView{h}
 	// Drive the detector by hand with the partial view.
-	h.dets = []Detector{partialDriver{d: d, view: pv}}
+	h.Dets = []processor.Detector{partialDriver{d: d, view: pv}}
 	f.run(h, 900)
-	if len(h.events) != 0 {
-		t.Fatalf("%d events on a partial view: %+v", len(h.events), h.events[0])
+	if len(h.Events) != 0 {
+		t.Fatalf("%d events on a partial view: %+v", len(h.Events), h.Events[0])
 	}
 }
 
 // partialDriver hands the detector a partial fabric view.
 type partialDriver struct {
-	d    *CNPECNImbalance
-	view FabricView
+	d    *Detector
+	view processor.FabricView
 }
 
 func (p partialDriver) Name() string { return p.d.Name() }
-func (p partialDriver) OnSample(ctx context.Context, port *PortState, s *Sample, em Emitter) {
+func (p partialDriver) OnSample(ctx context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	p.d.OnSample(ctx, port, s, em)
 }
-func (p partialDriver) OnWatermark(ctx context.Context, _ FabricView, wm schemas.Millis, em Emitter) {
+func (p partialDriver) OnWatermark(ctx context.Context, _ processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	p.d.OnWatermark(ctx, p.view, wm, em)
 }
 
@@ -661,7 +663,7 @@ func TestCNPECNImbalanceMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	h := newHarness(t, NewCNPECNImbalance())
+	h := detecttest.NewHarness(t, New())
 	f.run(h, 600)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -678,7 +680,7 @@ func BenchmarkCNPECNImbalance(b *testing.B) {
 	f := healthyFleet()
 	f.n = 100
 	for b.Loop() {
-		h := newHarness(&testing.T{}, NewCNPECNImbalance())
+		h := detecttest.NewHarness(&testing.T{}, New())
 		f.run(h, 500) // 100 ports x 100 readings = 10k port-samples
 	}
 }
@@ -707,30 +709,30 @@ func TestCNPECNImbalanceXmitWait(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := NewCNPECNImbalance()
+			d := New()
 			d.Fabric = false
 			d.XmitWaitTick = c.tick
-			h := newHarness(t, d)
+			h := detecttest.NewHarness(t, d)
 			var wait uint64
 			for sec := 0.0; sec < 300; sec += 5 {
 				flags := schemas.Flag(0)
 				if sec == 0 {
-					flags = first
+					flags = detecttest.First
 				}
 				wait += 5_000_000
 				cs := []schemas.CounterDelta{
-					hw("np_ecn_marked_roce_packets", 0, 0, flags), hw("np_cnp_sent", 0, 0, flags),
-					hw("rp_cnp_handled", 100, 100, flags), hw("rp_cnp_ignored", 2000, 2000, flags),
+					detecttest.HW("np_ecn_marked_roce_packets", 0, 0, flags), detecttest.HW("np_cnp_sent", 0, 0, flags),
+					detecttest.HW("rp_cnp_handled", 100, 100, flags), detecttest.HW("rp_cnp_ignored", 2000, 2000, flags),
 				}
 				if !c.noWait {
-					cs = append(cs, ctr("port_xmit_wait", wait, 5_000_000, flags|c.waitFlags))
+					cs = append(cs, detecttest.Ctr("port_xmit_wait", wait, 5_000_000, flags|c.waitFlags))
 				}
-				h.feed(sample(portA, sec, "ACTIVE", cs...))
+				h.Feed(detecttest.Sample(detecttest.PortA, sec, "ACTIVE", cs...))
 			}
-			if len(h.events) == 0 || h.events[0].State != "open" {
-				t.Fatalf("events %v, want an open", h.states())
+			if len(h.Events) == 0 || h.Events[0].State != "open" {
+				t.Fatalf("events %v, want an open", h.States())
 			}
-			ev := h.events[0].Evidence
+			ev := h.Events[0].Evidence
 			for k, v := range c.want {
 				got, ok := ev[k]
 				switch {
@@ -741,5 +743,11 @@ func TestCNPECNImbalanceXmitWait(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRound3(t *testing.T) {
+	if got := round3(1.00049); got != 1 {
+		t.Errorf("round3(1.00049) = %v, want 1", got)
 	}
 }
