@@ -16,6 +16,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/processor"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
+	"github.com/rdmawatch/rdmawatch/processor/detect/countersaturated"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -222,7 +223,7 @@ func TestTwoInstancesSharePartitions(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		cfgs = append(cfgs, Config{
 			Instance: i, Instances: 2, Start: StartAll,
-			Detectors: []processor.Detector{&recorder{instance: i, mu: &mu, seen: seen}, processor.NewLinkFlap(), processor.NewCounterSaturated()},
+			Detectors: []processor.Detector{&recorder{instance: i, mu: &mu, seen: seen}, processor.NewLinkFlap(), countersaturated.New()},
 		})
 	}
 	r := start(t, js, cfgs...)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/collector"
-	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/countersaturated"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -58,7 +58,7 @@ func TestCorpusXmitWaitDeltas(t *testing.T) {
 }
 
 // TestCorpusCounterSaturated feeds real IB port readings through the delta
-// engine into processor.CounterSaturated, each capture read three times
+// engine into countersaturated.Detector, each capture read three times
 // 10 s apart with nothing changed (pinned counters cannot move; the others
 // are held still, which is all the captures say).
 //
@@ -109,7 +109,7 @@ func TestCorpusCounterSaturated(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(pr.Counters)
 			}
-			r := newRig(t, processor.NewCounterSaturated())
+			r := newRig(t, countersaturated.New())
 			for i := range 3 {
 				next := pr
 				next.Time = base.Add(time.Duration(i) * 10 * time.Second)

@@ -1,4 +1,8 @@
-package processor
+// Package countersaturated is the counter_saturated detector: a port
+// counter pinned at its maximum, which hides every further error or byte
+// (Detector). It registers itself with processor.Register;
+// processor/detect/all links it in.
+package countersaturated
 
 import (
 	"context"
@@ -7,14 +11,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func init() {
-	Register(schemas.TypeCounterSaturated, func() Detector { return NewCounterSaturated() })
+	processor.Register(schemas.TypeCounterSaturated, func() processor.Detector { return New() })
 }
 
-// CounterSaturated raises counter_saturated when a saturating error counter
+// Detector raises counter_saturated when a saturating error counter
 // (schemas.KindOf(src, name).Saturating(): the IB PortCounters error
 // counters) is pinned at its maximum: every error past that point is
 // invisible until someone clears the counters, so BER and discard detectors
@@ -58,13 +63,13 @@ func init() {
 // counter pinned again soon after it was cleared, is the same fault: at
 // most one incident per ReopenHold. When one opens at the end of the hold,
 // it starts at the first pinned reading the hold kept back.
-type CounterSaturated struct {
+type Detector struct {
 	MinUpdateInterval  time.Duration // default 10 min: the figures of a pinned counter do not move
 	SilentResolveAfter time.Duration // default 30 min
 	ReopenHold         time.Duration // default 30 min
 
-	tracker *Tracker
-	fabric  FabricView
+	tracker *processor.Tracker
+	fabric  processor.FabricView
 	// memo is the ports with an incident open, or resolved less than
 	// ReopenHold ago.
 	memo map[schemas.Subject]*saturatedMemo
@@ -85,13 +90,13 @@ type saturatedMemo struct {
 	heldSince schemas.Millis
 }
 
-// NewCounterSaturated returns the detector with its defaults.
-func NewCounterSaturated() *CounterSaturated {
-	return &CounterSaturated{MinUpdateInterval: 10 * time.Minute, SilentResolveAfter: 30 * time.Minute, ReopenHold: 30 * time.Minute}
+// New returns the detector with its defaults.
+func New() *Detector {
+	return &Detector{MinUpdateInterval: 10 * time.Minute, SilentResolveAfter: 30 * time.Minute, ReopenHold: 30 * time.Minute}
 }
 
 // watermark is the processor's, or t without a fabric view.
-func (d *CounterSaturated) watermark(t schemas.Millis) schemas.Millis {
+func (d *Detector) watermark(t schemas.Millis) schemas.Millis {
 	if d.fabric == nil {
 		return t
 	}
@@ -101,7 +106,7 @@ func (d *CounterSaturated) watermark(t schemas.Millis) schemas.Millis {
 // held reports whether the port's pinned counters are kept back by the
 // hold of its last incident; it forgets a hold that is over or that new
 // evidence ends.
-func (d *CounterSaturated) held(subject schemas.Subject, st *saturatedPort, wm, onset schemas.Millis) (bool, schemas.Millis) {
+func (d *Detector) held(subject schemas.Subject, st *saturatedPort, wm, onset schemas.Millis) (bool, schemas.Millis) {
 	m := d.memo[subject]
 	if m == nil || m.resolved == 0 {
 		return false, onset
@@ -128,7 +133,7 @@ func (d *CounterSaturated) held(subject schemas.Subject, st *saturatedPort, wm, 
 }
 
 // noteHold records the open incident's counters and that the port reported.
-func (d *CounterSaturated) noteHold(subject schemas.Subject, st *saturatedPort, wm schemas.Millis) {
+func (d *Detector) noteHold(subject schemas.Subject, st *saturatedPort, wm schemas.Millis) {
 	if d.memo == nil {
 		d.memo = map[schemas.Subject]*saturatedMemo{}
 	}
@@ -146,24 +151,24 @@ func (d *CounterSaturated) noteHold(subject schemas.Subject, st *saturatedPort, 
 }
 
 // noteResolved starts the port's hold.
-func (d *CounterSaturated) noteResolved(subject schemas.Subject, wm schemas.Millis) {
+func (d *Detector) noteResolved(subject schemas.Subject, wm schemas.Millis) {
 	if m := d.memo[subject]; m != nil {
 		m.resolved, m.heldSince = max(wm, 1), 0
 	}
 }
 
 // Name implements Detector.
-func (d *CounterSaturated) Name() string { return schemas.TypeCounterSaturated }
+func (d *Detector) Name() string { return schemas.TypeCounterSaturated }
 
 // Init implements Initializer.
-func (d *CounterSaturated) Init(fabric FabricView) error {
+func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
 }
 
-func (d *CounterSaturated) track() *Tracker {
+func (d *Detector) track() *processor.Tracker {
 	if d.tracker == nil {
-		d.tracker = NewTracker(schemas.TypeCounterSaturated, Policy{
+		d.tracker = processor.NewTracker(schemas.TypeCounterSaturated, processor.Policy{
 			MinUpdateInterval:  d.MinUpdateInterval,
 			SilentResolveAfter: d.SilentResolveAfter,
 		})
@@ -188,10 +193,10 @@ type pinnedCounter struct {
 }
 
 // OnSample implements PortDetector.
-func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := d.track()
 	subject := s.ID.Subject()
-	st, _ := LookupPortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
+	st, _ := processor.LookupPortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
 	onset := s.Time
 	// Only the saturating and pinnable counters matter, all of them in the
 	// dictionary: look them up by id instead of classifying every counter
@@ -207,7 +212,7 @@ func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sampl
 				if !pinned && !t.IsOpen(subject) {
 					continue // the common case: a healthy counter on a healthy port
 				}
-				st = PortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
+				st = processor.PortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
 			}
 			i, found := slices.BinarySearchFunc(st.pinned, c.Name, func(p pinnedCounter, name string) int {
 				return strings.Compare(p.name, name)
@@ -235,7 +240,7 @@ func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sampl
 		if !t.IsOpen(subject) {
 			return
 		}
-		st = PortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
+		st = processor.PortLocal[saturatedPort](port, schemas.TypeCounterSaturated)
 	}
 	wm := d.watermark(s.Time)
 	if len(st.pinned) > 0 {
@@ -262,7 +267,7 @@ func (d *CounterSaturated) OnSample(_ context.Context, port *PortState, s *Sampl
 
 // OnWatermark implements FabricDetector: incidents of silent ports resolve,
 // and holds that are over are forgotten.
-func (d *CounterSaturated) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	for subject, m := range d.memo {
 		// A hold that kept a pinned reading back stays until the port's
 		// next reading opens the incident from it, or the port falls
@@ -288,8 +293,8 @@ func (d *CounterSaturated) OnWatermark(_ context.Context, fabric FabricView, wm 
 // resolvedNoter passes the sweep's events on and starts the hold of the
 // ports it resolves.
 type resolvedNoter struct {
-	em Emitter
-	d  *CounterSaturated
+	em processor.Emitter
+	d  *Detector
 	wm schemas.Millis
 }
 
@@ -312,7 +317,7 @@ var physicalCounters = map[string]bool{
 	"port_rcv_remote_physical_errors": true,
 }
 
-func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.Millis) Finding {
+func (d *Detector) finding(s *processor.Sample, st *saturatedPort, onset schemas.Millis) processor.Finding {
 	severity := schemas.SeverityWarning
 	layer := schemas.LayerLinkNetwork
 	names := make([]string, len(st.pinned))
@@ -336,7 +341,7 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 			layer = schemas.LayerPhysical
 		}
 	}
-	where := PortName(s.ID, s.Netdev)
+	where := processor.PortName(s.ID, s.Netdev)
 	var parts []string
 	if len(errNames) > 0 {
 		parts = append(parts, pinnedWords(errNames, st)+"; new errors there are invisible until the counters are cleared")
@@ -361,26 +366,26 @@ func (d *CounterSaturated) finding(s *Sample, st *saturatedPort, onset schemas.M
 	}
 	dev := fmt.Sprintf("-C %s -P %d", s.ID.Device, s.ID.Port)
 	checks := []schemas.Check{
-		OnHost(s.ID.Node, "perfquery -x "+dev, "save the readings; -x reads the 64-bit extended counters where the HCA has them"),
-		OnHost(s.ID.Node, "perfquery -R "+dev, "clear the counters, or new errors stay invisible"),
+		processor.OnHost(s.ID.Node, "perfquery -x "+dev, "save the readings; -x reads the 64-bit extended counters where the HCA has them"),
+		processor.OnHost(s.ID.Node, "perfquery -R "+dev, "clear the counters, or new errors stay invisible"),
 	}
 	if layer == schemas.LayerPhysical {
-		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, BER, FEC: where the errors come from"))
+		checks = append(checks, processor.OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, BER, FEC: where the errors come from"))
 	} else if len(errNames) > 0 {
-		checks = append(checks, InRdmawatch(fmt.Sprintf("query port_timeline --node %s --device %s --port %d --from 1d", s.ID.Node, s.ID.Device, s.ID.Port), "port_xmit_wait and pause counters of the port: congestion behind the discards"))
+		checks = append(checks, processor.InRdmawatch(fmt.Sprintf("query port_timeline --node %s --device %s --port %d --from 1d", s.ID.Node, s.ID.Device, s.ID.Port), "port_xmit_wait and pause counters of the port: congestion behind the discards"))
 	}
 	if s.Netdev != "" {
 		grep := "phy|discard"
 		if len(dataNames) > 0 {
 			grep = "phy|discard|bytes|packets"
 		}
-		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E '%s'", s.Netdev, grep), "64-bit counters that keep counting"))
+		checks = append(checks, processor.OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E '%s'", s.Netdev, grep), "64-bit counters that keep counting"))
 	}
 	if len(dataNames) > 0 {
-		checks = append(checks, OnHost(s.ID.Node, "uname -r; modinfo -F version mlx4_ib mlx5_ib 2>/dev/null", "a kernel or driver that reads PortCountersExtended gives 64-bit data counters"))
+		checks = append(checks, processor.OnHost(s.ID.Node, "uname -r; modinfo -F version mlx4_ib mlx5_ib 2>/dev/null", "a kernel or driver that reads PortCountersExtended gives 64-bit data counters"))
 	}
-	checks = append(checks, OnSwitch(d.fabric, s.ID, "error counters"))
-	return Finding{
+	checks = append(checks, processor.OnSwitch(d.fabric, s.ID, "error counters"))
+	return processor.Finding{
 		Subject:  s.ID.Subject(),
 		Onset:    onset,
 		Severity: severity,

@@ -1,10 +1,11 @@
-package processor
+package countersaturated
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -18,22 +19,22 @@ func TestCounterSaturated(t *testing.T) {
 		{
 			name: "saturated baseline opens, cleared resolves",
 			steps: [][]schemas.CounterDelta{
-				{ctr("symbol_error", 65535, 0, first|sat), ctr("port_rcv_errors", 12, 0, first)},
-				{ctr("symbol_error", 65535, 0, sat), ctr("port_rcv_errors", 12, 0, 0)},
-				{ctr("symbol_error", 0, 0, held), ctr("port_rcv_errors", 12, 0, 0)}, // glitch: still pinned
-				{ctr("symbol_error", 3, 3, reset), ctr("port_rcv_errors", 0, 0, reset)},
-				{ctr("symbol_error", 3, 0, 0)},
+				{detecttest.Ctr("symbol_error", 65535, 0, detecttest.First|detecttest.Sat), detecttest.Ctr("port_rcv_errors", 12, 0, detecttest.First)},
+				{detecttest.Ctr("symbol_error", 65535, 0, detecttest.Sat), detecttest.Ctr("port_rcv_errors", 12, 0, 0)},
+				{detecttest.Ctr("symbol_error", 0, 0, detecttest.Held), detecttest.Ctr("port_rcv_errors", 12, 0, 0)}, // glitch: still pinned
+				{detecttest.Ctr("symbol_error", 3, 3, detecttest.Reset), detecttest.Ctr("port_rcv_errors", 0, 0, detecttest.Reset)},
+				{detecttest.Ctr("symbol_error", 3, 0, 0)},
 			},
 			want: []string{"open", "resolved"},
 			check: func(t *testing.T, evs []*schemas.Event) {
 				open := evs[0]
-				if open.Severity != "critical" || open.Layer != "physical" || open.Start != at(0) || open.DetectedAt != at(0) {
+				if open.Severity != "critical" || open.Layer != "physical" || open.Start != detecttest.At(0) || open.DetectedAt != detecttest.At(0) {
 					t.Errorf("open %+v", open)
 				}
 				if !reflect.DeepEqual(open.Evidence["saturated"], []string{"symbol_error"}) {
 					t.Errorf("evidence %v", open.Evidence)
 				}
-				if *evs[1].End != at(15) || evs[1].Revision != 1 {
+				if *evs[1].End != detecttest.At(15) || evs[1].Revision != 1 {
 					t.Errorf("resolved %+v", evs[1])
 				}
 			},
@@ -41,18 +42,18 @@ func TestCounterSaturated(t *testing.T) {
 		{
 			name: "healthy baseline, resets and ethtool values are nothing",
 			steps: [][]schemas.CounterDelta{
-				{ctr("symbol_error", 60000, 0, first), eth("rx_pcs_symbol_err_phy", 65535, 0, first)},
-				{ctr("symbol_error", 65000, 1000, 0), eth("rx_pcs_symbol_err_phy", 70000, 4465, 0)},
-				{ctr("symbol_error", 5, 5, reset)},
+				{detecttest.Ctr("symbol_error", 60000, 0, detecttest.First), detecttest.Eth("rx_pcs_symbol_err_phy", 65535, 0, detecttest.First)},
+				{detecttest.Ctr("symbol_error", 65000, 1000, 0), detecttest.Eth("rx_pcs_symbol_err_phy", 70000, 4465, 0)},
+				{detecttest.Ctr("symbol_error", 5, 5, detecttest.Reset)},
 			},
 		},
 		{
 			name: "a second counter saturating is one update",
 			steps: [][]schemas.CounterDelta{
-				{ctr("port_xmit_discards", 65000, 0, first), ctr("link_downed", 255, 0, first|sat)},
-				{ctr("port_xmit_discards", 65535, 535, sat), ctr("link_downed", 255, 0, sat)},
-				{ctr("port_xmit_discards", 65535, 0, sat), ctr("link_downed", 255, 0, sat)},
-				{ctr("port_xmit_discards", 65535, 0, sat), ctr("link_downed", 255, 0, sat)},
+				{detecttest.Ctr("port_xmit_discards", 65000, 0, detecttest.First), detecttest.Ctr("link_downed", 255, 0, detecttest.First|detecttest.Sat)},
+				{detecttest.Ctr("port_xmit_discards", 65535, 535, detecttest.Sat), detecttest.Ctr("link_downed", 255, 0, detecttest.Sat)},
+				{detecttest.Ctr("port_xmit_discards", 65535, 0, detecttest.Sat), detecttest.Ctr("link_downed", 255, 0, detecttest.Sat)},
+				{detecttest.Ctr("port_xmit_discards", 65535, 0, detecttest.Sat), detecttest.Ctr("link_downed", 255, 0, detecttest.Sat)},
 			},
 			want: []string{"open", "update"},
 			check: func(t *testing.T, evs []*schemas.Event) {
@@ -67,12 +68,12 @@ func TestCounterSaturated(t *testing.T) {
 		{
 			name: "saturating within an interval starts at the previous reading",
 			steps: [][]schemas.CounterDelta{
-				{ctr("port_xmit_discards", 65000, 0, first)},
-				{ctr("port_xmit_discards", 65535, 535, sat)},
+				{detecttest.Ctr("port_xmit_discards", 65000, 0, detecttest.First)},
+				{detecttest.Ctr("port_xmit_discards", 65535, 535, detecttest.Sat)},
 			},
 			want: []string{"open"},
 			check: func(t *testing.T, evs []*schemas.Event) {
-				if evs[0].Start != at(0) || evs[0].DetectedAt != at(5) || evs[0].Layer != "link_network" {
+				if evs[0].Start != detecttest.At(0) || evs[0].DetectedAt != detecttest.At(5) || evs[0].Layer != "link_network" {
 					t.Errorf("open %+v", evs[0])
 				}
 			},
@@ -82,16 +83,16 @@ func TestCounterSaturated(t *testing.T) {
 			// counters stop at 2^32-1 and read as an idle link.
 			name: "pinned 32-bit data counters open a warning: throughput blind",
 			steps: [][]schemas.CounterDelta{
-				{ctr("port_rcv_data", 1<<32-1, 0, first|sat), ctr("port_xmit_data", 4_000_000_000, 0, first), ctr("symbol_error", 3, 0, first)},
-				{ctr("port_rcv_data", 1<<32-1, 0, sat), ctr("port_xmit_data", 1<<32-1, 4*(1<<32-1-4_000_000_000), sat), ctr("symbol_error", 3, 0, 0)},
-				{ctr("port_rcv_data", 1<<32-1, 0, sat), ctr("port_xmit_data", 1<<32-1, 0, sat), ctr("symbol_error", 3, 0, 0)},
-				{ctr("port_rcv_data", 1000, 4000, reset), ctr("port_xmit_data", 1000, 4000, reset), ctr("symbol_error", 0, 0, reset)},
-				{ctr("port_rcv_data", 2000, 4000, 0), ctr("port_xmit_data", 2000, 4000, 0), ctr("symbol_error", 0, 0, 0)},
+				{detecttest.Ctr("port_rcv_data", 1<<32-1, 0, detecttest.First|detecttest.Sat), detecttest.Ctr("port_xmit_data", 4_000_000_000, 0, detecttest.First), detecttest.Ctr("symbol_error", 3, 0, detecttest.First)},
+				{detecttest.Ctr("port_rcv_data", 1<<32-1, 0, detecttest.Sat), detecttest.Ctr("port_xmit_data", 1<<32-1, 4*(1<<32-1-4_000_000_000), detecttest.Sat), detecttest.Ctr("symbol_error", 3, 0, 0)},
+				{detecttest.Ctr("port_rcv_data", 1<<32-1, 0, detecttest.Sat), detecttest.Ctr("port_xmit_data", 1<<32-1, 0, detecttest.Sat), detecttest.Ctr("symbol_error", 3, 0, 0)},
+				{detecttest.Ctr("port_rcv_data", 1000, 4000, detecttest.Reset), detecttest.Ctr("port_xmit_data", 1000, 4000, detecttest.Reset), detecttest.Ctr("symbol_error", 0, 0, detecttest.Reset)},
+				{detecttest.Ctr("port_rcv_data", 2000, 4000, 0), detecttest.Ctr("port_xmit_data", 2000, 4000, 0), detecttest.Ctr("symbol_error", 0, 0, 0)},
 			},
 			want: []string{"open", "update", "resolved"},
 			check: func(t *testing.T, evs []*schemas.Event) {
 				open := evs[0]
-				if open.Severity != "warning" || open.Layer != "link_network" || open.Start != at(0) {
+				if open.Severity != "warning" || open.Layer != "link_network" || open.Start != detecttest.At(0) {
 					t.Errorf("open %+v", open)
 				}
 				if !reflect.DeepEqual(open.Evidence["saturated"], []string{"port_rcv_data"}) || open.Evidence["blind_figures"] == nil ||
@@ -106,9 +107,9 @@ func TestCounterSaturated(t *testing.T) {
 		{
 			name: "64-bit data counters far past 2^32 are nothing",
 			steps: [][]schemas.CounterDelta{
-				{ctr("port_rcv_data", 1<<32-2, 0, first), ctr("port_rcv_packets", 1<<32, 0, first)},
-				{ctr("port_rcv_data", 1<<33, 4*(1<<32+2), 0), ctr("port_rcv_packets", 1<<33, 1<<32, 0)},
-				{ctr("port_rcv_data", 1<<34, 4*(1<<33), 0), ctr("port_rcv_packets", 1<<34, 1<<33, 0)},
+				{detecttest.Ctr("port_rcv_data", 1<<32-2, 0, detecttest.First), detecttest.Ctr("port_rcv_packets", 1<<32, 0, detecttest.First)},
+				{detecttest.Ctr("port_rcv_data", 1<<33, 4*(1<<32+2), 0), detecttest.Ctr("port_rcv_packets", 1<<33, 1<<32, 0)},
+				{detecttest.Ctr("port_rcv_data", 1<<34, 4*(1<<33), 0), detecttest.Ctr("port_rcv_packets", 1<<34, 1<<33, 0)},
 			},
 		},
 		{
@@ -116,16 +117,16 @@ func TestCounterSaturated(t *testing.T) {
 			// congestion figure, not an incident of its own.
 			name: "pinned port_xmit_wait alone is no incident",
 			steps: [][]schemas.CounterDelta{
-				{ctr("port_xmit_wait", 1<<32-1, 0, first|sat), ctr("symbol_error", 0, 0, first)},
-				{ctr("port_xmit_wait", 1<<32-1, 0, sat), ctr("symbol_error", 0, 0, 0)},
-				{ctr("port_xmit_wait", 1<<32-1, 0, sat), ctr("symbol_error", 0, 0, 0)},
+				{detecttest.Ctr("port_xmit_wait", 1<<32-1, 0, detecttest.First|detecttest.Sat), detecttest.Ctr("symbol_error", 0, 0, detecttest.First)},
+				{detecttest.Ctr("port_xmit_wait", 1<<32-1, 0, detecttest.Sat), detecttest.Ctr("symbol_error", 0, 0, 0)},
+				{detecttest.Ctr("port_xmit_wait", 1<<32-1, 0, detecttest.Sat), detecttest.Ctr("symbol_error", 0, 0, 0)},
 			},
 		},
 		{
 			name: "pinned port_xmit_wait is listed with another pinned counter",
 			steps: [][]schemas.CounterDelta{
-				{ctr("port_xmit_wait", 1<<32-1, 0, first|sat), ctr("symbol_error", 65535, 0, first|sat)},
-				{ctr("port_xmit_wait", 1<<32-1, 0, sat), ctr("symbol_error", 65535, 0, sat)},
+				{detecttest.Ctr("port_xmit_wait", 1<<32-1, 0, detecttest.First|detecttest.Sat), detecttest.Ctr("symbol_error", 65535, 0, detecttest.First|detecttest.Sat)},
+				{detecttest.Ctr("port_xmit_wait", 1<<32-1, 0, detecttest.Sat), detecttest.Ctr("symbol_error", 65535, 0, detecttest.Sat)},
 			},
 			want: []string{"open"},
 			check: func(t *testing.T, evs []*schemas.Event) {
@@ -138,15 +139,15 @@ func TestCounterSaturated(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, NewCounterSaturated())
+			h := detecttest.NewHarness(t, New())
 			for i, cs := range c.steps {
-				h.feed(sample(portA, float64(5*i), "ACTIVE", cs...))
+				h.Feed(detecttest.Sample(detecttest.PortA, float64(5*i), "ACTIVE", cs...))
 			}
-			if !equalStrings(h.states(), c.want) {
-				t.Fatalf("states %v, want %v", h.states(), c.want)
+			if !detecttest.EqualStrings(h.States(), c.want) {
+				t.Fatalf("states %v, want %v", h.States(), c.want)
 			}
 			if c.check != nil {
-				c.check(t, h.events)
+				c.check(t, h.Events)
 			}
 		})
 	}
@@ -154,13 +155,13 @@ func TestCounterSaturated(t *testing.T) {
 
 func TestCounterSaturatedPinnedForHours(t *testing.T) {
 	// A counter nobody clears must not produce an event per sample.
-	h := newHarness(t, NewCounterSaturated())
-	h.feed(sample(portA, 0, "ACTIVE", ctr("symbol_error", 65535, 0, first|sat)))
-	h.steady(portA, 5, 4*3600, "ACTIVE", func(float64) []schemas.CounterDelta {
-		return []schemas.CounterDelta{ctr("symbol_error", 65535, 0, sat)}
+	h := detecttest.NewHarness(t, New())
+	h.Feed(detecttest.Sample(detecttest.PortA, 0, "ACTIVE", detecttest.Ctr("symbol_error", 65535, 0, detecttest.First|detecttest.Sat)))
+	h.Steady(detecttest.PortA, 5, 4*3600, "ACTIVE", func(float64) []schemas.CounterDelta {
+		return []schemas.CounterDelta{detecttest.Ctr("symbol_error", 65535, 0, detecttest.Sat)}
 	})
-	if !equalStrings(h.states(), []string{"open"}) {
-		t.Fatalf("states %v", h.states())
+	if !detecttest.EqualStrings(h.States(), []string{"open"}) {
+		t.Fatalf("states %v", h.States())
 	}
 }
 
@@ -178,12 +179,14 @@ func TestCounterSaturatedChurn(t *testing.T) {
 		return func(float64) []schemas.CounterDelta {
 			var cs []schemas.CounterDelta
 			for _, n := range names {
-				cs = append(cs, ctr(n, 65535, 0, sat))
+				cs = append(cs, detecttest.Ctr(n, 65535, 0, detecttest.Sat))
 			}
 			return cs
 		}
 	}
-	healthy := func(float64) []schemas.CounterDelta { return []schemas.CounterDelta{ctr("symbol_error", 1, 0, 0)} }
+	healthy := func(float64) []schemas.CounterDelta {
+		return []schemas.CounterDelta{detecttest.Ctr("symbol_error", 1, 0, 0)}
+	}
 	// step feeds the fleet's port and portA for [from, to) seconds of the
 	// fleet's time, portA lagging by lag seconds and silent where mk is
 	// nil.
@@ -260,7 +263,7 @@ func TestCounterSaturatedChurn(t *testing.T) {
 			want: []string{"open", "resolved", "open"},
 			check: func(t *testing.T, evs []*schemas.Event) {
 				resolved, reopened := evs[1], evs[2]
-				if reopened.Start != at(900) || reopened.DetectedAt-resolved.DetectedAt < 30*60*1000 || reopened.ID == evs[0].ID {
+				if reopened.Start != detecttest.At(900) || reopened.DetectedAt-resolved.DetectedAt < 30*60*1000 || reopened.ID == evs[0].ID {
 					t.Errorf("resolved at %v; reopened %s starting %v detected %v", resolved.DetectedAt, reopened.ID, reopened.Start, reopened.DetectedAt)
 				}
 			},
@@ -281,11 +284,11 @@ func TestCounterSaturatedChurn(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := newHarness(t, NewCounterSaturated())
+			h := detecttest.NewHarness(t, New())
 			first := true
 			for _, sp := range c.spans {
 				for sec := sp.from; sec < sp.to; sec += 5 {
-					h.feed(sample(fleet, sec, "ACTIVE", ctr("symbol_error", 0, 0, 0)))
+					h.Feed(detecttest.Sample(fleet, sec, "ACTIVE", detecttest.Ctr("symbol_error", 0, 0, 0)))
 					if sp.mk == nil {
 						continue
 					}
@@ -296,20 +299,20 @@ func TestCounterSaturatedChurn(t *testing.T) {
 						}
 						first = false
 					}
-					h.feed(sample(portA, sec-c.lag, "ACTIVE", cs...))
+					h.Feed(detecttest.Sample(detecttest.PortA, sec-c.lag, "ACTIVE", cs...))
 				}
 			}
 			var states []string
-			for _, ev := range h.events {
-				if ev.Subject.Node == portA.Node {
+			for _, ev := range h.Events {
+				if ev.Subject.Node == detecttest.PortA.Node {
 					states = append(states, ev.State)
 				}
 			}
-			if !equalStrings(states, c.want) {
+			if !detecttest.EqualStrings(states, c.want) {
 				t.Fatalf("states %v (%d events), want %v", states[:min(len(states), 12)], len(states), c.want)
 			}
 			if c.check != nil {
-				c.check(t, h.events)
+				c.check(t, h.Events)
 			}
 		})
 	}
