@@ -6,6 +6,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/detect/completionerrors"
+	"github.com/rdmawatch/rdmawatch/processor/detect/linkflap"
 	"github.com/rdmawatch/rdmawatch/processor/detect/receivestarvation"
 	"github.com/rdmawatch/rdmawatch/processor/detect/retransmissions"
 	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
@@ -50,7 +51,7 @@ func TestCauses(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			h := detecttest.NewHarness(t, processor.Link([]processor.Detector{processor.NewLinkFlap(), retransmissions.New()})...)
+			h := detecttest.NewHarness(t, processor.Link([]processor.Detector{linkflap.New(), retransmissions.New()})...)
 			c.run(h)
 			got := map[string]string{}
 			for _, ev := range h.Events {

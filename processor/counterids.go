@@ -6,7 +6,6 @@ import "github.com/rdmawatch/rdmawatch/schemas"
 // a popcount on the decoded sample's index (schemas.PortSample.CounterByID)
 // instead of a scan of string compares over every counter.
 var (
-	idLinkDowned        = schemas.MustCounterID(schemas.SourceCounters, "link_downed")
 	idLinkErrorRecovery = schemas.MustCounterID(schemas.SourceCounters, "link_error_recovery")
 	idSymbolError       = schemas.MustCounterID(schemas.SourceCounters, "symbol_error")
 	idPortRcvData       = schemas.MustCounterID(schemas.SourceCounters, "port_rcv_data")

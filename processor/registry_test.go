@@ -8,6 +8,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/processor"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/processor/detect/countersaturated"
+	"github.com/rdmawatch/rdmawatch/processor/detect/linkflap"
 	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -40,7 +41,7 @@ func TestRegistry(t *testing.T) {
 // TestPortMemory keeps an eye on the per-port budget (8 KiB with every
 // detector for a 2-hour window): a tracked healthy port must stay far below.
 func TestPortMemory(t *testing.T) {
-	h := detecttest.NewHarness(t, processor.NewLinkFlap(), countersaturated.New())
+	h := detecttest.NewHarness(t, linkflap.New(), countersaturated.New())
 	id := detecttest.PortA
 	h.Feed(detecttest.Sample(id, 0, "ACTIVE", detecttest.Ctr("symbol_error", 65535, 0, detecttest.First|detecttest.Sat), detecttest.Ctr("link_downed", 0, 0, detecttest.First)))
 	h.Feed(detecttest.Sample(id, 5, "ACTIVE", detecttest.Ctr("symbol_error", 65535, 0, detecttest.Sat), detecttest.Ctr("link_downed", 1, 1, 0)))
@@ -61,7 +62,7 @@ func TestPortMemoryBudget(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	h := detecttest.NewHarness(t, processor.NewLinkFlap(), countersaturated.New())
+	h := detecttest.NewHarness(t, linkflap.New(), countersaturated.New())
 	for sec := 0.0; sec < 7200; sec += 5 {
 		for i := 0; i < ports; i++ {
 			id := schemas.PortID{Node: fmt.Sprintf("gpu-%04d", i), Device: "mlx5_0", Port: 1}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/linkflap"
 )
 
 func TestSettingsApply(t *testing.T) {
@@ -39,9 +40,9 @@ func TestSettingsApply(t *testing.T) {
 			}
 		})
 	}
-	var lf *processor.LinkFlap
+	var lf *linkflap.Detector
 	for _, d := range dets {
-		if x, ok := processor.Unwrap(d).(*processor.LinkFlap); ok {
+		if x, ok := processor.Unwrap(d).(*linkflap.Detector); ok {
 			lf = x
 		}
 	}

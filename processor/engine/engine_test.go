@@ -17,6 +17,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/processor"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/processor/detect/countersaturated"
+	"github.com/rdmawatch/rdmawatch/processor/detect/linkflap"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -223,7 +224,7 @@ func TestTwoInstancesSharePartitions(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		cfgs = append(cfgs, Config{
 			Instance: i, Instances: 2, Start: StartAll,
-			Detectors: []processor.Detector{&recorder{instance: i, mu: &mu, seen: seen}, processor.NewLinkFlap(), countersaturated.New()},
+			Detectors: []processor.Detector{&recorder{instance: i, mu: &mu, seen: seen}, linkflap.New(), countersaturated.New()},
 		})
 	}
 	r := start(t, js, cfgs...)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/linkflap"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -203,7 +204,7 @@ func TestPanicInApplyEndsOnlyThatMessage(t *testing.T) {
 		publish(t, js, batch("host-a", i, 2), "")
 	}
 	total := streamMsgs(t, js, schemas.StreamCounters)
-	r := start(t, js, Config{Start: StartAll, Detectors: []processor.Detector{panicky{}, processor.NewLinkFlap()}})
+	r := start(t, js, Config{Start: StartAll, Detectors: []processor.Detector{panicky{}, linkflap.New()}})
 	r.waitProcessed(t, total)
 	st := r.procs[0].Stats()
 	if st.Panics != 1 || st.DeadLetters != 1 || st.Events != 1 {

@@ -15,6 +15,7 @@ import (
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/completionerrors"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/configmismatch"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/countersaturated"
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/linkflap"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/pfcstorm"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/receivestarvation"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/retransmissions"

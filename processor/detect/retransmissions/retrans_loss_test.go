@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/detect/judged"
+	"github.com/rdmawatch/rdmawatch/processor/detect/linkflap"
 	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -255,7 +256,7 @@ func TestRetransLoss(t *testing.T) {
 				g := c.gen(r)
 				dets := []processor.Detector{New()}
 				if c.withFlaps {
-					dets = processor.Link([]processor.Detector{processor.NewLinkFlap(), New()})
+					dets = processor.Link([]processor.Detector{linkflap.New(), New()})
 				}
 				h := detecttest.NewHarness(t, dets...)
 				for sec := interval; sec <= c.duration; sec += interval {

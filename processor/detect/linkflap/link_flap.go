@@ -1,4 +1,7 @@
-package processor
+// Package linkflap is the link_flap detector (layer physical): a port
+// whose link goes down (Detector). It registers itself with
+// processor.Register; processor/detect/all links it in.
+package linkflap
 
 import (
 	"context"
@@ -6,14 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func init() {
-	Register(schemas.TypeLinkFlap, func() Detector { return NewLinkFlap() })
+	processor.Register(schemas.TypeLinkFlap, func() processor.Detector { return New() })
 }
 
-// LinkFlap raises link_flap when a port's link goes down: link_downed (sysfs
+// Detector raises link_flap when a port's link goes down: link_downed (sysfs
 // counters, 8-bit saturating) or ethtool link_down_events_phy rises between
 // two readings.
 //
@@ -32,20 +36,20 @@ func init() {
 // that goes silent cannot show it is stable; its incident resolves when the
 // watermark passes its last sample by SilentResolveAfter, saying so, so no
 // incident stays open forever.
-type LinkFlap struct {
+type Detector struct {
 	StableAfter        time.Duration // default 5 min
 	CriticalDowns      uint64        // downs within one incident that make it critical; default 3
 	MinUpdateInterval  time.Duration // default 1 min
 	SilentResolveAfter time.Duration // default 30 min
 
-	tracker *Tracker
-	fabric  FabricView
+	tracker *processor.Tracker
+	fabric  processor.FabricView
 }
 
-// NewLinkFlap returns the detector with its defaults; change the fields
+// New returns the detector with its defaults; change the fields
 // before the first sample.
-func NewLinkFlap() *LinkFlap {
-	return &LinkFlap{
+func New() *Detector {
+	return &Detector{
 		StableAfter:        5 * time.Minute,
 		CriticalDowns:      3,
 		MinUpdateInterval:  time.Minute,
@@ -54,17 +58,17 @@ func NewLinkFlap() *LinkFlap {
 }
 
 // Name implements Detector.
-func (d *LinkFlap) Name() string { return schemas.TypeLinkFlap }
+func (d *Detector) Name() string { return schemas.TypeLinkFlap }
 
 // Init implements Initializer: the topology names the switch port to check.
-func (d *LinkFlap) Init(fabric FabricView) error {
+func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
 }
 
-func (d *LinkFlap) track() *Tracker {
+func (d *Detector) track() *processor.Tracker {
 	if d.tracker == nil {
-		d.tracker = NewTracker(schemas.TypeLinkFlap, Policy{
+		d.tracker = processor.NewTracker(schemas.TypeLinkFlap, processor.Policy{
 			ResolveAfter:       d.StableAfter,
 			MinUpdateInterval:  d.MinUpdateInterval,
 			SilentResolveAfter: d.SilentResolveAfter,
@@ -94,13 +98,13 @@ type linkFlapPort struct {
 // order, so a member's first down waits one reading of the member for the
 // bond's verdict. It returns true when the sample is done with; else downs
 // is what the member opens or updates with.
-func (d *LinkFlap) lagMemberHeld(port *PortState, s *Sample, downs *uint64) bool {
+func (d *Detector) lagMemberHeld(port *processor.PortState, s *processor.Sample, downs *uint64) bool {
 	bond, _, ok := schemas.SplitBondMember(s.ID.Device)
 	if !ok {
 		return false
 	}
 	t := d.track()
-	st, have := LookupPortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
+	st, have := processor.LookupPortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
 	if t.IsOpen(schemas.Subject{Node: s.ID.Node, Device: bond, Port: s.ID.Port}) {
 		if have {
 			st.pending = 0
@@ -110,7 +114,7 @@ func (d *LinkFlap) lagMemberHeld(port *PortState, s *Sample, downs *uint64) bool
 	if !have && *downs == 0 {
 		return true
 	}
-	st = PortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
+	st = processor.PortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
 	if st.pending == 0 {
 		if *downs > 0 {
 			st.pending, st.pendingSince = *downs, s.Since()
@@ -124,7 +128,7 @@ func (d *LinkFlap) lagMemberHeld(port *PortState, s *Sample, downs *uint64) bool
 }
 
 // OnSample implements PortDetector.
-func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := d.track()
 	subject := s.ID.Subject()
 	downs, seen := linkDowns(s)
@@ -132,7 +136,7 @@ func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	open := t.IsOpen(subject)
 	var since schemas.Millis
 	if !open {
-		if st, ok := LookupPortLocal[linkFlapPort](port, schemas.TypeLinkFlap); ok && st.pending > 0 {
+		if st, ok := processor.LookupPortLocal[linkFlapPort](port, schemas.TypeLinkFlap); ok && st.pending > 0 {
 			since = st.pendingSince
 		}
 		if d.lagMemberHeld(port, s, &downs) {
@@ -142,7 +146,7 @@ func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 	if downs == 0 && !open {
 		return
 	}
-	st := PortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
+	st := processor.PortLocal[linkFlapPort](port, schemas.TypeLinkFlap)
 	if seen.ok[0] {
 		st.linkDowned = seen.v[0]
 	}
@@ -172,7 +176,7 @@ func (d *LinkFlap) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 
 // OnWatermark implements FabricDetector: it resolves incidents of ports that
 // went silent.
-func (d *LinkFlap) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	d.track().Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
 		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
 		if !ok {
@@ -192,7 +196,7 @@ func (d *LinkFlap) OnWatermark(_ context.Context, fabric FabricView, wm schemas.
 // link on purpose and leaves link_downed at 0 or 1, so a link_downed that
 // was 0 and reads 1 after the reload did not fall and carries no reset flag
 // of its own; the reset of the port's other counters is what tells.
-func linkDowns(s *Sample) (downs uint64, seen linkReadings) {
+func linkDowns(s *processor.Sample) (downs uint64, seen linkReadings) {
 	portReset := s.AnyFlags()&schemas.FlagReset != 0
 	for which, id := range [2]schemas.CounterID{idLinkDowned, idLinkDownEventsPhy} {
 		c, ok := s.CounterByID(id)
@@ -224,14 +228,14 @@ type phyZeroBase struct {
 // misreadDowns returns downs without the PHY counter's catch-up (see
 // phyZeroBase); port state exists only for ports whose first reading
 // showed the disagreement.
-func misreadDowns(port *PortState, s *Sample, downs uint64, seen linkReadings) uint64 {
+func misreadDowns(port *processor.PortState, s *processor.Sample, downs uint64, seen linkReadings) uint64 {
 	if ld, ok := s.CounterByID(idLinkDowned); ok && ld.Flags&schemas.FlagFirst != 0 && ld.Value > 0 {
 		if phy, ok := s.CounterByID(idLinkDownEventsPhy); ok && phy.Flags&schemas.FlagFirst != 0 && phy.Value == 0 {
-			PortLocal[phyZeroBase](port, phyZeroBaseKey).owed = ld.Value
+			processor.PortLocal[phyZeroBase](port, phyZeroBaseKey).owed = ld.Value
 		}
 		return downs
 	}
-	zb, ok := LookupPortLocal[phyZeroBase](port, phyZeroBaseKey)
+	zb, ok := processor.LookupPortLocal[phyZeroBase](port, phyZeroBaseKey)
 	if !ok || zb.owed == 0 {
 		return downs
 	}
@@ -267,12 +271,12 @@ func linkUp(state string) bool {
 	return strings.Contains(strings.ToUpper(state), "ACTIVE")
 }
 
-func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progress bool) Finding {
+func (d *Detector) finding(s *processor.Sample, st *linkFlapPort, downsNow uint64, progress bool) processor.Finding {
 	severity := schemas.SeverityWarning
 	if st.downs >= d.CriticalDowns {
 		severity = schemas.SeverityCritical
 	}
-	where := PortName(s.ID, s.Netdev)
+	where := processor.PortName(s.ID, s.Netdev)
 	summary := fmt.Sprintf("%s: the link went down %d time(s) since %s", where, st.downs, st.firstDown)
 	if !linkUp(s.PortSample.State) {
 		summary = fmt.Sprintf("%s: the link went down %d time(s) since %s and is %s", where, st.downs, st.firstDown, s.PortSample.State)
@@ -288,19 +292,19 @@ func (d *LinkFlap) finding(s *Sample, st *linkFlapPort, downsNow uint64, progres
 		"link_down_events_phy": st.phyDowns,
 	}
 	checks := []schemas.Check{
-		OnHost(s.ID.Node, fmt.Sprintf("ibstat %s %d", s.ID.Device, s.ID.Port), "state, physical state, rate"),
-		OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, eye, BER"),
-		OnHost(s.ID.Node, fmt.Sprintf("dmesg -T | grep -iE '(%s).*link'", grepName(s.ID.Device, s.Netdev)), "when the link went down and came back"),
+		processor.OnHost(s.ID.Node, fmt.Sprintf("ibstat %s %d", s.ID.Device, s.ID.Port), "state, physical state, rate"),
+		processor.OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", s.ID.Device, s.ID.Port), "cable/module, eye, BER"),
+		processor.OnHost(s.ID.Node, fmt.Sprintf("dmesg -T | grep -iE '(%s).*link'", grepName(s.ID.Device, s.Netdev)), "when the link went down and came back"),
 	}
 	if s.Netdev != "" {
-		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy'", s.Netdev, s.Netdev), "speed, FEC mode and the PHY's link-down count"))
+		checks = append(checks, processor.OnHost(s.ID.Node, fmt.Sprintf("ethtool %s; ethtool -S %s | grep -E 'link_down|phy'", s.Netdev, s.Netdev), "speed, FEC mode and the PHY's link-down count"))
 	}
-	checks = append(checks, OnSwitch(d.fabric, s.ID, "port log and link-down counters"))
+	checks = append(checks, processor.OnSwitch(d.fabric, s.ID, "port log and link-down counters"))
 	onset := s.Since()
 	if st.firstDown != 0 {
 		onset = min(onset, st.firstDown) // a LAG member's down that waited a reading
 	}
-	return Finding{
+	return processor.Finding{
 		Subject:  s.ID.Subject(),
 		Onset:    onset,
 		Severity: severity,
