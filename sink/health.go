@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/jsbatch"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -109,11 +110,12 @@ func (s *Sink) checkSampleTimes(meta *jetstream.MsgMetadata, rows []SampleRow) e
 func (s *Sink) checkTimes(stored schemas.Millis, rows []SampleRow) error {
 	b := schemas.TimeBounds{Clock: schemas.Millis(s.dataClock.Load()), Stored: stored, MaxAhead: s.cfg.MaxAhead, MaxBehind: s.cfg.MaxBehind}
 	var (
-		bad    int
-		first  error
-		where  *SampleRow
-		newest int64
+		bad, ahead int
+		first      error
+		where      *SampleRow
+		newest     int64
 	)
+	aheadLimit := b.AheadLimit()
 	for i := range rows {
 		r := &rows[i]
 		if err := b.Check(schemas.Millis(r.TimeMs)); err != nil {
@@ -121,12 +123,23 @@ func (s *Sink) checkTimes(stored schemas.Millis, rows []SampleRow) error {
 				first, where = err, r
 			}
 			bad++
+			if aheadLimit > 0 && schemas.Millis(r.TimeMs) > aheadLimit {
+				ahead++
+			}
 			continue
 		}
 		newest = max(newest, r.TimeMs)
 	}
 	if bad > 0 {
-		return fmt.Errorf("%w: %d of %d samples; first: port %s/%d, %w", schemas.ErrImplausibleTime, bad, len(rows), where.Device, where.Port, first)
+		err := fmt.Errorf("%w: %d of %d samples; first: port %s/%d, %w", schemas.ErrImplausibleTime, bad, len(rows), where.Device, where.Port, first)
+		if ahead == bad && s.suspect != nil && s.suspect.Active() {
+			// Only ahead, and in the window after a start: the clock was
+			// seeded from what ClickHouse holds, and the newer messages
+			// come at once while the older ones a killed sink held come
+			// back only after AckWait. Judge it when it returns.
+			return fmt.Errorf("%w: %w", jsbatch.ErrLater, err)
+		}
+		return err
 	}
 	// Only the fetcher moves it (one per pipeline, and only the counters
 	// pipeline checks): no lost update.

@@ -112,6 +112,15 @@ func (c *Consumer[R]) add(ctx context.Context, msg jetstream.Msg) {
 	if err == nil && c.cfg.Check != nil {
 		err, checked = c.cfg.Check(meta, rows), true
 	}
+	if errors.Is(err, ErrLater) {
+		// Not judged now: back after an AckWait (see ErrLater).
+		c.count(func(st *Stats) { st.Deferred++ })
+		if nerr := msg.NakWithDelay(c.cfg.AckWait); nerr != nil {
+			c.cfg.Log.Warn(c.cfg.Role+": nak", "err", nerr)
+		}
+		c.cfg.Log.Debug(c.cfg.Role+": message deferred", "stream", c.cfg.Stream, "reason", err.Error())
+		return
+	}
 	if err != nil {
 		c.count(func(st *Stats) { st.Rejected++ })
 		if c.cfg.Rejected != nil {

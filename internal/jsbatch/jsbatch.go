@@ -103,6 +103,8 @@ type Stats struct {
 	// tells which); DeadLettered every message copied to the dead-letter
 	// stream: those, and the ones the writer rejected.
 	Rejected, DeadLettered uint64
+	// Deferred is the messages Check sent back for later (ErrLater).
+	Deferred uint64
 	// Pending and PendingRows are what the Consumer holds, fetched and not
 	// acked yet (a gauge).
 	Pending, PendingRows int
@@ -111,6 +113,14 @@ type Stats struct {
 	// backlog every process on the durable shares (a gauge).
 	ConsumerPending uint64
 }
+
+// ErrLater, wrapped in a Check error, says the message cannot be judged
+// yet: it is not refused but given back to JetStream with a delay of one
+// AckWait (NakWithDelay), to be judged again when it returns. A sink that
+// restarts reads newer messages at once while the older ones a killed sink
+// held come back only after AckWait: a check against what was read so far
+// must not take the order for a fault.
+var ErrLater = errors.New("not judged yet")
 
 // MinAckWait keeps the InProgress heartbeat (every AckWait/3) above a few
 // round trips to NATS.
