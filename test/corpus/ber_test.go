@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/detect/berdrift"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// TestCorpusBERDriftLinkRate drives processor.BERDrift with the real
+// TestCorpusBERDriftLinkRate drives berdrift.Detector with the real
 // MLNX_OFED mlx5 port of mlx5-100g-ofed-ethtool.txt, which lists
 // rx_corrected_bits_phy (17,750,739, nearly all on lane 3: rx_err_lane_3_phy
 // 17,722,623) and no rx_bits_phy: the pre-FEC BER can only be measured
@@ -53,7 +53,7 @@ func TestCorpusBERDriftLinkRate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, processor.NewBERDrift())
+			r := newRig(t, berdrift.New())
 			defer func() {
 				if t.Failed() {
 					r.logEvents()

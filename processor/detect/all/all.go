@@ -11,6 +11,7 @@
 package all
 
 import (
+	_ "github.com/rdmawatch/rdmawatch/processor/detect/berdrift"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/cnp"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/completionerrors"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/configmismatch"

@@ -1,4 +1,8 @@
-package processor
+// Package berdrift is the ber_drift detector (layer physical): a link
+// whose bit error rate trends up towards the level where the FEC or the
+// link stops coping (Detector). It registers itself with
+// processor.Register; processor/detect/all links it in.
+package berdrift
 
 import (
 	"context"
@@ -7,16 +11,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/processor/stats"
-
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
 func init() {
-	Register(schemas.TypeBERDrift, func() Detector { return NewBERDrift() })
+	processor.Register(schemas.TypeBERDrift, func() processor.Detector { return New() })
 }
 
-// BERDrift raises ber_drift when a link's bit error rate trends up towards
+// Detector raises ber_drift when a link's bit error rate trends up towards
 // the level where the FEC (Ethernet) or the link (InfiniBand) stops coping:
 // a dirty connector or a dying optic degrades over tens of minutes to hours,
 // and the time to act is before it drops packets.
@@ -72,7 +76,7 @@ func init() {
 // crossed), and resolves once the BER of the last ResolveAfter has been
 // back below the level the alert was raised at (and near the baseline) for
 // ResolveAfter: an optic replaced, or a reset showing a healthy link.
-type BERDrift struct {
+type Detector struct {
 	RecentMinutes        int           // the "now" of the cheap check and of the confirmation; default 5
 	MinHistoryMinutes    int           // minutes of the link's own history before an onset; default 8
 	MinLR                float64       // scaled likelihood ratio (hinge vs constant); default 25
@@ -88,13 +92,13 @@ type BERDrift struct {
 	MinUpdateInterval    time.Duration // default 5 min
 	SilentResolveAfter   time.Duration // default 30 min
 
-	tracker *Tracker
-	fabric  FabricView
+	tracker *processor.Tracker
+	fabric  processor.FabricView
 }
 
-// NewBERDrift returns the detector with its defaults.
-func NewBERDrift() *BERDrift {
-	return &BERDrift{
+// New returns the detector with its defaults.
+func New() *Detector {
+	return &Detector{
 		RecentMinutes:        5,
 		MinHistoryMinutes:    8,
 		MinLR:                25,
@@ -196,17 +200,17 @@ const (
 )
 
 // Name implements Detector.
-func (d *BERDrift) Name() string { return schemas.TypeBERDrift }
+func (d *Detector) Name() string { return schemas.TypeBERDrift }
 
 // Init implements Initializer.
-func (d *BERDrift) Init(fabric FabricView) error {
+func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
 }
 
-func (d *BERDrift) track() *Tracker {
+func (d *Detector) track() *processor.Tracker {
 	if d.tracker == nil {
-		d.tracker = NewTracker(schemas.TypeBERDrift, Policy{
+		d.tracker = processor.NewTracker(schemas.TypeBERDrift, processor.Policy{
 			OpenAfterSamples:    d.OpenAfterEvaluations,
 			ResolveAfter:        d.ResolveAfter,
 			ResolveAfterSamples: berResolveAfterEvaluations,
@@ -282,11 +286,11 @@ type berPort struct {
 }
 
 // OnSample implements PortDetector.
-func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Emitter) {
+func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	ib := s.LinkLayer == "InfiniBand"
 	var errs, bits float64
 	ok, blind := false, false
-	st, have := LookupPortLocal[berPort](port, schemas.TypeBERDrift)
+	st, have := processor.LookupPortLocal[berPort](port, schemas.TypeBERDrift)
 	var mode berMode
 	var src schemas.PHYBits
 	if ib {
@@ -298,7 +302,7 @@ func (d *BERDrift) OnSample(_ context.Context, port *PortState, s *Sample, em Em
 		if !ok && !blind {
 			return // nothing readable yet: keep no state
 		}
-		st = PortLocal[berPort](port, schemas.TypeBERDrift)
+		st = processor.PortLocal[berPort](port, schemas.TypeBERDrift)
 		st.minute = int64(s.Time) / berBucketMs
 	}
 	retrain := false
@@ -384,7 +388,7 @@ func berUsable(c schemas.CounterDelta) bool {
 // symbol errors FEC left (rx_symbol_err_phy, else rx_pcs_symbol_err_phy).
 // Over the line rate a reset error counter counts from an unknown moment
 // of the interval, so it is left out; rx_bits_phy resets with it.
-func berReadEthernet(s *Sample) (errs, bits float64, ok bool, mode berMode, src schemas.PHYBits) {
+func berReadEthernet(s *processor.Sample) (errs, bits float64, ok bool, mode berMode, src schemas.PHYBits) {
 	c, have := s.CounterByID(idRxCorrectedBitsPhy)
 	mode = berModePreFEC
 	if !have {
@@ -407,7 +411,7 @@ func berReadEthernet(s *Sample) (errs, bits float64, ok bool, mode berMode, src 
 // post-FEC errors, the PHY bits) and reports whether the link went down in
 // this reading (link_down_events_phy): the errors around a retrain are the
 // retrain's, not the drift's.
-func (st *berPort) readEthernetExtras(s *Sample, bits float64) (retrain bool) {
+func (st *berPort) readEthernetExtras(s *processor.Sample, bits float64) (retrain bool) {
 	if c, ok := s.CounterByID(idRxPCSSymbolErrPhy); ok && berUsable(c) {
 		st.pcsErrs += float32(c.Delta)
 		st.havePCS = true
@@ -436,14 +440,14 @@ func (st *berPort) readEthernetExtras(s *Sample, bits float64) (retrain bool) {
 		retrain = c.Delta > 0
 	}
 	if st.rateText != s.Rate {
-		st.rateText, st.rateGbps = s.Rate, RateGbps(s.Rate)
+		st.rateText, st.rateGbps = s.Rate, processor.RateGbps(s.Rate)
 	}
 	return retrain
 }
 
 // readIB returns the sample's symbol errors and line bits; blind is set
 // when symbol_error is pinned at 65535 and cannot count.
-func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind bool) {
+func (d *Detector) readIB(st *berPort, s *processor.Sample) (errs, bits float64, ok, blind bool) {
 	var haveErrs bool
 	if c, found := s.CounterByID(idSymbolError); found {
 		if c.Flags&schemas.FlagHeld != 0 {
@@ -470,7 +474,7 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 	if st != nil && st.rateText == s.Rate {
 		rate = st.rateGbps
 	} else {
-		rate = RateGbps(s.Rate)
+		rate = processor.RateGbps(s.Rate)
 	}
 	switch {
 	case rate > 0:
@@ -483,9 +487,9 @@ func (d *BERDrift) readIB(st *berPort, s *Sample) (errs, bits float64, ok, blind
 
 // readIBExtras keeps the rate text, the recoveries and the raw
 // symbol_error; it reports whether the link retrained in this reading.
-func (d *BERDrift) readIBExtras(st *berPort, s *Sample) (retrain bool) {
+func (d *Detector) readIBExtras(st *berPort, s *processor.Sample) (retrain bool) {
 	if st.rateText != s.Rate {
-		st.rateText, st.rateGbps = s.Rate, RateGbps(s.Rate)
+		st.rateText, st.rateGbps = s.Rate, processor.RateGbps(s.Rate)
 	}
 	if c, ok := s.CounterByID(idLinkErrorRecovery); ok && berUsable(c) {
 		st.recoveries += c.Delta
@@ -570,7 +574,7 @@ func (st *berPort) series(newest int64, intervalMs int64) *berSeries {
 
 // evaluate runs once per closed minute: the cheap check, the fit when
 // worth it, and the incident lifecycle.
-func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int64, em Emitter) {
+func (d *Detector) evaluate(port *processor.PortState, st *berPort, s *processor.Sample, minute int64, em processor.Emitter) {
 	t := d.track()
 	subject := s.ID.Subject()
 	open := t.IsOpen(subject)
@@ -610,7 +614,7 @@ func (d *BERDrift) evaluate(port *PortState, st *berPort, s *Sample, minute int6
 	default:
 		if d.clear(st, ser) {
 			why := fmt.Sprintf("the BER has been back near its baseline (%.3g) for %s", st.baseBER, d.ResolveAfter)
-			t.Clear(now, subject, why, map[string]any{"recent_ber": Finite(fit.recentBER)}, em)
+			t.Clear(now, subject, why, map[string]any{"recent_ber": processor.Finite(fit.recentBER)}, em)
 			return
 		}
 		if !fit.valid {
@@ -686,7 +690,7 @@ const (
 // crossing is where the model fitted over the minutes around it meets the
 // level (an interpolation, not a projection), clamped to the minutes since
 // the onset; it is kept on the port and never moves for the incident.
-func (d *BERDrift) project(st *berPort, ser *berSeries, f berFit) berFit {
+func (d *Detector) project(st *berPort, ser *berSeries, f berFit) berFit {
 	if ser.n == 0 {
 		return f
 	}
@@ -763,7 +767,7 @@ func (d *BERDrift) project(st *berPort, ser *berSeries, f berFit) berFit {
 // rising is the cheap check: the last RecentMinutes show at least 1.3
 // times the BER of the older minutes, beyond Poisson noise, or the last
 // SparseMinutes hold MinErrors errors where the history expects fewer.
-func (d *BERDrift) rising(ser *berSeries) bool {
+func (d *Detector) rising(ser *berSeries) bool {
 	if ser.n < d.MinHistoryMinutes+berMinPostOnset {
 		return false
 	}
@@ -798,7 +802,7 @@ func (d *BERDrift) rising(ser *berSeries) bool {
 }
 
 // fit finds the hinge model with the highest likelihood and decides.
-func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
+func (d *Detector) fit(ser *berSeries, critical float64) berFit {
 	f := berFit{critical: critical, dispersion: 1}
 	n := ser.n
 	if n < d.MinHistoryMinutes+berMinPostOnset {
@@ -848,7 +852,7 @@ func (d *BERDrift) fit(ser *berSeries, critical float64) berFit {
 
 // bestHinge searches the onset of the hinge model with the highest
 // likelihood; false when no onset gives a rising fit.
-func (d *BERDrift) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
+func (d *Detector) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
 	n := ser.n
 	var kTot, bTot float64
 	for i := 0; i < n; i++ {
@@ -933,7 +937,7 @@ func (ser *berSeries) dispersion(best stats.HingeResult) (dispersion, postErrors
 
 // decide applies the tests of a drift to a valid fit, in order; the first
 // that fails is the fit's why.
-func (d *BERDrift) decide(ser *berSeries, best stats.HingeResult, f *berFit) {
+func (d *Detector) decide(ser *berSeries, best stats.HingeResult, f *berFit) {
 	sparse := !f.busy && d.sparseRise(ser, best.From, f)
 	f.test = "trend"
 	if sparse && f.lr < d.MinLR {
@@ -963,7 +967,7 @@ func (d *BERDrift) decide(ser *berSeries, best stats.HingeResult, f *berFit) {
 
 // busyMinRise is the rise a continuous counter must show: 0.35 of the
 // distance to critical in decades, between busyRiseFloor and MinRiseBusy.
-func (d *BERDrift) busyMinRise(baseBER, critical float64) float64 {
+func (d *Detector) busyMinRise(baseBER, critical float64) float64 {
 	return max(d.MinRise, busyRiseFloor, min(d.MinRiseBusy, math.Pow(critical/baseBER, busyRiseExponent)))
 }
 
@@ -1005,7 +1009,7 @@ const sparseHistoryMinutes = 30
 // the error that chose the start. A few errors over a few minutes on a
 // clean link is the first sign a drift gives; one burst (a flap, a reseat)
 // is not, nor a handful spread over an hour.
-func (d *BERDrift) sparseRise(ser *berSeries, from int, f *berFit) bool {
+func (d *Detector) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	for from < ser.n && ser.k[from] == 0 {
 		from++
 	}
@@ -1076,7 +1080,7 @@ func (ser *berSeries) beyondOneBurst(from int, minRise float64) bool {
 // trend (Theil-Sen slope of ln BER over the post-onset minutes at least a
 // third of the fit's): a step up that then stays flat is a high BER, not a
 // drift, and one burst is neither.
-func (d *BERDrift) stillRising(ser *berSeries, h stats.HingeResult) bool {
+func (d *Detector) stillRising(ser *berSeries, h stats.HingeResult) bool {
 	const maxPts = berTrendMaxMinutes
 	var xs, ys [maxPts]float64
 	m := 0
@@ -1125,7 +1129,7 @@ func (ser *berSeries) recentMedian(minutes int) float64 {
 // explains, with Poisson slack (on a sparse counter: one stray error). The
 // level the alert was raised at is not enough: a slow drift under a
 // wandering BER dips below it and would resolve and reopen (a fragment).
-func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
+func (d *Detector) clear(st *berPort, ser *berSeries) bool {
 	if ser.n == 0 {
 		return false
 	}
@@ -1146,12 +1150,12 @@ func (d *BERDrift) clear(st *berPort, ser *berSeries) bool {
 }
 
 // berSig rounds to 4 significant digits: the evidence is for people.
-func berSig(v float64) float64 { return SigDigits(v, 4) }
+func berSig(v float64) float64 { return processor.SigDigits(v, 4) }
 
 // berBER rounds a BER to 3 significant digits through its decimal form,
 // so the JSON reads 2.49e-07 and never 2.4899999999999998e-07.
 func berBER(v float64) float64 {
-	r, err := strconv.ParseFloat(strconv.FormatFloat(Finite(v), 'g', 3, 64), 64)
+	r, err := strconv.ParseFloat(strconv.FormatFloat(processor.Finite(v), 'g', 3, 64), 64)
 	if err != nil {
 		return 0
 	}
@@ -1164,7 +1168,7 @@ func berSecond(ms schemas.Millis) schemas.Millis { return (ms + 500) / 1000 * 10
 
 func berMinuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * berBucketMs)) }
 
-func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Finding {
+func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.Sample, f berFit) processor.Finding {
 	ib := s.LinkLayer == "InfiniBand"
 	what, measure := "pre-FEC BER", "rx_corrected_bits_phy / "+berBitsWords(st.bitsSrc)
 	if !ib && st.mode == berModePostFEC {
@@ -1217,7 +1221,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		"onset_estimate":        onset.String(),
 		"likelihood_ratio":      berSig(f.lr),
 		"dispersion":            berSig(f.dispersion),
-		"errors_since_onset":    math.Round(Finite(f.postErrors)),
+		"errors_since_onset":    math.Round(processor.Finite(f.postErrors)),
 		"window_minutes":        berBuckets,
 		"blind":                 st.blind,
 		"test":                  f.test,
@@ -1261,7 +1265,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 		ev["post_fec_only"] = true
 		ev["post_fec_only_note"] = "no rx_corrected_bits_phy on this port: the series is the symbol errors FEC did not correct (or a link without FEC); each one costs a frame, the cliff is behind"
 	}
-	where := PortName(s.ID, s.Netdev)
+	where := processor.PortName(s.ID, s.Netdev)
 	var summary string
 	if crossed {
 		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and crossed the critical %.0e at %s", where, what, f.baseBER, f.nowBER, onset, f.critical, criticalAt.Time().Format("15:04:05"))
@@ -1278,7 +1282,7 @@ func (d *BERDrift) finding(port *PortState, st *berPort, s *Sample, f berFit) Fi
 	if !ib && st.mode == berModePostFEC {
 		summary += "; no pre-FEC counter on this port, and these errors passed FEC: frames are being lost"
 	}
-	return Finding{
+	return processor.Finding{
 		Subject:  s.ID.Subject(),
 		Onset:    onset,
 		Severity: severity,
@@ -1297,9 +1301,9 @@ func berWithheldWhy(f berFit) string {
 	case !f.projected:
 		return "too few minutes since the onset to fit"
 	case f.minutesToCritical <= 0 || math.IsInf(f.aheadHalf, 1):
-		return fmt.Sprintf("%.0f errors since the onset do not give a rise that reaches it", math.Round(Finite(f.postErrors)))
+		return fmt.Sprintf("%.0f errors since the onset do not give a rise that reaches it", math.Round(processor.Finite(f.postErrors)))
 	default:
-		return fmt.Sprintf("%.0f min, give or take %.0f, from %.0f errors since the onset", f.minutesToCritical, f.aheadHalf, math.Round(Finite(f.postErrors)))
+		return fmt.Sprintf("%.0f min, give or take %.0f, from %.0f errors since the onset", f.minutesToCritical, f.aheadHalf, math.Round(processor.Finite(f.postErrors)))
 	}
 }
 
@@ -1384,23 +1388,23 @@ func berPostFECCounter(st *berPort) string {
 }
 
 // checks are the commands that confirm a drift on the port.
-func (d *BERDrift) checks(s *Sample, ib bool) []schemas.Check {
+func (d *Detector) checks(s *processor.Sample, ib bool) []schemas.Check {
 	dev := s.ID.Device
 	checks := []schemas.Check{
-		OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", dev, s.ID.Port), "eye opening, FEC and per-lane BER, module temperature and power; clean and reseat the optic or cable, replace it if the BER keeps rising"),
+		processor.OnHost(s.ID.Node, fmt.Sprintf("mlxlink -d %s -p %d -m -c", dev, s.ID.Port), "eye opening, FEC and per-lane BER, module temperature and power; clean and reseat the optic or cable, replace it if the BER keeps rising"),
 	}
 	if !ib {
-		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'phy|lane'", NetdevOf(s.ID, s.Netdev)), "corrected bits per lane: one lane far above the others is the optic"))
+		checks = append(checks, processor.OnHost(s.ID.Node, fmt.Sprintf("ethtool -S %s | grep -E 'phy|lane'", processor.NetdevOf(s.ID, s.Netdev)), "corrected bits per lane: one lane far above the others is the optic"))
 	} else {
-		checks = append(checks, OnHost(s.ID.Node, fmt.Sprintf("perfquery -x -C %s -P %d", dev, s.ID.Port), "symbol_error and link_error_recovery"))
+		checks = append(checks, processor.OnHost(s.ID.Node, fmt.Sprintf("perfquery -x -C %s -P %d", dev, s.ID.Port), "symbol_error and link_error_recovery"))
 	}
 	return append(checks,
-		InRdmawatch(fmt.Sprintf("query ber_trend --node %s --device %s --port %d", s.ID.Node, dev, s.ID.Port), "the BER trend of this port and the worst ports of the fabric"),
-		OnSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
+		processor.InRdmawatch(fmt.Sprintf("query ber_trend --node %s --device %s --port %d", s.ID.Node, dev, s.ID.Port), "the BER trend of this port and the worst ports of the fabric"),
+		processor.OnSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
 }
 
 // OnWatermark implements FabricDetector: incidents of silent ports resolve.
-func (d *BERDrift) OnWatermark(_ context.Context, fabric FabricView, wm schemas.Millis, em Emitter) {
+func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	d.track().Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
 		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
 		if !ok {

@@ -1,4 +1,4 @@
-package processor
+package berdrift
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/rdmawatch/rdmawatch/processor"
+	"github.com/rdmawatch/rdmawatch/processor/internal/detecttest"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -47,7 +49,7 @@ type berLink struct {
 	postFECOnly bool
 }
 
-func (l berLink) samples(id schemas.PortID) []*Sample {
+func (l berLink) samples(id schemas.PortID) []*processor.Sample {
 	rng := rand.New(rand.NewPCG(l.seed, 7))
 	util := l.utilBits
 	if util == 0 {
@@ -58,7 +60,7 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 	symV := l.symbolAt0
 	errV = 123456
 	bitsV = 1 << 40
-	var out []*Sample
+	var out []*processor.Sample
 	next := func(list []float64, sec float64) bool {
 		for _, x := range list {
 			if sec >= x && sec-l.interval < x {
@@ -181,9 +183,9 @@ func (l berLink) samples(id schemas.PortID) []*Sample {
 			ll, netdev, rate = "InfiniBand", "", fmt.Sprintf("%g Gb/sec (4X HDR)", l.rateGbps)
 		}
 		recPrev = recV
-		out = append(out, &Sample{ID: id, Time: at(sec), PortSample: &schemas.PortSample{
+		out = append(out, &processor.Sample{ID: id, Time: detecttest.At(sec), PortSample: &schemas.PortSample{
 			Device: id.Device, Port: id.Port, Netdev: netdev, LinkLayer: ll, State: "ACTIVE", Rate: rate,
-			TimeMs: int64(at(sec)), IntervalMs: interval, Counters: cs,
+			TimeMs: int64(detecttest.At(sec)), IntervalMs: interval, Counters: cs,
 		}})
 	}
 	return out
@@ -392,20 +394,20 @@ func TestBERDrift(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.link.seed = 11
-			det := NewBERDrift()
-			hn := newHarness(t, det)
-			for _, s := range c.link.samples(portA) {
-				hn.feed(s)
+			det := New()
+			hn := detecttest.NewHarness(t, det)
+			for _, s := range c.link.samples(detecttest.PortA) {
+				hn.Feed(s)
 			}
-			got := foldUpdates(hn.states())
-			if !equalStrings(got, c.want) {
-				for _, ev := range hn.events {
+			got := foldUpdates(hn.States())
+			if !detecttest.EqualStrings(got, c.want) {
+				for _, ev := range hn.Events {
 					t.Logf("%s %s %s start %s: %s", ev.State, ev.Severity, ev.DetectedAt, ev.Start, ev.Summary)
 				}
 				t.Fatalf("states %v, want %v", got, c.want)
 			}
-			for _, ev := range hn.events {
-				if ev.ID != hn.events[0].ID || ev.Type != schemas.TypeBERDrift || ev.Layer != "physical" {
+			for _, ev := range hn.Events {
+				if ev.ID != hn.Events[0].ID || ev.Type != schemas.TypeBERDrift || ev.Layer != "physical" {
 					t.Errorf("event %+v", ev)
 				}
 				if _, err := json.Marshal(ev); err != nil {
@@ -413,9 +415,9 @@ func TestBERDrift(t *testing.T) {
 				}
 			}
 			if c.onset > 0 {
-				open := hn.events[0]
-				detected := float64(open.DetectedAt-t0) / 1000
-				start := float64(open.Start-t0) / 1000
+				open := hn.Events[0]
+				detected := float64(open.DetectedAt-detecttest.T0) / 1000
+				start := float64(open.Start-detecttest.T0) / 1000
 				t.Logf("onset %.0fs: estimated %.0fs, detected %.0fs (%.1f min after onset, %.1f min before critical), evidence %v",
 					c.onset, start, detected, (detected-c.onset)/60, (c.critical-detected)/60, open.Evidence)
 				if detected > c.latestDetect {
@@ -441,7 +443,7 @@ func TestBERDrift(t *testing.T) {
 				}
 			}
 			if c.check != nil {
-				c.check(t, hn.events)
+				c.check(t, hn.Events)
 			}
 		})
 	}
@@ -463,31 +465,31 @@ func TestBERDriftBlindWhileOpen(t *testing.T) {
 	// A drift is open; then symbol_error pins at 65535. The incident must
 	// stay open (no resolve: errors are invisible, not gone) and say so.
 	const m = 60.0
-	det := NewBERDrift()
-	hn := newHarness(t, det)
+	det := New()
+	hn := detecttest.NewHarness(t, det)
 	link := berLink{ib: true, rateGbps: 200, interval: 5, duration: 150 * m, seed: 3, symbolAt0: 60000,
 		ber: drift(1e-15, 1e-12, 40*m, 30*m, 0)}
-	for _, s := range link.samples(portA) {
-		hn.feed(s)
+	for _, s := range link.samples(detecttest.PortA) {
+		hn.Feed(s)
 	}
-	got := foldUpdates(hn.states())
-	if !equalStrings(got, []string{"open"}) {
-		t.Fatalf("states %v", hn.states())
+	got := foldUpdates(hn.States())
+	if !detecttest.EqualStrings(got, []string{"open"}) {
+		t.Fatalf("states %v", hn.States())
 	}
-	last := hn.events[len(hn.events)-1]
+	last := hn.Events[len(hn.Events)-1]
 	if last.Evidence["blind"] != true || last.Evidence["blind_reason"] == nil {
 		t.Errorf("the last event does not say blind: %v", last.Evidence)
 	}
 }
 
 func TestBERDriftPortMemory(t *testing.T) {
-	det := NewBERDrift()
-	hn := newHarness(t, det)
+	det := New()
+	hn := detecttest.NewHarness(t, det)
 	link := berLink{rateGbps: 200, interval: 5, duration: 2 * 3600, ber: stable(1e-8), seed: 1}
-	for _, s := range link.samples(portA) {
-		hn.feed(s)
+	for _, s := range link.samples(detecttest.PortA) {
+		hn.Feed(s)
 	}
-	st, ok := LookupPortLocal[berPort](hn.ports[portA], schemas.TypeBERDrift)
+	st, ok := processor.LookupPortLocal[berPort](hn.PortStates[detecttest.PortA], schemas.TypeBERDrift)
 	if !ok {
 		t.Fatal("no state")
 	}
@@ -504,16 +506,16 @@ func berPortSize(st *berPort) int {
 // go test ./processor -run XXX -bench BERDrift -benchmem
 func BenchmarkBERDrift(b *testing.B) {
 	link := berLink{rateGbps: 200, interval: 5, duration: 3 * 3600, noise: 0.3, ber: stable(5e-9), seed: 1}
-	samples := link.samples(portA)
+	samples := link.samples(detecttest.PortA)
 	b.ResetTimer()
-	det := NewBERDrift()
-	port := NewPortState(portA)
-	em := EmitterFunc(func(*schemas.Event) {})
+	det := New()
+	port := processor.NewPortState(detecttest.PortA)
+	em := processor.EmitterFunc(func(*schemas.Event) {})
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
 		s := samples[i%len(samples)]
 		if i%len(samples) == 0 {
-			port = NewPortState(portA)
+			port = processor.NewPortState(detecttest.PortA)
 		}
 		det.OnSample(ctx, port, s, em)
 		port.Observe(s)
@@ -581,17 +583,17 @@ func TestBERDriftRates(t *testing.T) {
 		for i := range runs {
 			l := k.mk(rng)
 			l.seed = uint64(i + 1)
-			hn := newHarness(t, NewBERDrift())
-			for _, s := range l.samples(portA) {
-				hn.feed(s)
+			hn := detecttest.NewHarness(t, New())
+			for _, s := range l.samples(detecttest.PortA) {
+				hn.Feed(s)
 			}
 			opens := 0
-			for _, ev := range hn.events {
+			for _, ev := range hn.Events {
 				if ev.State != "open" {
 					continue
 				}
 				opens++
-				det := float64(ev.DetectedAt-t0) / 1000
+				det := float64(ev.DetectedAt-detecttest.T0) / 1000
 				if !k.drift || det < k.onset-2*l.interval || opens > 1 {
 					fps++
 					t.Logf("%s run %d: false alarm at %.1f min: %s %v", k.name, i, det/60, ev.Summary, ev.Evidence)
@@ -618,7 +620,7 @@ func TestBERDriftRates(t *testing.T) {
 // wander far from critical is not a drift; the rise asked for shrinks as
 // the link nears critical, so a one-decade drift is still caught early.
 func TestBERDriftRiseScalesWithDistance(t *testing.T) {
-	d := NewBERDrift()
+	d := New()
 	tests := []struct {
 		base, want float64
 	}{
@@ -663,23 +665,23 @@ func TestBERDriftPostFECOnly(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.link.seed, c.link.postFECOnly, c.link.noBitsPhy = 5, true, true
-			hn := newHarness(t, NewBERDrift())
-			for _, s := range c.link.samples(portA) {
-				hn.feed(s)
+			hn := detecttest.NewHarness(t, New())
+			for _, s := range c.link.samples(detecttest.PortA) {
+				hn.Feed(s)
 			}
-			got := foldUpdates(hn.states())
-			if !equalStrings(got, c.want) {
-				for _, ev := range hn.events {
+			got := foldUpdates(hn.States())
+			if !detecttest.EqualStrings(got, c.want) {
+				for _, ev := range hn.Events {
 					t.Logf("%s %s %s: %s %v", ev.State, ev.Severity, ev.DetectedAt, ev.Summary, ev.Evidence)
 				}
 				t.Fatalf("states %v, want %v", got, c.want)
 			}
-			if len(hn.events) == 0 {
+			if len(hn.Events) == 0 {
 				return
 			}
-			open := hn.events[0]
+			open := hn.Events[0]
 			t.Logf("%s %s: %s %v", open.DetectedAt, open.Severity, open.Summary, open.Evidence)
-			if float64(open.DetectedAt-t0)/1000 > c.latestDetect {
+			if float64(open.DetectedAt-detecttest.T0)/1000 > c.latestDetect {
 				t.Errorf("detected at %s", open.DetectedAt)
 			}
 			ev := open.Evidence
@@ -690,7 +692,7 @@ func TestBERDriftPostFECOnly(t *testing.T) {
 			if !strings.Contains(open.Summary, "post-FEC symbol BER") || !strings.Contains(open.Summary, "frames are being lost") {
 				t.Errorf("summary %q", open.Summary)
 			}
-			last := hn.events[len(hn.events)-1]
+			last := hn.Events[len(hn.Events)-1]
 			if last.Severity != schemas.SeverityCritical || last.Evidence["frames_lost_after_fec"] != true {
 				t.Errorf("frames lost after FEC, yet %s: %v", last.Severity, last.Evidence)
 			}
@@ -726,11 +728,11 @@ func TestBERDriftLineRateJobs(t *testing.T) {
 			return base / 5
 		}
 		l := berLink{rateGbps: 100, interval: []float64{1, 5, 10}[seed%3], duration: 4 * h, noise: 0.3, ber: jobs, noBitsPhy: true, seed: seed}
-		hn := newHarness(t, NewBERDrift())
-		for _, s := range l.samples(portA) {
-			hn.feed(s)
+		hn := detecttest.NewHarness(t, New())
+		for _, s := range l.samples(detecttest.PortA) {
+			hn.Feed(s)
 		}
-		for _, ev := range hn.events {
+		for _, ev := range hn.Events {
 			if ev.State == schemas.StateOpen {
 				t.Errorf("seed %d base %.2g: %s %s %v", seed, base, ev.DetectedAt, ev.Summary, ev.Evidence)
 			}
@@ -819,12 +821,12 @@ func TestBERDriftProjection(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					l := berLink{ib: r.ib, rateGbps: r.rate, interval: interval, duration: onset + r.toCrit + 20*m,
 						noise: r.noise, ber: r.ber, noBitsPhy: noBits, seed: 17}
-					hn := newHarness(t, NewBERDrift())
-					for _, s := range l.samples(portA) {
-						hn.feed(s)
+					hn := detecttest.NewHarness(t, New())
+					for _, s := range l.samples(detecttest.PortA) {
+						hn.Feed(s)
 					}
-					if len(hn.events) == 0 || hn.events[0].State != schemas.StateOpen {
-						t.Fatalf("no open: %v", hn.states())
+					if len(hn.Events) == 0 || hn.Events[0].State != schemas.StateOpen {
+						t.Fatalf("no open: %v", hn.States())
 					}
 					// The generator's noise is lognormal around ber(t), so
 					// the errors come at its mean, ber(t) e^{sigma^2/2}: that
@@ -840,13 +842,13 @@ func TestBERDriftProjection(t *testing.T) {
 						}
 					}
 					truth := hi
-					open := hn.events[0]
+					open := hn.Events[0]
 					var crossedAt string
-					for _, ev := range hn.events {
+					for _, ev := range hn.Events {
 						if ev.State == schemas.StateResolved {
 							continue
 						}
-						det := float64(ev.DetectedAt-t0) / 1000
+						det := float64(ev.DetectedAt-detecttest.T0) / 1000
 						fam := "log-linear"
 						if r.accel {
 							fam = "accelerating"
@@ -877,7 +879,7 @@ func TestBERDriftProjection(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						proj := float64(schemas.MillisOf(pa)-t0) / 1000
+						proj := float64(schemas.MillisOf(pa)-detecttest.T0) / 1000
 						left := truth - det
 						crossed := ev.Evidence["critical_crossed"] == true
 						t.Logf("%s at %.1f min: projected %.1f min (truth %.1f), left %.1f min, error %+.0f%%, se %v min, model %v, crossed %v, onset %v lr %v",
@@ -931,5 +933,11 @@ func TestBERDriftProjection(t *testing.T) {
 		if f := fams[name]; f != nil {
 			t.Logf("%-19s revisions %3d with a projection: mean |error| %.1f%% of the time left, worst %.1f%%; %d withheld", name, f.n, 100*f.sum/max(1, float64(f.n)), 100*f.worst, f.withheld)
 		}
+	}
+}
+
+func TestBERSig(t *testing.T) {
+	if got, want := berSig(1.234567e-9), 1.235e-9; got != want && math.Abs(got-want) > 1e-12*want {
+		t.Errorf("berSig(1.234567e-9) = %v, want %v", got, want)
 	}
 }

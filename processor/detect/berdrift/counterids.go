@@ -1,8 +1,8 @@
-package processor
+package berdrift
 
 import "github.com/rdmawatch/rdmawatch/schemas"
 
-// Counter ids the detectors read, resolved once: a lookup per sample is then
+// Counter ids the detector reads, resolved once: a lookup per sample is then
 // a popcount on the decoded sample's index (schemas.PortSample.CounterByID)
 // instead of a scan of string compares over every counter.
 var (
@@ -41,5 +41,5 @@ func fmtDigit(format string, i int) string {
 			return format[:j] + string(rune('0'+i)) + format[j+2:]
 		}
 	}
-	panic("processor: no %d in " + format)
+	panic("berdrift: no %d in " + format)
 }
