@@ -1,8 +1,10 @@
 // Package stats holds the pure statistics the detectors decide with:
 // Poisson and binomial tails, confidence bounds of a Poisson mean, the
-// comparison of two Poisson rates, medians and the hinge fit of a rising
-// rate. Everything here works on plain numbers; the detectors own the
-// thresholds and the decisions.
+// comparison of two Poisson rates, medians, the hinge fit of a rising rate
+// and the statistics of a rate's bucketed history (Series: the onset
+// search, overdispersion, wander, trend and recent rate ber_drift reads).
+// Everything here works on plain numbers; the detectors own the thresholds
+// and the decisions.
 package stats
 
 import (

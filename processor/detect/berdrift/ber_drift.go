@@ -551,6 +551,11 @@ type berSeries struct {
 	k, b [berBuckets]float64
 }
 
+// view is the series as processor/stats reads it: the buckets in use.
+func (ser *berSeries) view() stats.Series {
+	return stats.Series{T: ser.t[:ser.n], K: ser.k[:ser.n], B: ser.b[:ser.n]}
+}
+
 func (st *berPort) series(newest int64, intervalMs int64) *berSeries {
 	var ser berSeries
 	// A sample's deltas cover the interval before its time, so a bucket's
@@ -853,46 +858,16 @@ func (d *Detector) fit(ser *berSeries, critical float64) berFit {
 // bestHinge searches the onset of the hinge model with the highest
 // likelihood; false when no onset gives a rising fit.
 func (d *Detector) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
-	n := ser.n
-	var kTot, bTot float64
-	for i := 0; i < n; i++ {
-		kTot += ser.k[i]
-		bTot += ser.b[i]
-	}
-	// A pseudo half error before the onset keeps the baseline finite on a
-	// link that never showed one (Jeffreys-like prior); it makes the rise a
-	// little smaller, never larger.
-	kTot += berPriorErrors
-
-	// Onset candidates: bucket boundaries with MinHistoryMinutes before and
-	// at least berMinPostOnset buckets after; coarse pass every
-	// berCoarseStep, then refine.
-	first, last := d.MinHistoryMinutes, n-berMinPostOnset
-	best := stats.HingeResult{LR: math.Inf(-1)}
-	try := func(tau float64, from int) {
-		r := stats.Hinge(ser.t[:ser.n], ser.k[:ser.n], ser.b[:ser.n], from, tau, kTot, bTot)
-		if r.From >= first && r.From <= last && r.Slope > 0 && r.LR > best.LR {
-			best = r
-		}
-	}
-	for j := first; j <= last; j += berCoarseStep {
-		try(ser.t[j]-0.5, j)
-	}
-	if math.IsInf(best.LR, -1) {
-		return best, false
-	}
-	center := best.From
-	for j := max(first, center-berRefineReach); j <= min(last, center+berRefineReach); j++ {
-		if j != center {
-			try(ser.t[j]-0.5, j)
-		}
-	}
-	// Sub-minute onset around the best boundary.
-	tau0 := best.Tau
-	for _, off := range []float64{-0.75, -0.5, -0.25, 0.25, 0.5, 0.75} {
-		try(tau0+off, best.From)
-	}
-	return best, true
+	return ser.view().BestHinge(stats.HingeSearch{
+		MinBefore:   d.MinHistoryMinutes,
+		MinAfter:    berMinPostOnset,
+		CoarseStep:  berCoarseStep,
+		RefineReach: berRefineReach,
+		// A pseudo half error before the onset keeps the baseline finite on
+		// a link that never showed one (Jeffreys-like prior); it makes the
+		// rise a little smaller, never larger.
+		Prior: berPriorErrors,
+	})
 }
 
 // dispersion is the overdispersion of the busy minutes under the fitted
@@ -904,35 +879,13 @@ func (d *Detector) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
 // not read as a significant trend. It also counts the errors, and the
 // minutes with errors, after the onset.
 func (ser *berSeries) dispersion(best stats.HingeResult) (dispersion, postErrors float64, postErrMinutes int) {
-	dispersion = 1
-	var pearson, rr, r2 float64
-	busyN := 0
-	prevR, prevT := 0.0, math.Inf(-1)
-	for i := 0; i < ser.n; i++ {
-		mu := ser.b[i] * math.Exp(best.A+best.Slope*max(0, ser.t[i]-best.Tau))
-		if mu >= berPearsonMinMean {
-			r := (ser.k[i] - mu) / math.Sqrt(mu)
-			pearson += r * r
-			r2 += r * r
-			if ser.t[i]-prevT < berNeighbourMinutes {
-				rr += r * prevR
-			}
-			prevR, prevT = r, ser.t[i]
-			busyN++
-		}
-		if i >= best.From {
-			postErrors += ser.k[i]
-			if ser.k[i] > 0 {
-				postErrMinutes++
-			}
-		}
-	}
-	if busyN >= berMinDispersionMinutes {
-		dispersion = max(1, pearson/float64(max(1, busyN-berFitParams)))
-		rho := min(berMaxAutocorrelation, max(0, rr/r2))
-		dispersion *= (1 + rho) / (1 - rho)
-	}
-	return dispersion, postErrors, postErrMinutes
+	return ser.view().HingeDispersion(best, stats.DispersionRule{
+		MinMean:    berPearsonMinMean,
+		Neighbour:  berNeighbourMinutes,
+		MinBuckets: berMinDispersionMinutes,
+		Params:     berFitParams,
+		MaxRho:     berMaxAutocorrelation,
+	})
 }
 
 // decide applies the tests of a drift to a valid fit, in order; the first
@@ -980,18 +933,7 @@ const busyRiseFloor = 2.5
 // Poisson noise, which the fit already weighs, dominates); 0 with fewer
 // than 8 such minutes.
 func (ser *berSeries) wander(from int) float64 {
-	var v [berBuckets]float64
-	m := 0
-	for i := 0; i < from; i++ {
-		if ser.k[i] >= berBusyErrors {
-			v[m] = math.Log(ser.k[i] / ser.b[i])
-			m++
-		}
-	}
-	if m < berMinWanderMinutes {
-		return 0
-	}
-	return stats.RobustSpread(v[:m])
+	return ser.view().Wander(from, berBusyErrors, berMinWanderMinutes)
 }
 
 // sparseHistoryMinutes is the history the sparse test needs: a few errors
@@ -1048,32 +990,7 @@ func (d *Detector) sparseRise(ser *berSeries, from int, f *berFit) bool {
 // times and be unlikely under it (P < 1e-3: a looser bound than the main
 // test's, it only has to rule out that one burst made the rise).
 func (ser *berSeries) beyondOneBurst(from int, minRise float64) bool {
-	for from < ser.n && ser.k[from] == 0 {
-		from++
-	}
-	if from >= ser.n {
-		return false
-	}
-	var kh, bh, kw, bw float64
-	worst := from
-	for i := 0; i < ser.n; i++ {
-		if i < from {
-			kh += ser.k[i]
-			bh += ser.b[i]
-			continue
-		}
-		kw += ser.k[i]
-		bw += ser.b[i]
-		if ser.k[i] > ser.k[worst] {
-			worst = i
-		}
-	}
-	if bh <= 0 {
-		return true // no history to compare with: the other tests decide
-	}
-	kRest, bRest := kw-ser.k[worst], bw-ser.b[worst]
-	expect := bRest * (kh + berDoubtErrors) / bh
-	return kRest >= minRise*expect && stats.PoissonTail(kRest-1, expect) < berBurstMaxP
+	return ser.view().BeyondOneBurst(from, minRise, berDoubtErrors, berBurstMaxP)
 }
 
 // stillRising checks, on busy counters, that the latest minutes keep the
@@ -1081,47 +998,22 @@ func (ser *berSeries) beyondOneBurst(from int, minRise float64) bool {
 // third of the fit's): a step up that then stays flat is a high BER, not a
 // drift, and one burst is neither.
 func (d *Detector) stillRising(ser *berSeries, h stats.HingeResult) bool {
-	const maxPts = berTrendMaxMinutes
-	var xs, ys [maxPts]float64
-	m := 0
-	for i := ser.n - 1; i >= h.From && m < maxPts; i-- {
-		if ser.k[i] < berBusyErrors {
-			continue
-		}
-		xs[m], ys[m] = ser.t[i], math.Log(ser.k[i]/ser.b[i])
-		m++
-	}
-	if m < berTrendMinMinutes {
+	slope, ok := ser.view().RecentTrend(h.From, berBusyErrors, berTrendMinMinutes, berTrendMaxMinutes)
+	if !ok {
 		return true // too few busy minutes to judge: the fit decides
 	}
-	var slopes [maxPts * (maxPts - 1) / 2]float64
-	return stats.TheilSenSlope(xs[:m], ys[:m], slopes[:]) >= h.Slope/berTrendKeepDivisor
+	return slope >= h.Slope/berTrendKeepDivisor
 }
 
 // recentBER is the BER of the last minutes with ~95% Poisson bounds.
 func (ser *berSeries) recentBER(minutes int) (ber, low, high float64) {
-	var k, b float64
-	tEnd := ser.t[max(0, ser.n-1)]
-	for i := ser.n - 1; i >= 0 && ser.t[i] > tEnd-float64(minutes); i-- {
-		k += ser.k[i]
-		b += ser.b[i]
-	}
-	if b <= 0 {
-		return 0, 0, 0
-	}
-	return k / b, stats.PoissonLow(k) / b, stats.PoissonHigh(k) / b
+	return ser.view().RecentRate(minutes)
 }
 
 // recentMedian is the median per-minute BER of the last minutes of the
 // series (8 at most).
 func (ser *berSeries) recentMedian(minutes int) float64 {
-	var v [8]float64
-	m := 0
-	for i := ser.n - 1; i >= 0 && m < minutes && m < len(v); i-- {
-		v[m] = ser.k[i] / ser.b[i]
-		m++
-	}
-	return stats.Median(v[:m])
+	return ser.view().RecentMedian(minutes)
 }
 
 // clear reports whether the last ResolveAfter shows the BER back near the
