@@ -27,7 +27,10 @@ const EnvBenchTrends = "RDMAWATCH_BENCH_TRENDS"
 // the day rollup rolled from those hours by the sink's own day roll
 // (chdb.Roll, schemas/ddl/rollups/day.sql), which the day buckets read. The
 // time to generate the rows and to roll the days is logged: the figures in
-// BENCHMARKS.md carry both.
+// BENCHMARKS.md carry both. Each window also runs the query as it was
+// before the histograms of migration 0019 (testdata/trends_exact_days.sql:
+// the exact quantile states the roll still writes) on the same rows, the
+// two alternating, so the speed-up is measured side by side in one run.
 func BenchmarkTrends(b *testing.B) {
 	spec := os.Getenv(EnvBenchTrends)
 	if spec == "" {
@@ -121,20 +124,49 @@ FROM numbers(%d)`, func() string { n, _, _ := portExpr("(number * 7919 % " + str
 	if err != nil {
 		b.Fatal(err)
 	}
+	data, err := os.ReadFile("testdata/trends_exact_days.sql")
+	if err != nil {
+		b.Fatal(err)
+	}
+	exact := q
+	exact.SQL = stripComments(string(data))
 	for _, window := range []int{30, 90, 365} {
 		if window > days {
 			continue
 		}
 		b.Run(fmt.Sprintf("%dports_%ddays_of_%d", ports, window, days), func(b *testing.B) {
 			p := report.Params{From: end.AddDate(0, 0, -window), To: end, By: "leaf", Bucket: "day"}
-			for i := 0; i < b.N; i++ {
+			run := func(q chdb.Query) (time.Duration, int) {
 				t1 := time.Now()
 				res, err := report.RunQuery(ctx, conn, q, p)
 				if err != nil {
 					b.Fatal(err)
 				}
-				b.Logf("%d days: %d rows in %s", window, len(res.Rows), time.Since(t1).Round(time.Millisecond))
+				return time.Since(t1), len(res.Rows)
 			}
+			var histTotal, exactTotal time.Duration
+			for i := 0; i < b.N; i++ {
+				// Alternated, the exact query first on even runs: neither
+				// always reads the other's warm cache.
+				var h, e time.Duration
+				var hr, er int
+				if i%2 == 0 {
+					e, er = run(exact)
+					h, hr = run(q)
+				} else {
+					h, hr = run(q)
+					e, er = run(exact)
+				}
+				if hr != er {
+					b.Fatalf("%d days: %d rows from the histograms, %d from the exact states", window, hr, er)
+				}
+				histTotal += h
+				exactTotal += e
+				b.Logf("%d days: %d rows in %s from the histograms, %s from the exact states (%.1fx)",
+					window, hr, h.Round(time.Millisecond), e.Round(time.Millisecond), e.Seconds()/h.Seconds())
+			}
+			b.ReportMetric(histTotal.Seconds()/float64(b.N), "s/hist")
+			b.ReportMetric(exactTotal.Seconds()/float64(b.N), "s/exact")
 		})
 	}
 }

@@ -3,8 +3,10 @@ package report_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,7 +198,7 @@ func TestTrendsQuery(t *testing.T) {
 					discards:  r[col["discards"]].(uint64),
 					preWorst:  r[col["pre_fec_ber_worst"]].(float64),
 					postWors:  r[col["post_fec_ber_worst"]].(float64),
-					utilP95:   r[col["utilisation_p95"]].(float64),
+					utilP95:   *r[col["utilisation_p95"]].(*float64),
 					incidents: r[col["incidents"]].(uint64),
 					byType:    r[col["incidents_by_type"]].(string),
 				})
@@ -232,11 +234,16 @@ func TestTrendsRefuses(t *testing.T) {
 // the hour rollup for a partial first or last day); they must answer as the
 // query that read only the hour rollup did (testdata/trends_from_hours.sql,
 // trends.sql before rollup_day), for every group and range, whole days or
-// not.
+// not: the same figures, but for the quantiles, which come from histogram
+// bins (migration 0019) and must be the centre of the bin holding the exact
+// quantile (sameBin). The query as it was before the bins
+// (testdata/trends_exact_days.sql, the exact states the roll still writes)
+// must still answer exactly.
 func TestTrendsDaysFromDayRollup(t *testing.T) {
 	t.Parallel()
 	conn := trendsDB(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// Three queries for each of 96 cases: minutes on a busy 2-core machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// More port-hours, so medians over days and weeks see many values and
 	// ranges can cut days: the third day of gpu-001..003, hour by hour,
@@ -265,6 +272,12 @@ func TestTrendsDaysFromDayRollup(t *testing.T) {
 	}
 	ref := q
 	ref.SQL = stripComments(string(data))
+	data, err = os.ReadFile("testdata/trends_exact_days.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exactDays := q
+	exactDays.SQL = stripComments(string(data))
 	from := time.UnixMilli(t0).UTC()
 	ranges := []struct {
 		name     string
@@ -293,13 +306,76 @@ func TestTrendsDaysFromDayRollup(t *testing.T) {
 					if len(want.Rows) == 0 {
 						t.Errorf("%s by %s per %s node %q: no rows to compare", r.name, by, bucket, node)
 					}
-					if !reflect.DeepEqual(got.Columns, want.Columns) || !reflect.DeepEqual(got.Rows, want.Rows) {
-						t.Errorf("%s by %s per %s node %q: from the day rollup\n%v\nfrom the hour rollup\n%v", r.name, by, bucket, node, got.Rows, want.Rows)
+					if msg := sameTrends(got, want); msg != "" {
+						t.Errorf("%s by %s per %s node %q: from the day rollup %s\n%v\nfrom the hour rollup\n%v", r.name, by, bucket, node, msg, got.Rows, want.Rows)
+					}
+					old, err := report.RunQuery(ctx, conn, exactDays, p)
+					if err != nil {
+						t.Fatalf("%s by %s per %s (exact states): %v", r.name, by, bucket, err)
+					}
+					if !reflect.DeepEqual(old.Columns, want.Columns) || !reflect.DeepEqual(old.Rows, want.Rows) {
+						t.Errorf("%s by %s per %s node %q: from the exact states\n%v\nfrom the hour rollup\n%v", r.name, by, bucket, node, old.Rows, want.Rows)
 					}
 				}
 			}
 		}
 	}
+}
+
+// binned are the columns trends.sql takes from histogram bins for day and
+// week buckets, and whether the bins are of BER (else utilisation).
+var binned = map[string]bool{"pre_fec_ber_median": true, "post_fec_ber_median": true, "utilisation_p50": false, "utilisation_p95": false}
+
+// sameTrends compares a trends result with the exact one of the same
+// rows: every column equal but the binned quantiles, each the centre of
+// the bin holding the exact value (sameBin). It returns what differs, or "".
+func sameTrends(got, want *report.Result) string {
+	if !reflect.DeepEqual(got.Columns, want.Columns) {
+		return fmt.Sprintf("columns %v, want %v", got.Columns, want.Columns)
+	}
+	if len(got.Rows) != len(want.Rows) {
+		return fmt.Sprintf("%d rows, want %d", len(got.Rows), len(want.Rows))
+	}
+	for i := range got.Rows {
+		for j, c := range got.Columns {
+			g, w := got.Rows[i][j], want.Rows[i][j]
+			isBER, ok := binned[c]
+			if !ok {
+				if !reflect.DeepEqual(g, w) {
+					return fmt.Sprintf("row %d %s: %v, want %v", i, c, g, w)
+				}
+				continue
+			}
+			gp, _ := g.(*float64)
+			wf, _ := w.(float64)
+			if gp == nil || !sameBin(*gp, wf, isBER) {
+				return fmt.Sprintf("row %d %s: %v, not the bin of %v", i, c, deref(g), w)
+			}
+		}
+	}
+	return ""
+}
+
+// sameBin: got is the centre of the bin of want (migration 0019): for
+// utilisation want*200 rounded, over 200 (want comes rounded to 4
+// decimals, so half a bin and that rounding either side); for BER
+// 10^(round(log10(want)*20)/20), 0 for 0.
+func sameBin(got, want float64, isBER bool) bool {
+	if !isBER {
+		return math.Abs(got-want) <= 0.0025+0.00005 && math.Abs(got*200-math.Round(got*200)) < 1e-6
+	}
+	if want == 0 {
+		return got == 0
+	}
+	centre := math.Pow(10, math.Round(math.Log10(want)*20)/20)
+	return math.Abs(got-centre) <= 1e-9*centre
+}
+
+func deref(v any) any {
+	if p, ok := v.(*float64); ok && p != nil {
+		return *p
+	}
+	return v
 }
 
 // stripComments drops the comment lines of a query file, as
@@ -314,4 +390,99 @@ func stripComments(sql string) string {
 		b.WriteByte('\n')
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// TestTrendsHistogramQuantiles: day and week buckets take utilisation
+// p50/p95 and the BER medians from histograms (migration 0019); over a
+// known spread of port-hours each must be within half a bin of the exact
+// quantile (0.25 % of capacity; a factor of 10^0.025 for BER), the value
+// quantileExact picks: 0-based rank floor(level * n) of the sorted values.
+func TestTrendsHistogramQuantiles(t *testing.T) {
+	t.Parallel()
+	conn := chtest.Open(t, chtest.NewDatabase(t, chtest.DSN(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	// Three ports x 24 hours, off the bins' centres: utilisation skewed
+	// towards the low end (a square), pre-FEC BER spread over nine decades,
+	// post-FEC BER zero in a third of the hours.
+	day := time.UnixMilli(t0).UTC().Add(5 * 24 * time.Hour)
+	var hours []portHour
+	var util, ber, post []float64
+	for i := 0; i < 72; i++ {
+		x := float64((i*37)%72) / 72
+		h := portHour{
+			hour:      day.Add(time.Duration(i%24) * time.Hour),
+			node:      []string{"gpu-001", "gpu-002", "gpu-003"}[i/24],
+			util:      0.0013 + 0.97*x*x,
+			corrected: uint64(math.Round(math.Pow(10, 3+9*x))),
+			pcs:       uint64((i * 7) % 3 * (i % 11)),
+		}
+		hours = append(hours, h)
+		// As trends.sql computes them from the rollup_hour row.
+		bytes := uint64(h.util * 100e9 / 8 * 3600)
+		util = append(util, float64(bytes*8)/(100*3600000*1e6))
+		ber = append(ber, float64(h.corrected)/1e12)
+		post = append(post, float64(h.pcs)/1e12)
+	}
+	insertPortHours(ctx, t, conn, hours...)
+	if err := chdb.Roll(ctx, conn, chdb.Day, day, day.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	exact := func(v []float64, level float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[int(level*float64(len(s)))]
+	}
+	q, err := chdb.QueryByName("trends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bucket := range []string{"day", "week"} {
+		// The whole day from the day rollup, and from the hour rollup as a
+		// partial day (--from within the first hour: the hours from its
+		// start).
+		for _, r := range []struct{ from, to time.Time }{
+			{day, day.Add(24 * time.Hour)},
+			{day.Add(30 * time.Minute), day.Add(24 * time.Hour)},
+		} {
+			res, err := report.RunQuery(ctx, conn, q, report.Params{From: r.from, To: r.to, By: "fabric", Bucket: bucket})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Rows) != 1 {
+				t.Fatalf("per %s from %s: %d rows, want 1", bucket, r.from, len(res.Rows))
+			}
+			row := res.Rows[0]
+			got := func(col string) float64 {
+				t.Helper()
+				v, ok := row[res.Column(col)].(*float64)
+				if !ok || v == nil {
+					t.Fatalf("per %s: %s is %#v, want a number", bucket, col, row[res.Column(col)])
+				}
+				return *v
+			}
+			for _, c := range []struct {
+				col   string
+				want  float64
+				isBER bool
+			}{
+				{"utilisation_p50", exact(util, 0.5), false},
+				{"utilisation_p95", exact(util, 0.95), false},
+				{"pre_fec_ber_median", exact(ber, 0.5), true},
+				{"post_fec_ber_median", exact(post, 0.5), true},
+			} {
+				g := got(c.col)
+				within := math.Abs(g-c.want) <= 0.0025
+				if c.isBER {
+					within = g == c.want || (g > 0 && c.want > 0 && math.Abs(math.Log10(g)-math.Log10(c.want)) <= 0.025+1e-12)
+				}
+				if !within || !sameBin(g, c.want, c.isBER) {
+					t.Errorf("per %s from %s: %s %g, exact %g: not the centre of its bin", bucket, r.from.Format(time.RFC3339), c.col, g, c.want)
+				}
+			}
+		}
+	}
 }

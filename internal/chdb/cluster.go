@@ -75,7 +75,7 @@ var (
 	createMVRE    = regexp.MustCompile(`^CREATE MATERIALIZED VIEW (IF NOT EXISTS )?([A-Za-z_][A-Za-z0-9_]*) TO ([A-Za-z_][A-Za-z0-9_]*) AS\b`)
 	createViewRE  = regexp.MustCompile(`^CREATE VIEW (IF NOT EXISTS )?([A-Za-z_][A-Za-z0-9_]*) AS\b`)
 	alterRE       = regexp.MustCompile(`^ALTER TABLE ([A-Za-z_][A-Za-z0-9_]*)(\s+)`)
-	insertRE      = regexp.MustCompile(`^INSERT INTO ([A-Za-z_][A-Za-z0-9_]*)\s*\n\s*SELECT\b`)
+	insertRE      = regexp.MustCompile(`^INSERT INTO ([A-Za-z_][A-Za-z0-9_]*)(\s*\([^()]*\))?\s*\n\s*SELECT\b`)
 	dropViewRE    = regexp.MustCompile(`^DROP TABLE IF EXISTS ([A-Za-z_][A-Za-z0-9_]*)$`)
 	engineRE      = regexp.MustCompile(`\bENGINE = ([A-Za-z]*MergeTree)\(`)
 	tableRefRE    = regexp.MustCompile(`(?i)\b(ARRAY\s+)?(FROM|JOIN)(\s+)([A-Za-z_][A-Za-z0-9_]*)\b([ \t]*[.(]?)`)

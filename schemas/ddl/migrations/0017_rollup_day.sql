@@ -63,8 +63,18 @@ ORDER BY (node, device, port, day);
 
 -- Every day the hour rollup already holds, as the roll would write it
 -- (rolled_at 0: any later roll of the day replaces the copy). Run again,
--- the second copy replaces the first.
-INSERT INTO rollup_day
+-- the second copy replaces the first. The columns are named so the
+-- statement still runs, as a migration cut short or a second migrator runs
+-- it again, once 0019 has added columns.
+INSERT INTO rollup_day (day, node, device, port, link_layer, rate_gbps, samples, interval_ms,
+    rcv_bytes, xmit_bytes, rcv_packets, xmit_packets, symbol_error, link_error_recovery, link_downed,
+    port_rcv_errors, port_xmit_discards, port_xmit_wait, out_of_buffer, out_of_sequence,
+    local_ack_timeout_err, rx_bits_phy, rx_corrected_bits_phy, rx_pcs_symbol_err_phy,
+    link_down_events_phy, np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled, rp_cnp_ignored,
+    rx_pause_duration_us, tx_pause_duration_us, utilisation_q, utilisation_max,
+    tx_pause_fraction_max, rx_pause_fraction_max, pre_fec_ber_max, symbol_ber_max,
+    hour_pre_fec_ber_max, hour_pre_fec_ber_q, hour_post_fec_ber_max, hour_post_fec_ber_q,
+    hour_utilisation_q, rolled_at)
 SELECT
     toDate(hour) AS day,
     node,

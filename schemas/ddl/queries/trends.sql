@@ -1,5 +1,15 @@
--- question: How do congestion, loss, BER, load and incidents trend, for capacity planning? Per --bucket (hour, day or week; default day) and per --by group (leaf, from the loaded topology, unknown ports grouped by node-name prefix; rack, from the topology's "racks", a node in no rack grouped by its leaf; node; or fabric; default leaf) over --from..--to, from the day rollup for --bucket day and week (kept five years by default; the hour rollup for the hours of a partial first or last day) and the hour rollup for --bucket hour (kept two years): ports, PFC pause seconds each way, ECN-marked packets, CNPs sent and handled, discards and out_of_buffer, pre- and post-FEC BER worst and median over port-hours, utilisation p50/p95 over port-hours (mean of the busier direction), and the incidents that started in the bucket, in all and by type ("pfc_storm:2,ber_drift:1").
+-- question: How do congestion, loss, BER, load and incidents trend, for capacity planning? Per --bucket (hour, day or week; default day) and per --by group (leaf, from the loaded topology, unknown ports grouped by node-name prefix; rack, from the topology's "racks", a node in no rack grouped by its leaf; node; or fabric; default leaf) over --from..--to, from the day rollup for --bucket day and week (kept five years by default; the hour rollup for the hours of a partial first or last day) and the hour rollup for --bucket hour (kept two years): ports, PFC pause seconds each way, ECN-marked packets, CNPs sent and handled, discards and out_of_buffer, pre- and post-FEC BER worst and median over port-hours, utilisation p50/p95 over port-hours (mean of the busier direction; for --bucket day and week the medians and p50/p95 to histogram bins: 0.5 % of capacity, 0.05 decade of BER), and the incidents that started in the bucket, in all and by type ("pfc_storm:2,ber_drift:1").
 -- filters: --node limits the ports and incidents read. A port-scope incident counts in its port's group, a node-scope one in its node's (first leaf's) group, a fabric-scope one in the group "fabric". spine is refused: every leaf uplinks to every spine, so a spine's group would be the whole fabric again.
+-- Resolution: --bucket hour computes every quantile exactly from the hour
+-- rollup. --bucket day and week take them from the port-hours' histogram
+-- bins in the day rollup (migration 0019): utilisation in bins of 0.5 % of
+-- capacity (key round(u * 200), centre key / 200), BER in bins of 0.05
+-- decade, a factor of 1.122 or 12 % (key round(log10(BER) * 20), centre
+-- 10^(key / 20); BER 0 its own bin). The answer is the centre of the bin
+-- holding the exact quantile, so within 0.25 % of capacity and a factor of
+-- 1.06 of it. A bucket holding a port-day rolled before 0019 (no bins) has
+-- these four columns NULL until the day is rolled again; a bucket of
+-- incidents only has them 0.
 SELECT
     bucket,
     grp AS group,
@@ -12,11 +22,13 @@ SELECT
     sum(discards) AS discards,
     sum(oob) AS out_of_buffer,
     max(ber_worst) AS pre_fec_ber_worst,
-    sum(ber_median) AS pre_fec_ber_median,
+    -- The quantiles are NULL where the port row has them NULL (port-days
+    -- rolled before migration 0019), 0 in a bucket of incidents only.
+    if(ports = 0, 0, sum(ber_median)) AS pre_fec_ber_median,
     max(post_ber_worst) AS post_fec_ber_worst,
-    sum(post_ber_median) AS post_fec_ber_median,
-    round(sum(util_p50), 4) AS utilisation_p50,
-    round(sum(util_p95), 4) AS utilisation_p95,
+    if(ports = 0, 0, sum(post_ber_median)) AS post_fec_ber_median,
+    if(ports = 0, 0, round(sum(util_p50), 4)) AS utilisation_p50,
+    if(ports = 0, 0, round(sum(util_p95), 4)) AS utilisation_p95,
     sum(incidents) AS incidents,
     arrayStringConcat(arraySort(groupArrayIf(type_count, type_count != '')), ',') AS incidents_by_type
 FROM
@@ -107,11 +119,19 @@ FROM
         sum(discards) AS discards,
         sum(oob) AS oob,
         max(ber_max) AS ber_worst,
-        quantileExactMerge(0.5)(ber_q) AS ber_median,
+        -- The quantiles from the port-hours' histogram bins (migration
+        -- 0019): the bin key at the rank quantileExact takes, 0-based
+        -- floor(level * n) of the bucket's n port-hours sorted, answered at
+        -- the bin's centre. NULL where a port-day of the bucket was rolled
+        -- before 0019 (hours 0, no bins): the other port-days' quantiles
+        -- alone would be wrong.
+        if(min(hours) = 0, NULL,
+           if((quantileExactMerge(0.5)(ber_bins) AS ber_key) = -32768, 0, exp10(ber_key / 20))) AS ber_median,
         max(post_ber_max) AS post_ber_worst,
-        quantileExactMerge(0.5)(post_ber_q) AS post_ber_median,
-        quantilesExactMerge(0.5, 0.95)(util_q)[1] AS util_p50,
-        quantilesExactMerge(0.5, 0.95)(util_q)[2] AS util_p95,
+        if(min(hours) = 0, NULL,
+           if((quantileExactMerge(0.5)(post_ber_bins) AS post_ber_key) = -32768, 0, exp10(post_ber_key / 20))) AS post_ber_median,
+        if(min(hours) = 0, NULL, quantilesExactMerge(0.5, 0.95)(util_bins)[1] / 200) AS util_p50,
+        if(min(hours) = 0, NULL, quantilesExactMerge(0.5, 0.95)(util_bins)[2] / 200) AS util_p95,
         toUInt64(0) AS incidents,
         '' AS type_count
     FROM
@@ -125,14 +145,12 @@ FROM
                     @by = 'rack' AND rack != '', rack,
                     leaf = '', concat(replaceRegexpOne(node, '[-_]?[0-9]+$', ''), '*'), leaf) AS grp,
             tx_pause_us, rx_pause_us, ecn, cnp_sent, cnp_handled, discards, oob,
-            ber_max, ber_q, post_ber_max, post_ber_q, util_q
+            ber_max, ber_bins, post_ber_max, post_ber_bins, util_bins, hours
         FROM
         (
             -- The whole days of --from..--to from the day rollup (one
             -- FINAL row per port-day, its states finalised on the row; the
-            -- BER and utilisation quantile states are merged per bucket
-            -- above, exact, so a day or week answers as its port-hours
-            -- would)...
+            -- BER and utilisation bins are merged per bucket above)...
             SELECT
                 day,
                 node,
@@ -146,10 +164,11 @@ FROM
                 finalizeAggregation(port_xmit_discards) AS discards,
                 finalizeAggregation(out_of_buffer) AS oob,
                 finalizeAggregation(hour_pre_fec_ber_max) AS ber_max,
-                hour_pre_fec_ber_q AS ber_q,
+                hour_pre_fec_ber_bins AS ber_bins,
                 finalizeAggregation(hour_post_fec_ber_max) AS post_ber_max,
-                hour_post_fec_ber_q AS post_ber_q,
-                hour_utilisation_q AS util_q
+                hour_post_fec_ber_bins AS post_ber_bins,
+                hour_utilisation_bins AS util_bins,
+                hours
             FROM rollup_day FINAL
             -- From the first midnight at or after --from to the last at or
             -- before --to (server time zone, as the roll cuts days); empty
@@ -174,10 +193,11 @@ FROM
                 sum(discards) AS discards,
                 sum(oob) AS oob,
                 max(ber) AS ber_max,
-                quantileExactState(0.5)(ber) AS ber_q,
+                quantileExactState(0.5)(if(ber > 0, toInt16(round(log10(ber) * 20)), toInt16(-32768))) AS ber_bins,
                 max(post_ber) AS post_ber_max,
-                quantileExactState(0.5)(post_ber) AS post_ber_q,
-                quantilesExactState(0.5, 0.95)(util) AS util_q
+                quantileExactState(0.5)(if(post_ber > 0, toInt16(round(log10(post_ber) * 20)), toInt16(-32768))) AS post_ber_bins,
+                quantilesExactState(0.5, 0.95)(toUInt8(least(round(util * 200), 255))) AS util_bins,
+                toUInt16(count()) AS hours
             FROM
             (
                 SELECT
@@ -232,11 +252,11 @@ FROM
         toUInt64(0) AS discards,
         toUInt64(0) AS oob,
         toFloat64(0) AS ber_worst,
-        toFloat64(0) AS ber_median,
+        CAST(NULL AS Nullable(Float64)) AS ber_median,
         toFloat64(0) AS post_ber_worst,
-        toFloat64(0) AS post_ber_median,
-        toFloat64(0) AS util_p50,
-        toFloat64(0) AS util_p95,
+        CAST(NULL AS Nullable(Float64)) AS post_ber_median,
+        CAST(NULL AS Nullable(Float64)) AS util_p50,
+        CAST(NULL AS Nullable(Float64)) AS util_p95,
         toUInt64(count()) AS incidents,
         concat(type, ':', toString(count())) AS type_count
     FROM

@@ -1,8 +1,20 @@
 -- Roll the days of [@from, @to) (unix seconds, widened to whole days of
 -- the server's time zone) from rollup_hour into rollup_day: the hours'
 -- states merged, and each port-hour's BER and utilisation kept as exact
--- quantile states (0017). Run again, the newer roll replaces.
-INSERT INTO rollup_day
+-- quantile states (0017) and as histogram bin keys (0019, which explains
+-- the bins; trends.sql reads them). Run again, the newer roll replaces.
+-- The columns are named, so a column a later migration adds does not break
+-- this statement (it takes the column's default).
+INSERT INTO rollup_day (day, node, device, port, link_layer, rate_gbps, samples, interval_ms,
+    rcv_bytes, xmit_bytes, rcv_packets, xmit_packets, symbol_error, link_error_recovery, link_downed,
+    port_rcv_errors, port_xmit_discards, port_xmit_wait, out_of_buffer, out_of_sequence,
+    local_ack_timeout_err, rx_bits_phy, rx_corrected_bits_phy, rx_pcs_symbol_err_phy,
+    link_down_events_phy, np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled, rp_cnp_ignored,
+    rx_pause_duration_us, tx_pause_duration_us, utilisation_q, utilisation_max,
+    tx_pause_fraction_max, rx_pause_fraction_max, pre_fec_ber_max, symbol_ber_max,
+    hour_pre_fec_ber_max, hour_pre_fec_ber_q, hour_post_fec_ber_max, hour_post_fec_ber_q,
+    hour_utilisation_q, hour_utilisation_bins, hour_pre_fec_ber_bins, hour_post_fec_ber_bins,
+    hours, rolled_at)
 SELECT
     toDate(hour) AS day,
     node,
@@ -46,6 +58,10 @@ SELECT
     maxState(post_ber) AS hour_post_fec_ber_max,
     quantileExactState(0.5)(post_ber) AS hour_post_fec_ber_q,
     quantilesExactState(0.5, 0.95)(util) AS hour_utilisation_q,
+    quantilesExactState(0.5, 0.95)(util_key) AS hour_utilisation_bins,
+    quantileExactState(0.5)(ber_key) AS hour_pre_fec_ber_bins,
+    quantileExactState(0.5)(post_ber_key) AS hour_post_fec_ber_bins,
+    toUInt16(count()) AS hours,
     now() AS rolled_at
 FROM
 (
@@ -58,7 +74,12 @@ FROM
         if(phy_bits > 0, finalizeAggregation(rx_pcs_symbol_err_phy) / phy_bits, 0) AS post_ber,
         finalizeAggregation(rate_gbps) * finalizeAggregation(interval_ms) AS capacity,
         if(capacity > 0,
-           greatest(finalizeAggregation(rcv_bytes), finalizeAggregation(xmit_bytes)) * 8 / (capacity * 1e6), 0) AS util
+           greatest(finalizeAggregation(rcv_bytes), finalizeAggregation(xmit_bytes)) * 8 / (capacity * 1e6), 0) AS util,
+        -- The bin keys of 0019 (trends.sql's partial days compute the
+        -- same).
+        toUInt8(least(round(util * 200), 255)) AS util_key,
+        if(ber > 0, toInt16(round(log10(ber) * 20)), toInt16(-32768)) AS ber_key,
+        if(post_ber > 0, toInt16(round(log10(post_ber) * 20)), toInt16(-32768)) AS post_ber_key
     FROM rollup_hour FINAL
     -- Whole days of the server's time zone, whatever @from and @to: a roll
     -- of part of a day would replace the day's row with that part.

@@ -52,7 +52,15 @@ ORDER BY (node, device, port, day);
 CREATE TABLE IF NOT EXISTS rdmawatch.rollup_day ON CLUSTER rdmawatch_test AS rdmawatch.rollup_day_local
 ENGINE = Distributed('rdmawatch_test', 'rdmawatch', 'rollup_day_local', cityHash64(node));
 
-INSERT INTO rdmawatch.rollup_day
+INSERT INTO rdmawatch.rollup_day (day, node, device, port, link_layer, rate_gbps, samples, interval_ms,
+    rcv_bytes, xmit_bytes, rcv_packets, xmit_packets, symbol_error, link_error_recovery, link_downed,
+    port_rcv_errors, port_xmit_discards, port_xmit_wait, out_of_buffer, out_of_sequence,
+    local_ack_timeout_err, rx_bits_phy, rx_corrected_bits_phy, rx_pcs_symbol_err_phy,
+    link_down_events_phy, np_ecn_marked_roce_packets, np_cnp_sent, rp_cnp_handled, rp_cnp_ignored,
+    rx_pause_duration_us, tx_pause_duration_us, utilisation_q, utilisation_max,
+    tx_pause_fraction_max, rx_pause_fraction_max, pre_fec_ber_max, symbol_ber_max,
+    hour_pre_fec_ber_max, hour_pre_fec_ber_q, hour_post_fec_ber_max, hour_post_fec_ber_q,
+    hour_utilisation_q, rolled_at)
 SELECT
     toDate(hour) AS day,
     node,
