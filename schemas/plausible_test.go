@@ -10,7 +10,7 @@ import (
 func TestTimeBounds(t *testing.T) {
 	const (
 		minute = Millis(time.Minute / time.Millisecond)
-		day = 24 * 60 * minute
+		day    = 24 * 60 * minute
 	)
 	stored := MillisOf(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
 	live := TimeBounds{Stored: stored, MaxAhead: DefaultMaxAhead, MaxBehind: DefaultMaxBehind}

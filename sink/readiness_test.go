@@ -282,7 +282,7 @@ func TestSinkDefersAheadAfterAStart(t *testing.T) {
 	now := time.Now().UnixMilli()
 	const minute = int64(time.Minute / time.Millisecond)
 	publishBatch(t, js, batchAt("gpu-001", 1, 2, now+13*minute)) // ahead of everything read so far
-	publishBatch(t, js, batchAt("gpu-001", 2, 2, now+5*minute)) // moves the clock
+	publishBatch(t, js, batchAt("gpu-001", 2, 2, now+5*minute))  // moves the clock
 	waitCount(t, conn, "port_samples", "", 4)
 	waitDrained(t, js, schemas.StreamCounters, "test-sink-counters")
 	st := s.Stats()["port_samples"]
