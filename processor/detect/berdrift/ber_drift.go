@@ -119,90 +119,90 @@ func New() *Detector {
 // Thresholds of the statistics that no operator should need to tune: each
 // is tied to the model (Poisson counts, one-minute buckets), not to a fleet.
 const (
-	// berResolveAfterEvaluations: clear evaluations in a row (one a minute)
+	// resolveAfterEvaluations: clear evaluations in a row (one a minute)
 	// before a drift resolves, on top of ResolveAfter's clean window.
-	berResolveAfterEvaluations = 2
-	// berDecayMaxSteps caps the halvings of the evidence sums after a gap:
+	resolveAfterEvaluations = 2
+	// decayMaxSteps caps the halvings of the evidence sums after a gap:
 	// 0.5^60 is already zero in float32.
-	berDecayMaxSteps = 60
-	// berMinPostOnset is the number of minutes after an onset a slope needs.
-	berMinPostOnset = 3
-	// berPriorErrors is the pseudo half error (Jeffreys-like prior) that
+	decayMaxSteps = 60
+	// minPostOnset is the number of minutes after an onset a slope needs.
+	minPostOnset = 3
+	// priorErrors is the pseudo half error (Jeffreys-like prior) that
 	// keeps a link with no errors so far at a finite baseline; it makes a
 	// rise a little smaller, never larger.
-	berPriorErrors = 0.5
-	// berDoubtErrors is the benefit of the doubt a history gets: one error
+	priorErrors = 0.5
+	// doubtErrors is the benefit of the doubt a history gets: one error
 	// more than it showed.
-	berDoubtErrors = 1
-	// The cheap check: the recent minutes show at least berRisingMinErrors
-	// errors, berRisingRatio times what the history predicts and
-	// berRisingSigmas Poisson deviations above it. Loose on purpose: it
+	doubtErrors = 1
+	// The cheap check: the recent minutes show at least risingMinErrors
+	// errors, risingRatio times what the history predicts and
+	// risingSigmas Poisson deviations above it. Loose on purpose: it
 	// only decides whether the fit is worth running.
-	berRisingMinErrors = 3
-	berRisingRatio     = 1.3
-	berRisingSigmas    = 3
-	// The onset search: a coarse pass every berCoarseStep minutes, then
-	// every minute within berRefineReach of the best coarse onset.
-	berCoarseStep  = 3
-	berRefineReach = 2
-	// berPearsonMinMean: Pearson residuals are near normal from an expected
+	risingMinErrors = 3
+	risingRatio     = 1.3
+	risingSigmas    = 3
+	// The onset search: a coarse pass every coarseStep minutes, then
+	// every minute within refineReach of the best coarse onset.
+	coarseStep  = 3
+	refineReach = 2
+	// pearsonMinMean: Pearson residuals are near normal from an expected
 	// count of 5; below, a minute says little about overdispersion.
-	berPearsonMinMean = 5
-	// berNeighbourMinutes: two buckets closer than this are neighbours for
+	pearsonMinMean = 5
+	// neighbourMinutes: two buckets closer than this are neighbours for
 	// the lag-1 autocorrelation (a missing minute breaks the chain).
-	berNeighbourMinutes = 1.5
-	// berMinDispersionMinutes: busy minutes needed to estimate dispersion.
-	berMinDispersionMinutes = 5
-	// berFitParams: parameters of the hinge model (level, slope, onset),
+	neighbourMinutes = 1.5
+	// minDispersionMinutes: busy minutes needed to estimate dispersion.
+	minDispersionMinutes = 5
+	// fitParams: parameters of the hinge model (level, slope, onset),
 	// the degrees of freedom the Pearson sum loses.
-	berFitParams = 3
-	// berMaxAutocorrelation caps rho: (1+rho)/(1-rho) is 19 at 0.9, so a
+	fitParams = 3
+	// maxAutocorrelation caps rho: (1+rho)/(1-rho) is 19 at 0.9, so a
 	// strongly autocorrelated link still weighs like a few minutes, not none.
-	berMaxAutocorrelation = 0.9
-	// berBusyErrors: a minute with this many errors (expected at baseline
+	maxAutocorrelation = 0.9
+	// busyErrors: a minute with this many errors (expected at baseline
 	// for the busy test) has a per-minute BER that Poisson noise does not
 	// dominate (about +-22%).
-	berBusyErrors = 20
-	// berRecentMedianMinutes: the minutes whose median BER must confirm a
+	busyErrors = 20
+	// recentMedianMinutes: the minutes whose median BER must confirm a
 	// rise on a busy counter.
-	berRecentMedianMinutes = 3
-	// berWanderSigmas: the rise must clear exp(4 sigma) of the link's own
+	recentMedianMinutes = 3
+	// wanderSigmas: the rise must clear exp(4 sigma) of the link's own
 	// wander of ln BER before the onset.
-	berWanderSigmas = 4
-	// berMinWanderMinutes: busy minutes needed before the wander counts.
-	berMinWanderMinutes = 8
+	wanderSigmas = 4
+	// minWanderMinutes: busy minutes needed before the wander counts.
+	minWanderMinutes = 8
 	// busyRiseExponent: a busy counter must rise by (critical/base)^0.35,
 	// 0.35 of its distance to critical in decades (see fit).
 	busyRiseExponent = 0.35
-	// berSparseMaxP: the sparse test's significance, strict because it
+	// sparseMaxP: the sparse test's significance, strict because it
 	// runs every minute on every port.
-	berSparseMaxP = 1e-5
-	// berBurstMaxP: the one-burst test only has to rule out that the worst
-	// bucket made the rise: looser than berSparseMaxP.
-	berBurstMaxP = 1e-3
+	sparseMaxP = 1e-5
+	// burstMaxP: the one-burst test only has to rule out that the worst
+	// bucket made the rise: looser than sparseMaxP.
+	burstMaxP = 1e-3
 	// The still-rising test: a Theil-Sen slope over the latest
-	// berTrendMaxMinutes busy minutes (at least berTrendMinMinutes) must keep
-	// a third (1/berTrendKeepDivisor) of the fitted slope.
-	berTrendMaxMinutes  = 20
-	berTrendMinMinutes  = 4
-	berTrendKeepDivisor = 3
-	// clear: no more errors than berClearBaselineFactor times what the
-	// baseline explains, plus berClearSigmas Poisson deviations and
-	// berClearStrayErrors stray error (a sparse counter's one odd error).
-	berClearBaselineFactor = 1.5
-	berClearSigmas         = 2
-	berClearStrayErrors    = 1
-	// berMinSlope keeps the doubling time finite in the evidence.
-	berMinSlope = 1e-9
-	// berPostFECMinErrors: post-FEC errors before a post-FEC BER over
+	// trendMaxMinutes busy minutes (at least trendMinMinutes) must keep
+	// a third (1/trendKeepDivisor) of the fitted slope.
+	trendMaxMinutes  = 20
+	trendMinMinutes  = 4
+	trendKeepDivisor = 3
+	// clear: no more errors than clearBaselineFactor times what the
+	// baseline explains, plus clearSigmas Poisson deviations and
+	// clearStrayErrors stray error (a sparse counter's one odd error).
+	clearBaselineFactor = 1.5
+	clearSigmas         = 2
+	clearStrayErrors    = 1
+	// minSlope keeps the doubling time finite in the evidence.
+	minSlope = 1e-9
+	// postFECMinErrors: post-FEC errors before a post-FEC BER over
 	// schemas.CriticalPostFECBER makes the drift critical (fewer are noise).
-	berPostFECMinErrors = 3
+	postFECMinErrors = 3
 )
 
-// Name implements Detector.
+// Name implements processor.Detector.
 func (d *Detector) Name() string { return schemas.TypeBERDrift }
 
-// Init implements Initializer.
+// Init implements processor.Initializer.
 func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
@@ -213,7 +213,7 @@ func (d *Detector) track() *processor.Tracker {
 		d.tracker = processor.NewTracker(schemas.TypeBERDrift, processor.Policy{
 			OpenAfterSamples:    d.OpenAfterEvaluations,
 			ResolveAfter:        d.ResolveAfter,
-			ResolveAfterSamples: berResolveAfterEvaluations,
+			ResolveAfterSamples: resolveAfterEvaluations,
 			MinUpdateInterval:   d.MinUpdateInterval,
 			SilentResolveAfter:  d.SilentResolveAfter,
 		})
@@ -222,32 +222,32 @@ func (d *Detector) track() *processor.Tracker {
 }
 
 const (
-	berBuckets  = 120    // two hours of history
-	berBucketMs = 60_000 // one minute
+	buckets  = 120    // two hours of history
+	bucketMs = 60_000 // one minute
 )
 
 // Bucket flags.
 const (
-	berBucketData    uint8 = 1 << iota // bits were counted in the minute
-	berBucketBlind                     // symbol_error was pinned: errors invisible
-	berBucketRetrain                   // link_error_recovery (IB) or link_down_events_phy (Ethernet) rose: the errors are the retrain's
+	bucketData    uint8 = 1 << iota // bits were counted in the minute
+	bucketBlind                     // symbol_error was pinned: errors invisible
+	bucketRetrain                   // link_error_recovery (IB) or link_down_events_phy (Ethernet) rose: the errors are the retrain's
 )
 
-// berMode is what an Ethernet port's series counts.
-type berMode uint8
+// seriesMode is what an Ethernet port's series counts.
+type seriesMode uint8
 
 const (
-	berModeNone    berMode = iota // not yet known, or InfiniBand
-	berModePreFEC                 // rx_corrected_bits_phy: bits FEC corrected
-	berModePostFEC                // rx_symbol_err_phy: symbol errors FEC left
+	modeNone    seriesMode = iota // not yet known, or InfiniBand
+	modePreFEC                    // rx_corrected_bits_phy: bits FEC corrected
+	modePostFEC                   // rx_symbol_err_phy: symbol errors FEC left
 )
 
-// berPort is the per-port state: ~1.2 KiB whatever the interval.
-type berPort struct {
+// portState is the per-port state: ~1.2 KiB whatever the interval.
+type portState struct {
 	minute int64 // minute number (data time / 1 min) of the newest bucket
-	errs   [berBuckets]float32
-	bits   [berBuckets]float32
-	flags  [berBuckets]uint8
+	errs   [buckets]float32
+	bits   [buckets]float32
+	flags  [buckets]uint8
 
 	rateText string
 	rateGbps float64
@@ -265,7 +265,7 @@ type berPort struct {
 	havePCS    bool
 	haveSym    bool
 	haveCRC    bool
-	mode       berMode         // Ethernet: what the series counts
+	mode       seriesMode      // Ethernet: what the series counts
 	bitsSrc    schemas.PHYBits // Ethernet: the latest denominator
 	recoveries uint64          // link_error_recovery increases seen on the port
 	symbolRaw  uint64          // latest symbol_error reading
@@ -282,39 +282,39 @@ type berPort struct {
 	crossMin         float64
 	fixed            bool
 	recoveriesAtOpen uint64
-	lastFit          berFit
+	lastFit          fitResult
 }
 
-// OnSample implements PortDetector.
+// OnSample implements processor.PortDetector.
 func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	ib := s.LinkLayer == "InfiniBand"
 	var errs, bits float64
 	ok, blind := false, false
-	st, have := processor.LookupPortLocal[berPort](port, schemas.TypeBERDrift)
-	var mode berMode
+	st, have := processor.LookupPortLocal[portState](port, schemas.TypeBERDrift)
+	var mode seriesMode
 	var src schemas.PHYBits
 	if ib {
 		errs, bits, ok, blind = d.readIB(st, s)
 	} else {
-		errs, bits, ok, mode, src = berReadEthernet(s)
+		errs, bits, ok, mode, src = readEthernet(s)
 	}
 	if !have {
 		if !ok && !blind {
 			return // nothing readable yet: keep no state
 		}
-		st = processor.PortLocal[berPort](port, schemas.TypeBERDrift)
-		st.minute = int64(s.Time) / berBucketMs
+		st = processor.PortLocal[portState](port, schemas.TypeBERDrift)
+		st.minute = int64(s.Time) / bucketMs
 	}
 	retrain := false
 	if ib {
 		retrain = d.readIBExtras(st, s)
 	} else {
-		if mode != berModeNone && mode != st.mode {
+		if mode != modeNone && mode != st.mode {
 			// The series changes what it counts (a driver that starts
 			// listing rx_corrected_bits_phy): the old minutes are not
 			// comparable with the new ones.
-			if st.mode != berModeNone {
-				st.errs, st.bits, st.flags = [berBuckets]float32{}, [berBuckets]float32{}, [berBuckets]uint8{}
+			if st.mode != modeNone {
+				st.errs, st.bits, st.flags = [buckets]float32{}, [buckets]float32{}, [buckets]uint8{}
 			}
 			st.mode = mode
 		}
@@ -325,27 +325,27 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 	}
 	st.blind = blind
 
-	minute := int64(s.Time) / berBucketMs
+	minute := int64(s.Time) / bucketMs
 	if minute > st.minute {
 		st.advance(minute)
 		d.evaluate(port, st, s, minute, em)
 	}
-	i := int(minute % berBuckets)
+	i := int(minute % buckets)
 	switch {
 	case blind:
-		st.flags[i] |= berBucketBlind
+		st.flags[i] |= bucketBlind
 	case ok:
 		st.errs[i] += float32(errs)
 		st.bits[i] += float32(bits)
-		st.flags[i] |= berBucketData
+		st.flags[i] |= bucketData
 	}
 	if retrain {
 		// A retrain dumps its symbol errors around the recovery; the two
 		// counters are not read atomically, so the errors may sit in the
 		// reading before. Both minutes leave the series.
-		st.flags[i] |= berBucketRetrain
-		if prev := int64(port.LastTime) / berBucketMs; port.Samples > 0 && prev < minute && prev > minute-berBuckets {
-			st.flags[int(prev%berBuckets)] |= berBucketRetrain
+		st.flags[i] |= bucketRetrain
+		if prev := int64(port.LastTime) / bucketMs; port.Samples > 0 && prev < minute && prev > minute-buckets {
+			st.flags[int(prev%buckets)] |= bucketRetrain
 		}
 	}
 	if blind && d.track().IsOpen(s.ID.Subject()) && st.lastFit.valid {
@@ -357,13 +357,13 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 
 // advance clears the buckets of the minutes after st.minute up to minute,
 // decays the evidence sums, and makes minute the newest.
-func (st *berPort) advance(minute int64) {
+func (st *portState) advance(minute int64) {
 	steps := minute - st.minute
-	for m := st.minute + 1; m <= minute && m <= st.minute+berBuckets; m++ {
-		i := int(m % berBuckets)
+	for m := st.minute + 1; m <= minute && m <= st.minute+buckets; m++ {
+		i := int(m % buckets)
 		st.errs[i], st.bits[i], st.flags[i] = 0, 0, 0
 	}
-	decay := float32(math.Pow(0.5, float64(min(steps, berDecayMaxSteps))))
+	decay := float32(math.Pow(0.5, float64(min(steps, decayMaxSteps))))
 	for i := range st.lanes {
 		st.lanes[i] *= decay
 	}
@@ -376,32 +376,32 @@ func (st *berPort) advance(minute int64) {
 	st.minute = minute
 }
 
-// berUsable reports whether a counter's delta can be used: a baseline carries
+// usable reports whether a counter's delta can be used: a baseline carries
 // none, a held glitch is a 0 that is not a reading.
-func berUsable(c schemas.CounterDelta) bool {
+func usable(c schemas.CounterDelta) bool {
 	return c.Flags&(schemas.FlagFirst|schemas.FlagHeld) == 0
 }
 
-// berReadEthernet returns the sample's errors of the series and the bits
+// readEthernet returns the sample's errors of the series and the bits
 // the PHY received (schemas.EthernetPHYBits, src says which). The series
 // is rx_corrected_bits_phy (pre-FEC) where the port lists it, else the
 // symbol errors FEC left (rx_symbol_err_phy, else rx_pcs_symbol_err_phy).
 // Over the line rate a reset error counter counts from an unknown moment
 // of the interval, so it is left out; rx_bits_phy resets with it.
-func berReadEthernet(s *processor.Sample) (errs, bits float64, ok bool, mode berMode, src schemas.PHYBits) {
+func readEthernet(s *processor.Sample) (errs, bits float64, ok bool, mode seriesMode, src schemas.PHYBits) {
 	c, have := s.CounterByID(idRxCorrectedBitsPhy)
-	mode = berModePreFEC
+	mode = modePreFEC
 	if !have {
-		mode = berModePostFEC
+		mode = modePostFEC
 		if c, have = s.CounterByID(idRxSymbolErrPhy); !have {
 			c, have = s.CounterByID(idRxPCSSymbolErrPhy)
 		}
 	}
 	if !have {
-		return 0, 0, false, berModeNone, schemas.PHYBitsNone
+		return 0, 0, false, modeNone, schemas.PHYBitsNone
 	}
 	bits, src = schemas.EthernetPHYBits(s.PortSample)
-	if !berUsable(c) || src == schemas.PHYBitsNone || src == schemas.PHYBitsLineRate && c.Flags&schemas.FlagReset != 0 {
+	if !usable(c) || src == schemas.PHYBitsNone || src == schemas.PHYBitsLineRate && c.Flags&schemas.FlagReset != 0 {
 		return 0, 0, false, mode, src
 	}
 	return float64(c.Delta), bits, bits > 0, mode, src
@@ -411,20 +411,20 @@ func berReadEthernet(s *processor.Sample) (errs, bits float64, ok bool, mode ber
 // post-FEC errors, the PHY bits) and reports whether the link went down in
 // this reading (link_down_events_phy): the errors around a retrain are the
 // retrain's, not the drift's.
-func (st *berPort) readEthernetExtras(s *processor.Sample, bits float64) (retrain bool) {
-	if c, ok := s.CounterByID(idRxPCSSymbolErrPhy); ok && berUsable(c) {
+func (st *portState) readEthernetExtras(s *processor.Sample, bits float64) (retrain bool) {
+	if c, ok := s.CounterByID(idRxPCSSymbolErrPhy); ok && usable(c) {
 		st.pcsErrs += float32(c.Delta)
 		st.havePCS = true
 	}
-	if c, ok := s.CounterByID(idRxSymbolErrPhy); ok && berUsable(c) {
+	if c, ok := s.CounterByID(idRxSymbolErrPhy); ok && usable(c) {
 		st.symErrs += float32(c.Delta)
 		st.haveSym = true
 	}
-	if c, ok := s.CounterByID(idRxCRCErrorsPhy); ok && berUsable(c) {
+	if c, ok := s.CounterByID(idRxCRCErrorsPhy); ok && usable(c) {
 		st.crcErrs += float32(c.Delta)
 		st.haveCRC = true
 	}
-	if c, ok := s.CounterByID(idRxPacketsPhy); ok && berUsable(c) {
+	if c, ok := s.CounterByID(idRxPacketsPhy); ok && usable(c) {
 		st.rxPackets += float32(c.Delta)
 	}
 	if bits > 0 {
@@ -432,22 +432,22 @@ func (st *berPort) readEthernetExtras(s *processor.Sample, bits float64) (retrai
 		st.phySecs += float32(s.IntervalMs) / 1000
 	}
 	for lane, id := range idRxErrLanePhy {
-		if c, ok := s.CounterByID(id); ok && berUsable(c) {
+		if c, ok := s.CounterByID(id); ok && usable(c) {
 			st.lanes[lane] += float32(c.Delta)
 		}
 	}
-	if c, ok := s.CounterByID(idLinkDownEventsPhy); ok && berUsable(c) && c.Flags&schemas.FlagReset == 0 {
+	if c, ok := s.CounterByID(idLinkDownEventsPhy); ok && usable(c) && c.Flags&schemas.FlagReset == 0 {
 		retrain = c.Delta > 0
 	}
 	if st.rateText != s.Rate {
-		st.rateText, st.rateGbps = s.Rate, processor.RateGbps(s.Rate)
+		st.rateText, st.rateGbps = s.Rate, rateGbps(s.Rate)
 	}
 	return retrain
 }
 
 // readIB returns the sample's symbol errors and line bits; blind is set
 // when symbol_error is pinned at 65535 and cannot count.
-func (d *Detector) readIB(st *berPort, s *processor.Sample) (errs, bits float64, ok, blind bool) {
+func (d *Detector) readIB(st *portState, s *processor.Sample) (errs, bits float64, ok, blind bool) {
 	var haveErrs bool
 	if c, found := s.CounterByID(idSymbolError); found {
 		if c.Flags&schemas.FlagHeld != 0 {
@@ -466,7 +466,7 @@ func (d *Detector) readIB(st *berPort, s *processor.Sample) (errs, bits float64,
 	}
 	var rcvBytes float64
 	haveRcv := false
-	if c, found := s.CounterByID(idPortRcvData); found && berUsable(c) && c.Flags&schemas.FlagSaturated == 0 {
+	if c, found := s.CounterByID(idPortRcvData); found && usable(c) && c.Flags&schemas.FlagSaturated == 0 {
 		// A pinned 32-bit port_rcv_data counts nothing: no bits.
 		rcvBytes, haveRcv = float64(c.Delta), true
 	}
@@ -474,7 +474,7 @@ func (d *Detector) readIB(st *berPort, s *processor.Sample) (errs, bits float64,
 	if st != nil && st.rateText == s.Rate {
 		rate = st.rateGbps
 	} else {
-		rate = processor.RateGbps(s.Rate)
+		rate = rateGbps(s.Rate)
 	}
 	switch {
 	case rate > 0:
@@ -487,11 +487,11 @@ func (d *Detector) readIB(st *berPort, s *processor.Sample) (errs, bits float64,
 
 // readIBExtras keeps the rate text, the recoveries and the raw
 // symbol_error; it reports whether the link retrained in this reading.
-func (d *Detector) readIBExtras(st *berPort, s *processor.Sample) (retrain bool) {
+func (d *Detector) readIBExtras(st *portState, s *processor.Sample) (retrain bool) {
 	if st.rateText != s.Rate {
-		st.rateText, st.rateGbps = s.Rate, processor.RateGbps(s.Rate)
+		st.rateText, st.rateGbps = s.Rate, rateGbps(s.Rate)
 	}
-	if c, ok := s.CounterByID(idLinkErrorRecovery); ok && berUsable(c) {
+	if c, ok := s.CounterByID(idLinkErrorRecovery); ok && usable(c) {
 		st.recoveries += c.Delta
 		retrain = c.Delta > 0
 	}
@@ -501,8 +501,8 @@ func (d *Detector) readIBExtras(st *berPort, s *processor.Sample) (retrain bool)
 	return retrain
 }
 
-// berFit is the result of one evaluation.
-type berFit struct {
+// fitResult is the result of one evaluation.
+type fitResult struct {
 	valid bool
 	// onsetMin, nowMin are in minutes since the epoch (data time).
 	onsetMin, nowMin float64
@@ -538,35 +538,35 @@ type berFit struct {
 	crossMin    float64
 	// aheadSE is the standard error of the time to critical (minutes,
 	// stats.AccelResult.ReachSD); +Inf when unknown. aheadHalf is the
-	// half-width the projection is published with (see berProjRelErr),
-	// and confident whether it is within berProjRelErr of the time left.
+	// half-width the projection is published with (see projRelErr),
+	// and confident whether it is within projRelErr of the time left.
 	aheadSE, aheadHalf float64
 	confident          bool
 }
 
-// berSeries is the window as the fit reads it, oldest first.
-type berSeries struct {
+// series is the window as the fit reads it, oldest first.
+type series struct {
 	n    int
-	t    [berBuckets]float64 // bucket centre, minutes since the epoch
-	k, b [berBuckets]float64
+	t    [buckets]float64 // bucket centre, minutes since the epoch
+	k, b [buckets]float64
 }
 
 // view is the series as processor/stats reads it: the buckets in use.
-func (ser *berSeries) view() stats.Series {
+func (ser *series) view() stats.Series {
 	return stats.Series{T: ser.t[:ser.n], K: ser.k[:ser.n], B: ser.b[:ser.n]}
 }
 
-func (st *berPort) series(newest int64, intervalMs int64) *berSeries {
-	var ser berSeries
+func (st *portState) series(newest int64, intervalMs int64) *series {
+	var ser series
 	// A sample's deltas cover the interval before its time, so a bucket's
 	// data sits half an interval before the bucket's centre.
-	shift := 0.5 - float64(intervalMs)/2/berBucketMs
-	for m := newest - berBuckets + 1; m <= newest; m++ {
+	shift := 0.5 - float64(intervalMs)/2/bucketMs
+	for m := newest - buckets + 1; m <= newest; m++ {
 		if m < 0 {
 			continue
 		}
-		i := int(m % berBuckets)
-		if st.flags[i]&berBucketData == 0 || st.flags[i]&(berBucketBlind|berBucketRetrain) != 0 || st.bits[i] <= 0 {
+		i := int(m % buckets)
+		if st.flags[i]&bucketData == 0 || st.flags[i]&(bucketBlind|bucketRetrain) != 0 || st.bits[i] <= 0 {
 			continue
 		}
 		ser.t[ser.n] = float64(m) + shift
@@ -579,7 +579,7 @@ func (st *berPort) series(newest int64, intervalMs int64) *berSeries {
 
 // evaluate runs once per closed minute: the cheap check, the fit when
 // worth it, and the incident lifecycle.
-func (d *Detector) evaluate(port *processor.PortState, st *berPort, s *processor.Sample, minute int64, em processor.Emitter) {
+func (d *Detector) evaluate(port *processor.PortState, st *portState, s *processor.Sample, minute int64, em processor.Emitter) {
 	t := d.track()
 	subject := s.ID.Subject()
 	open := t.IsOpen(subject)
@@ -589,7 +589,7 @@ func (d *Detector) evaluate(port *processor.PortState, st *berPort, s *processor
 	switch {
 	case s.LinkLayer == "InfiniBand":
 		critical = schemas.CriticalSymbolBER
-	case st.mode == berModePostFEC:
+	case st.mode == modePostFEC:
 		critical = schemas.CriticalPostFECBER
 	}
 	if !open && !pending && !d.rising(ser) {
@@ -651,7 +651,7 @@ func (d *Detector) evaluate(port *processor.PortState, st *berPort, s *processor
 //
 // (s the slope now, 1/r the e-folding time of the slope; r = 0 is the
 // straight line), and keeps the acceleration only when it beats the
-// straight line by berAccelMinLR (likelihood ratio over the quasi-Poisson
+// straight line by accelMinLR (likelihood ratio over the quasi-Poisson
 // dispersion, with the AR(1) factor of a slow wander): a log-linear ramp is
 // not projected early because noise bent it. A power-law rise (ln BER
 // growing as t^1.2..t^2, altgen's shapes) sits between the two, and the
@@ -660,32 +660,32 @@ func (d *Detector) evaluate(port *processor.PortState, st *berPort, s *processor
 // crossing, 1/5/10 s intervals, Ethernet with and without rx_bits_phy,
 // InfiniBand): see its log for the errors.
 const (
-	// berAccelMinLR: chi-square(1) 4 is p ~ 0.05, AIC's penalty for one
+	// accelMinLR: chi-square(1) 4 is p ~ 0.05, AIC's penalty for one
 	// parameter is 2; 4 keeps noise from bending log-linear ramps.
-	berAccelMinLR = 4
+	accelMinLR = 4
 	// The slope's e-folding time is searched between these (minutes):
 	// under 3 minutes is a step, not a ramp; over 8 hours is a line.
-	berAccelTauMin = 3
-	berAccelTauMax = 480
+	accelTauMin = 3
+	accelTauMax = 480
 	// A time to critical is published only when its 90% interval
-	// (berProjZ standard errors, and every slope growth rate the data do
-	// not rule out) is within berProjRelErr of the time left: a projection from a
+	// (projZ standard errors, and every slope growth rate the data do
+	// not rule out) is within projRelErr of the time left: a projection from a
 	// handful of errors (an InfiniBand link's symbol errors before the
 	// crossing) is otherwise off by tens of percent, and a wrong time in
 	// a page is worse than "not yet known".
-	berProjZ      = 1.645
-	berProjRelErr = 0.2
-	// berProfileDrop: the rates R whose profile log-likelihood is within
+	projZ      = 1.645
+	projRelErr = 0.2
+	// profileDrop: the rates R whose profile log-likelihood is within
 	// one chi-square(1) unit of the best (one standard error) spread the
 	// projection; 90% (2.7) withheld half the accurate projections of
 	// noisy log-linear ramps in TestBERDriftProjection.
-	berProfileDrop = 1
-	// berAccelMaybeLR and berAccelSureLR: below 2 (p ~ 0.16) the data do
+	profileDrop = 1
+	// accelMaybeLR and accelSureLR: below 2 (p ~ 0.16) the data do
 	// not favour acceleration at all; from 10.8 (p = 0.001) they settle it.
 	// Between them the distance between the two models' crossings is part
 	// of the uncertainty.
-	berAccelMaybeLR = 2
-	berAccelSureLR  = 10.8
+	accelMaybeLR = 2
+	accelSureLR  = 10.8
 )
 
 // project fits the projection model over the minutes since the incident's
@@ -695,7 +695,7 @@ const (
 // crossing is where the model fitted over the minutes around it meets the
 // level (an interpolation, not a projection), clamped to the minutes since
 // the onset; it is kept on the port and never moves for the incident.
-func (d *Detector) project(st *berPort, ser *berSeries, f berFit) berFit {
+func (d *Detector) project(st *portState, ser *series, f fitResult) fitResult {
 	if ser.n == 0 {
 		return f
 	}
@@ -703,8 +703,8 @@ func (d *Detector) project(st *berPort, ser *berSeries, f berFit) berFit {
 		f.baseBER, f.onsetMin = st.baseBER, st.onsetMin
 	}
 	f.nowMin = ser.t[ser.n-1] + 0.5
-	f.recentMedian = ser.recentMedian(berRecentMedianMinutes)
-	var ts, ks, bs [berBuckets]float64
+	f.recentMedian = ser.recentMedian(recentMedianMinutes)
+	var ts, ks, bs [buckets]float64
 	m := 0
 	f.postErrors, f.postErrMinutes = 0, 0
 	for i := 0; i < ser.n; i++ {
@@ -719,13 +719,13 @@ func (d *Detector) project(st *berPort, ser *berSeries, f berFit) berFit {
 		m++
 	}
 	level := math.Log(f.critical)
-	res := stats.AccelFit(ts[:m], ks[:m], bs[:m], f.nowMin, berAccelTauMin, berAccelTauMax)
+	res := stats.AccelFit(ts[:m], ks[:m], bs[:m], f.nowMin, accelTauMin, accelTauMax)
 	ahead := math.Inf(1)
 	f.aheadSE = math.Inf(1)
 	if res.OK {
 		f.projected = true
 		f.accelLR = res.LR()
-		f.accel = res.R > 0 && f.accelLR >= berAccelMinLR
+		f.accel = res.R > 0 && f.accelLR >= accelMinLR
 		ahead = res.LinReach(level)
 		f.projSlope = res.LinS
 		f.nowBER = math.Exp(res.LinC)
@@ -746,11 +746,11 @@ func (d *Detector) project(st *berPort, ser *berSeries, f berFit) berFit {
 		// the spread over the slope growth rates within one standard
 		// error on the profile likelihood; and, where neither model is
 		// settled, the distance between the two.
-		f.aheadHalf = max(berProjZ*f.aheadSE, res.ReachSpread(level, berProfileDrop, ahead))
-		if lr := f.accelLR; res.R > 0 && lr >= berAccelMaybeLR && lr < berAccelSureLR {
+		f.aheadHalf = max(projZ*f.aheadSE, res.ReachSpread(level, profileDrop, ahead))
+		if lr := f.accelLR; res.R > 0 && lr >= accelMaybeLR && lr < accelSureLR {
 			f.aheadHalf = max(f.aheadHalf, math.Abs(res.Reach(level)-res.LinReach(level)))
 		}
-		f.confident = ahead > 0 && !math.IsInf(ahead, 1) && f.aheadHalf <= berProjRelErr*ahead
+		f.confident = ahead > 0 && !math.IsInf(ahead, 1) && f.aheadHalf <= projRelErr*ahead
 	}
 	crossed := f.recentMedian >= f.critical && f.recentBER >= f.critical || f.recentLow >= f.critical
 	switch {
@@ -772,8 +772,8 @@ func (d *Detector) project(st *berPort, ser *berSeries, f berFit) berFit {
 // rising is the cheap check: the last RecentMinutes show at least 1.3
 // times the BER of the older minutes, beyond Poisson noise, or the last
 // SparseMinutes hold MinErrors errors where the history expects fewer.
-func (d *Detector) rising(ser *berSeries) bool {
-	if ser.n < d.MinHistoryMinutes+berMinPostOnset {
+func (d *Detector) rising(ser *series) bool {
+	if ser.n < d.MinHistoryMinutes+minPostOnset {
 		return false
 	}
 	tEnd := ser.t[ser.n-1]
@@ -797,20 +797,20 @@ func (d *Detector) rising(ser *berSeries) bool {
 	}
 	bh += bs - br // the recent test's history starts where its window ends
 	kh += ks - kr
-	expect := br * (kh + berPriorErrors) / bh
-	if kr >= berRisingMinErrors && kr >= berRisingRatio*expect && kr >= expect+berRisingSigmas*math.Sqrt(expect) {
+	expect := br * (kh + priorErrors) / bh
+	if kr >= risingMinErrors && kr >= risingRatio*expect && kr >= expect+risingSigmas*math.Sqrt(expect) {
 		return true
 	}
 	kh -= ks - kr
 	bh -= bs - br
-	return ks >= d.MinErrors && ks >= d.MinRise*bs*(kh+berDoubtErrors)/bh
+	return ks >= d.MinErrors && ks >= d.MinRise*bs*(kh+doubtErrors)/bh
 }
 
 // fit finds the hinge model with the highest likelihood and decides.
-func (d *Detector) fit(ser *berSeries, critical float64) berFit {
-	f := berFit{critical: critical, dispersion: 1}
+func (d *Detector) fit(ser *series, critical float64) fitResult {
+	f := fitResult{critical: critical, dispersion: 1}
 	n := ser.n
-	if n < d.MinHistoryMinutes+berMinPostOnset {
+	if n < d.MinHistoryMinutes+minPostOnset {
 		f.why = "short history"
 		return f
 	}
@@ -829,8 +829,8 @@ func (d *Detector) fit(ser *berSeries, critical float64) berFit {
 	f.nowBER = math.Exp(best.A + best.Slope*(f.nowMin-best.Tau))
 	f.dispersion, f.postErrors, f.postErrMinutes = ser.dispersion(best)
 	f.lr = best.LR / f.dispersion
-	f.busy = f.baseBER*ser.b[n-1] >= berBusyErrors
-	f.recentMedian = ser.recentMedian(berRecentMedianMinutes)
+	f.busy = f.baseBER*ser.b[n-1] >= busyErrors
+	f.recentMedian = ser.recentMedian(recentMedianMinutes)
 
 	if f.nowBER >= critical {
 		f.minutesToCritical = 0
@@ -840,7 +840,7 @@ func (d *Detector) fit(ser *berSeries, critical float64) berFit {
 	// The rise must clear the link's own wander, not only MinRise: a link
 	// whose BER breathes with temperature by 2x is not drifting when it
 	// breathes 2x.
-	f.minRise = max(d.MinRise, math.Exp(berWanderSigmas*ser.wander(best.From)))
+	f.minRise = max(d.MinRise, math.Exp(wanderSigmas*ser.wander(best.From)))
 	if f.busy && f.baseBER > 0 && f.baseBER < critical {
 		// Continuous counters (pre-FEC corrected bits) breathe with
 		// temperature and load by 2-3x over tens of minutes, and a link with
@@ -857,16 +857,16 @@ func (d *Detector) fit(ser *berSeries, critical float64) berFit {
 
 // bestHinge searches the onset of the hinge model with the highest
 // likelihood; false when no onset gives a rising fit.
-func (d *Detector) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
+func (d *Detector) bestHinge(ser *series) (stats.HingeResult, bool) {
 	return ser.view().BestHinge(stats.HingeSearch{
 		MinBefore:   d.MinHistoryMinutes,
-		MinAfter:    berMinPostOnset,
-		CoarseStep:  berCoarseStep,
-		RefineReach: berRefineReach,
+		MinAfter:    minPostOnset,
+		CoarseStep:  coarseStep,
+		RefineReach: refineReach,
 		// A pseudo half error before the onset keeps the baseline finite on
 		// a link that never showed one (Jeffreys-like prior); it makes the
 		// rise a little smaller, never larger.
-		Prior: berPriorErrors,
+		Prior: priorErrors,
 	})
 }
 
@@ -878,19 +878,19 @@ func (d *Detector) bestHinge(ser *berSeries) (stats.HingeResult, bool) {
 // (1+rho)/(1-rho), the AR(1) variance factor of a mean, so a slow wander is
 // not read as a significant trend. It also counts the errors, and the
 // minutes with errors, after the onset.
-func (ser *berSeries) dispersion(best stats.HingeResult) (dispersion, postErrors float64, postErrMinutes int) {
+func (ser *series) dispersion(best stats.HingeResult) (dispersion, postErrors float64, postErrMinutes int) {
 	return ser.view().HingeDispersion(best, stats.DispersionRule{
-		MinMean:    berPearsonMinMean,
-		Neighbour:  berNeighbourMinutes,
-		MinBuckets: berMinDispersionMinutes,
-		Params:     berFitParams,
-		MaxRho:     berMaxAutocorrelation,
+		MinMean:    pearsonMinMean,
+		Neighbour:  neighbourMinutes,
+		MinBuckets: minDispersionMinutes,
+		Params:     fitParams,
+		MaxRho:     maxAutocorrelation,
 	})
 }
 
 // decide applies the tests of a drift to a valid fit, in order; the first
 // that fails is the fit's why.
-func (d *Detector) decide(ser *berSeries, best stats.HingeResult, f *berFit) {
+func (d *Detector) decide(ser *series, best stats.HingeResult, f *fitResult) {
 	sparse := !f.busy && d.sparseRise(ser, best.From, f)
 	f.test = "trend"
 	if sparse && f.lr < d.MinLR {
@@ -932,8 +932,8 @@ const busyRiseFloor = 2.5
 // before the onset, over the busy minutes (at least 20 errors: below that
 // Poisson noise, which the fit already weighs, dominates); 0 with fewer
 // than 8 such minutes.
-func (ser *berSeries) wander(from int) float64 {
-	return ser.view().Wander(from, berBusyErrors, berMinWanderMinutes)
+func (ser *series) wander(from int) float64 {
+	return ser.view().Wander(from, busyErrors, minWanderMinutes)
 }
 
 // sparseHistoryMinutes is the history the sparse test needs: a few errors
@@ -951,7 +951,7 @@ const sparseHistoryMinutes = 30
 // the error that chose the start. A few errors over a few minutes on a
 // clean link is the first sign a drift gives; one burst (a flap, a reseat)
 // is not, nor a handful spread over an hour.
-func (d *Detector) sparseRise(ser *berSeries, from int, f *berFit) bool {
+func (d *Detector) sparseRise(ser *series, from int, f *fitResult) bool {
 	for from < ser.n && ser.k[from] == 0 {
 		from++
 	}
@@ -975,10 +975,10 @@ func (d *Detector) sparseRise(ser *berSeries, from int, f *berFit) bool {
 	if bh <= 0 || bw <= 0 || from < sparseHistoryMinutes {
 		return false
 	}
-	expect := bw * (kh + berDoubtErrors) / bh
+	expect := bw * (kh + doubtErrors) / bh
 	f.sparseErrors, f.sparseExpected = kw, expect
 	return kw >= d.MinErrors && minutes >= d.MinErrorMinutes && kw >= d.MinRise*expect &&
-		stats.RateTest(kw-1, bw, kh, bh) < berSparseMaxP
+		stats.RateTest(kw-1, bw, kh, bh) < sparseMaxP
 }
 
 // beyondOneBurst is the burst test of sparse counters: the rise since
@@ -989,30 +989,30 @@ func (d *Detector) sparseRise(ser *berSeries, from int, f *berFit) bool {
 // and its bits), the rest must still exceed the history's rate MinRise
 // times and be unlikely under it (P < 1e-3: a looser bound than the main
 // test's, it only has to rule out that one burst made the rise).
-func (ser *berSeries) beyondOneBurst(from int, minRise float64) bool {
-	return ser.view().BeyondOneBurst(from, minRise, berDoubtErrors, berBurstMaxP)
+func (ser *series) beyondOneBurst(from int, minRise float64) bool {
+	return ser.view().BeyondOneBurst(from, minRise, doubtErrors, burstMaxP)
 }
 
 // stillRising checks, on busy counters, that the latest minutes keep the
 // trend (Theil-Sen slope of ln BER over the post-onset minutes at least a
 // third of the fit's): a step up that then stays flat is a high BER, not a
 // drift, and one burst is neither.
-func (d *Detector) stillRising(ser *berSeries, h stats.HingeResult) bool {
-	slope, ok := ser.view().RecentTrend(h.From, berBusyErrors, berTrendMinMinutes, berTrendMaxMinutes)
+func (d *Detector) stillRising(ser *series, h stats.HingeResult) bool {
+	slope, ok := ser.view().RecentTrend(h.From, busyErrors, trendMinMinutes, trendMaxMinutes)
 	if !ok {
 		return true // too few busy minutes to judge: the fit decides
 	}
-	return slope >= h.Slope/berTrendKeepDivisor
+	return slope >= h.Slope/trendKeepDivisor
 }
 
 // recentBER is the BER of the last minutes with ~95% Poisson bounds.
-func (ser *berSeries) recentBER(minutes int) (ber, low, high float64) {
+func (ser *series) recentBER(minutes int) (ber, low, high float64) {
 	return ser.view().RecentRate(minutes)
 }
 
 // recentMedian is the median per-minute BER of the last minutes of the
 // series (8 at most).
-func (ser *berSeries) recentMedian(minutes int) float64 {
+func (ser *series) recentMedian(minutes int) float64 {
 	return ser.view().RecentMedian(minutes)
 }
 
@@ -1021,7 +1021,7 @@ func (ser *berSeries) recentMedian(minutes int) float64 {
 // explains, with Poisson slack (on a sparse counter: one stray error). The
 // level the alert was raised at is not enough: a slow drift under a
 // wandering BER dips below it and would resolve and reopen (a fragment).
-func (d *Detector) clear(st *berPort, ser *berSeries) bool {
+func (d *Detector) clear(st *portState, ser *series) bool {
 	if ser.n == 0 {
 		return false
 	}
@@ -1037,16 +1037,16 @@ func (d *Detector) clear(st *berPort, ser *berSeries) bool {
 	if covered < max(1, minutes/2) {
 		return false
 	}
-	expect := berClearBaselineFactor * st.baseBER * b
-	return k <= expect+berClearSigmas*math.Sqrt(expect)+berClearStrayErrors
+	expect := clearBaselineFactor * st.baseBER * b
+	return k <= expect+clearSigmas*math.Sqrt(expect)+clearStrayErrors
 }
 
-// berSig rounds to 4 significant digits: the evidence is for people.
-func berSig(v float64) float64 { return processor.SigDigits(v, 4) }
+// sig4 rounds to 4 significant digits: the evidence is for people.
+func sig4(v float64) float64 { return processor.SigDigits(v, 4) }
 
-// berBER rounds a BER to 3 significant digits through its decimal form,
+// roundBER rounds a BER to 3 significant digits through its decimal form,
 // so the JSON reads 2.49e-07 and never 2.4899999999999998e-07.
-func berBER(v float64) float64 {
+func roundBER(v float64) float64 {
 	r, err := strconv.ParseFloat(strconv.FormatFloat(processor.Finite(v), 'g', 3, 64), 64)
 	if err != nil {
 		return 0
@@ -1054,17 +1054,17 @@ func berBER(v float64) float64 {
 	return r
 }
 
-// berSecond rounds a time to the second: a projection is not known to the
+// toSecond rounds a time to the second: a projection is not known to the
 // millisecond, and a person reads seconds.
-func berSecond(ms schemas.Millis) schemas.Millis { return (ms + 500) / 1000 * 1000 }
+func toSecond(ms schemas.Millis) schemas.Millis { return (ms + 500) / 1000 * 1000 }
 
-func berMinuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * berBucketMs)) }
+func minuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * bucketMs)) }
 
-func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.Sample, f berFit) processor.Finding {
+func (d *Detector) finding(port *processor.PortState, st *portState, s *processor.Sample, f fitResult) processor.Finding {
 	ib := s.LinkLayer == "InfiniBand"
-	what, measure := "pre-FEC BER", "rx_corrected_bits_phy / "+berBitsWords(st.bitsSrc)
-	if !ib && st.mode == berModePostFEC {
-		what, measure = "post-FEC symbol BER", berPostFECCounter(st)+" / "+berBitsWords(st.bitsSrc)
+	what, measure := "pre-FEC BER", "rx_corrected_bits_phy / "+bitsWords(st.bitsSrc)
+	if !ib && st.mode == modePostFEC {
+		what, measure = "post-FEC symbol BER", postFECCounter(st)+" / "+bitsWords(st.bitsSrc)
 	}
 	if ib {
 		what, measure = "symbol BER", "symbol_error / line bits (rate x time)"
@@ -1080,12 +1080,12 @@ func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.
 	if crossed {
 		f.minutesToCritical = 0
 	}
-	onset := berSecond(berMinuteMillis(f.onsetMin))
-	nowMs := berMinuteMillis(f.nowMin)
+	onset := toSecond(minuteMillis(f.onsetMin))
+	nowMs := minuteMillis(f.nowMin)
 	onset = min(max(onset, port.FirstTime), s.Time)
-	criticalAt := berSecond(nowMs + berMinuteMillis(f.minutesToCritical))
+	criticalAt := toSecond(nowMs + minuteMillis(f.minutesToCritical))
 	if crossed {
-		criticalAt = berSecond(berMinuteMillis(f.crossMin))
+		criticalAt = toSecond(minuteMillis(f.crossMin))
 	}
 	slope := f.slopePerMin
 	model := "log-linear"
@@ -1098,23 +1098,23 @@ func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.
 	ev := map[string]any{
 		"measure":               measure,
 		"critical_ber":          f.critical,
-		"baseline_ber":          berBER(f.baseBER),
-		"current_ber":           berBER(f.nowBER),
-		"recent_ber":            berBER(f.recentBER),
-		"recent_ber_low":        berBER(f.recentLow),
-		"recent_ber_high":       berBER(f.recentHigh),
+		"baseline_ber":          roundBER(f.baseBER),
+		"current_ber":           roundBER(f.nowBER),
+		"recent_ber":            roundBER(f.recentBER),
+		"recent_ber_low":        roundBER(f.recentLow),
+		"recent_ber_high":       roundBER(f.recentHigh),
 		"recent_minutes":        d.RecentMinutes,
-		"slope_decades_per_h":   berSig(slope * 60 / math.Ln10),
-		"doubling_minutes":      berSig(math.Ln2 / max(slope, berMinSlope)),
-		"minutes_to_critical":   berSig(f.minutesToCritical),
+		"slope_decades_per_h":   sig4(slope * 60 / math.Ln10),
+		"doubling_minutes":      sig4(math.Ln2 / max(slope, minSlope)),
+		"minutes_to_critical":   sig4(f.minutesToCritical),
 		"projected_critical_at": criticalAt.String(),
 		"projection_model":      model,
 		"critical_crossed":      crossed,
 		"onset_estimate":        onset.String(),
-		"likelihood_ratio":      berSig(f.lr),
-		"dispersion":            berSig(f.dispersion),
+		"likelihood_ratio":      sig4(f.lr),
+		"dispersion":            sig4(f.dispersion),
 		"errors_since_onset":    math.Round(processor.Finite(f.postErrors)),
-		"window_minutes":        berBuckets,
+		"window_minutes":        buckets,
 		"blind":                 st.blind,
 		"test":                  f.test,
 	}
@@ -1122,21 +1122,21 @@ func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.
 		// Whether the rise accelerates (the model is chosen on it) and,
 		// when it does, the slope's own e-folding time: how fast the
 		// doubling time shrinks.
-		ev["acceleration_lr"] = berSig(f.accelLR)
+		ev["acceleration_lr"] = sig4(f.accelLR)
 		if f.accel {
-			ev["slope_efold_minutes"] = berSig(f.accelTauMin)
+			ev["slope_efold_minutes"] = sig4(f.accelTauMin)
 		}
 	}
 	if !crossed && !math.IsInf(f.aheadSE, 0) {
-		ev["minutes_to_critical_se"] = berSig(f.aheadSE)
+		ev["minutes_to_critical_se"] = sig4(f.aheadSE)
 	}
 	withheld := !crossed && !f.confident
 	if withheld {
-		// Not known to berProjRelErr: no time is published (see
-		// berProjZ), the reason is.
+		// Not known to projRelErr: no time is published (see
+		// projZ), the reason is.
 		delete(ev, "projected_critical_at")
 		delete(ev, "minutes_to_critical")
-		ev["projection_withheld"] = berWithheldWhy(f)
+		ev["projection_withheld"] = withheldWhy(f)
 	}
 	if crossed {
 		// The observed crossing: projected_critical_at is it from now on.
@@ -1153,7 +1153,7 @@ func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.
 	} else if st.ethernetEvidence(ev) {
 		severity = schemas.SeverityCritical
 	}
-	if !ib && st.mode == berModePostFEC {
+	if !ib && st.mode == modePostFEC {
 		ev["post_fec_only"] = true
 		ev["post_fec_only_note"] = "no rx_corrected_bits_phy on this port: the series is the symbol errors FEC did not correct (or a link without FEC); each one costs a frame, the cliff is behind"
 	}
@@ -1163,15 +1163,15 @@ func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.
 		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and crossed the critical %.0e at %s", where, what, f.baseBER, f.nowBER, onset, f.critical, criticalAt.Time().Format("15:04:05"))
 	} else if withheld {
 		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); the time to the critical %.0e is not yet known to %.0f%% (%s)",
-			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, berMinSlope), f.critical, 100*berProjRelErr, berWithheldWhy(f))
+			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, minSlope), f.critical, 100*projRelErr, withheldWhy(f))
 	} else {
 		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); critical %.0e projected in %.0f min",
-			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, berMinSlope), f.critical, f.minutesToCritical)
+			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, minSlope), f.critical, f.minutesToCritical)
 	}
 	if st.blind {
 		summary += "; symbol_error is saturated: the detector is blind until it is cleared"
 	}
-	if !ib && st.mode == berModePostFEC {
+	if !ib && st.mode == modePostFEC {
 		summary += "; no pre-FEC counter on this port, and these errors passed FEC: frames are being lost"
 	}
 	return processor.Finding{
@@ -1187,8 +1187,8 @@ func (d *Detector) finding(port *processor.PortState, st *berPort, s *processor.
 	}
 }
 
-// berWithheldWhy says why a projection is not published.
-func berWithheldWhy(f berFit) string {
+// withheldWhy says why a projection is not published.
+func withheldWhy(f fitResult) string {
 	switch {
 	case !f.projected:
 		return "too few minutes since the onset to fit"
@@ -1206,7 +1206,7 @@ func berWithheldWhy(f berFit) string {
 // CRC errors per second, and the frames lost after FEC as a share of the
 // frames received. True when packets are being lost: the post-FEC BER past
 // schemas.CriticalPostFECBER, or frames dropped for bad FCS after FEC.
-func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
+func (st *portState) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 	ev["bits_source"] = st.bitsSrc.String()
 	var sum float32
 	lane, top := -1, float32(0)
@@ -1218,12 +1218,12 @@ func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 	}
 	if lane >= 0 && sum > 0 {
 		ev["lane"] = lane
-		ev["lane_share"] = berSig(float64(top / sum))
+		ev["lane_share"] = sig4(float64(top / sum))
 		if n := schemas.LaneCount(st.rateText); n > 0 && n <= len(st.lanes) && st.phyBits > 0 {
 			perLane := float64(st.phyBits) / float64(n)
 			bers := make([]float64, n)
 			for i := range bers {
-				bers[i] = berSig(float64(st.lanes[i]) / perLane)
+				bers[i] = sig4(float64(st.lanes[i]) / perLane)
 			}
 			ev["lane_ber"] = bers
 			ev["lanes"] = n
@@ -1236,8 +1236,8 @@ func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 		}
 		if st.havePCS || st.haveSym {
 			post /= float64(st.phyBits)
-			ev["post_fec_ber"] = berSig(post)
-			if postErrs >= berPostFECMinErrors && post > schemas.CriticalPostFECBER {
+			ev["post_fec_ber"] = sig4(post)
+			if postErrs >= postFECMinErrors && post > schemas.CriticalPostFECBER {
 				ev["post_fec_critical"] = true
 				postFECCritical = true
 			}
@@ -1245,16 +1245,16 @@ func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 	}
 	if st.phySecs > 0 {
 		if st.haveSym {
-			ev["rx_symbol_err_per_s"] = berSig(float64(st.symErrs / st.phySecs))
+			ev["rx_symbol_err_per_s"] = sig4(float64(st.symErrs / st.phySecs))
 		}
 		if st.haveCRC {
-			ev["rx_crc_errors_per_s"] = berSig(float64(st.crcErrs / st.phySecs))
+			ev["rx_crc_errors_per_s"] = sig4(float64(st.crcErrs / st.phySecs))
 		}
 	}
 	if st.haveCRC && st.crcErrs+st.rxPackets > 0 {
-		ev["frames_lost_after_fec_share"] = berSig(float64(st.crcErrs / (st.crcErrs + st.rxPackets)))
+		ev["frames_lost_after_fec_share"] = sig4(float64(st.crcErrs / (st.crcErrs + st.rxPackets)))
 	}
-	if st.haveCRC && st.crcErrs >= berPostFECMinErrors {
+	if st.haveCRC && st.crcErrs >= postFECMinErrors {
 		// Frames dropped for a bad FCS after FEC: the link already loses
 		// packets, whatever the projection says.
 		ev["frames_lost_after_fec"] = true
@@ -1263,16 +1263,16 @@ func (st *berPort) ethernetEvidence(ev map[string]any) (postFECCritical bool) {
 	return postFECCritical
 }
 
-// berBitsWords says what an Ethernet BER was measured against.
-func berBitsWords(src schemas.PHYBits) string {
+// bitsWords says what an Ethernet BER was measured against.
+func bitsWords(src schemas.PHYBits) string {
 	if src == schemas.PHYBitsLineRate {
 		return "(link rate x interval)"
 	}
 	return "rx_bits_phy"
 }
 
-// berPostFECCounter names the counter of a post-FEC series.
-func berPostFECCounter(st *berPort) string {
+// postFECCounter names the counter of a post-FEC series.
+func postFECCounter(st *portState) string {
 	if st.haveSym || !st.havePCS {
 		return "rx_symbol_err_phy"
 	}
@@ -1295,7 +1295,7 @@ func (d *Detector) checks(s *processor.Sample, ib bool) []schemas.Check {
 		processor.OnSwitch(d.fabric, s.ID, "BER, FEC and lane counters"))
 }
 
-// OnWatermark implements FabricDetector: incidents of silent ports resolve.
+// OnWatermark implements processor.FabricDetector: incidents of silent ports resolve.
 func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	d.track().Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {
 		p, ok := fabric.Port(schemas.PortID{Node: s.Node, Device: s.Device, Port: s.Port})
@@ -1304,4 +1304,11 @@ func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, w
 		}
 		return p.LastTime, true
 	}, em)
+}
+
+// rateGbps is a port's speed from its rate text, 0 when the text is not a
+// rate (the detector then falls back to the traffic it sees).
+func rateGbps(text string) float64 {
+	v, _ := schemas.ParseRateGbps(text)
+	return v
 }

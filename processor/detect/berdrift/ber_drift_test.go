@@ -17,9 +17,9 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// berLink generates one port's readings the way the collector's delta
+// link generates one port's readings the way the collector's delta
 // engine hands them over: cumulative values, deltas, flags.
-type berLink struct {
+type link struct {
 	ib        bool
 	rateGbps  float64
 	interval  float64 // seconds
@@ -49,7 +49,7 @@ type berLink struct {
 	postFECOnly bool
 }
 
-func (l berLink) samples(id schemas.PortID) []*processor.Sample {
+func (l link) samples(id schemas.PortID) []*processor.Sample {
 	rng := rand.New(rand.NewPCG(l.seed, 7))
 	util := l.utilBits
 	if util == 0 {
@@ -89,7 +89,7 @@ func (l berLink) samples(id schemas.PortID) []*processor.Sample {
 		ber := l.ber(sec) * math.Exp(l.noise*rng.NormFloat64()+w)
 		var errs uint64
 		if !first || sec > 0 {
-			errs = berTestPoisson(rng, ber*lineBits)
+			errs = testPoisson(rng, ber*lineBits)
 		}
 		if sec == 0 {
 			errs = 0
@@ -191,7 +191,7 @@ func (l berLink) samples(id schemas.PortID) []*processor.Sample {
 	return out
 }
 
-func berTestPoisson(rng *rand.Rand, mean float64) uint64 {
+func testPoisson(rng *rand.Rand, mean float64) uint64 {
 	if mean <= 0 {
 		return 0
 	}
@@ -225,7 +225,7 @@ func TestBERDrift(t *testing.T) {
 	const h, m = 3600.0, 60.0
 	cases := []struct {
 		name string
-		link berLink
+		link link
 		want []string // states, updates folded
 		// onset and critical (seconds) for the timing checks; 0 skips them.
 		onset, critical, latestDetect float64
@@ -233,7 +233,7 @@ func TestBERDrift(t *testing.T) {
 	}{
 		{
 			name: "ethernet 40-min drift from 1e-8 alerts before half-way, resolves once after the optic is replaced",
-			link: berLink{rateGbps: 200, interval: 5, duration: 3 * h, noise: 0.3, lane: 2,
+			link: link{rateGbps: 200, interval: 5, duration: 3 * h, noise: 0.3, lane: 2,
 				ber: drift(1e-8, 1e-6, 60*m, 40*m, 95*m)},
 			want:  []string{"open", "resolved"},
 			onset: 60 * m, critical: 100 * m, latestDetect: 80 * m,
@@ -264,21 +264,21 @@ func TestBERDrift(t *testing.T) {
 		},
 		{
 			name: "ethernet 2-h drift from 1e-7 (one decade) alerts before half-way",
-			link: berLink{rateGbps: 100, interval: 10, duration: 4 * h, noise: 0.3,
+			link: link{rateGbps: 100, interval: 10, duration: 4 * h, noise: 0.3,
 				ber: drift(1e-7, 1e-6, 60*m, 2*h, 0)},
 			want:  []string{"open"},
 			onset: 60 * m, critical: 180 * m, latestDetect: 120 * m,
 		},
 		{
 			name: "ethernet drift from a very clean link (1e-12, sparse corrected bits) at 1 s",
-			link: berLink{rateGbps: 100, interval: 1, duration: 100 * m, noise: 0.2,
+			link: link{rateGbps: 100, interval: 1, duration: 100 * m, noise: 0.2,
 				ber: drift(1e-12, 1e-6, 30*m, 40*m, 0)},
 			want:  []string{"open"},
 			onset: 30 * m, critical: 70 * m, latestDetect: 50 * m,
 		},
 		{
 			name: "infiniband sparse symbol errors: alerts within a few errors, before critical",
-			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h,
+			link: link{ib: true, rateGbps: 200, interval: 5, duration: 2 * h,
 				ber: drift(1e-15, 1e-12, 50*m, 40*m, 0)},
 			want:  []string{"open"},
 			onset: 50 * m, critical: 90 * m, latestDetect: 84 * m,
@@ -290,25 +290,25 @@ func TestBERDrift(t *testing.T) {
 		},
 		{
 			name: "stable high BER is not drift",
-			link: berLink{rateGbps: 200, interval: 5, duration: 3 * h, noise: 0.4, ber: stable(5e-7)},
+			link: link{rateGbps: 200, interval: 5, duration: 3 * h, noise: 0.4, ber: stable(5e-7)},
 		},
 		{
 			name: "stable clean link is not drift",
-			link: berLink{rateGbps: 400, interval: 2, duration: 2 * h, noise: 0.3, ber: stable(3e-11)},
+			link: link{rateGbps: 400, interval: 2, duration: 2 * h, noise: 0.3, ber: stable(3e-11)},
 		},
 		{
 			name: "resets, restarts and glitches on a healthy link are nothing",
-			link: berLink{rateGbps: 200, interval: 5, duration: 2 * h, noise: 0.3, ber: stable(2e-9),
+			link: link{rateGbps: 200, interval: 5, duration: 2 * h, noise: 0.3, ber: stable(2e-9),
 				restartAt: []float64{20 * m, 50 * m}, resetAt: []float64{35 * m, 80 * m}, glitchAt: []float64{10 * m, 61 * m, 90 * m}},
 		},
 		{
 			name: "infiniband resets and glitches with rare symbol errors are nothing",
-			link: berLink{ib: true, rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-14),
+			link: link{ib: true, rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-14),
 				restartAt: []float64{20 * m}, resetAt: []float64{40 * m}, glitchAt: []float64{30 * m, 70 * m}},
 		},
 		{
 			name: "infiniband steady symbol errors (a few a minute) are not drift",
-			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 3 * h, ber: stable(2e-13)},
+			link: link{ib: true, rateGbps: 200, interval: 5, duration: 3 * h, ber: stable(2e-13)},
 		},
 		{
 			// A retrain (or minutes of errors folded into the reading
@@ -316,14 +316,14 @@ func TestBERDrift(t *testing.T) {
 			// reading of a link that shows one every few minutes; the
 			// minutes after it are as before.
 			name: "infiniband retrain burst on a quiet link is not drift",
-			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(3e-14),
+			link: link{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(3e-14),
 				burstAt: []float64{70 * m}, burst: 80},
 		},
 		{
 			// The same burst without a retrain (a node gap folds minutes
 			// into one reading): the one-burst test rules it out.
 			name: "infiniband folded burst on a quiet link is not drift",
-			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(3e-14),
+			link: link{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(3e-14),
 				burstAt: []float64{70 * m}, burst: 80, burstNoRetrain: true},
 		},
 		{
@@ -331,7 +331,7 @@ func TestBERDrift(t *testing.T) {
 			// ber-ib seed 6, r01n03): each minute with a recovery leaves
 			// the series, so two bursts are not a rise.
 			name: "infiniband two retrains close together on a silent link are not drift",
-			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(1e-17),
+			link: link{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, ber: stable(1e-17),
 				burstAt: []float64{55*m + 57, 67*m + 30}, burst: 30},
 		},
 		{
@@ -339,7 +339,7 @@ func TestBERDrift(t *testing.T) {
 			// minute: a significant rise above its own history after a
 			// handful of errors, though the rate then holds (no growth).
 			name: "infiniband step from silence to an error a minute alerts within a few errors",
-			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 90 * m,
+			link: link{ib: true, rateGbps: 200, interval: 5, duration: 90 * m,
 				ber: func(sec float64) float64 {
 					if sec < 60*m {
 						return 1e-17
@@ -356,16 +356,16 @@ func TestBERDrift(t *testing.T) {
 		},
 		{
 			name: "infiniband two retrain bursts on a quiet link are not drift",
-			link: berLink{ib: true, rateGbps: 100, interval: 10, duration: 2 * h, ber: stable(5e-14),
+			link: link{ib: true, rateGbps: 100, interval: 10, duration: 2 * h, ber: stable(5e-14),
 				burstAt: []float64{50 * m, 90 * m}, burst: 40},
 		},
 		{
 			name: "idle ethernet link with a handful of errors is nothing",
-			link: berLink{rateGbps: 0.001, interval: 5, duration: 2 * h, ber: stable(1e-9)},
+			link: link{rateGbps: 0.001, interval: 5, duration: 2 * h, ber: stable(1e-9)},
 		},
 		{
 			name: "saturated symbol_error is blindness, not a clean link and not a drift",
-			link: berLink{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, symbolAt0: 65535,
+			link: link{ib: true, rateGbps: 200, interval: 5, duration: 2 * h, symbolAt0: 65535,
 				ber: drift(1e-15, 1e-12, 30*m, 40*m, 0)},
 		},
 	}
@@ -467,7 +467,7 @@ func TestBERDriftBlindWhileOpen(t *testing.T) {
 	const m = 60.0
 	det := New()
 	hn := detecttest.NewHarness(t, det)
-	link := berLink{ib: true, rateGbps: 200, interval: 5, duration: 150 * m, seed: 3, symbolAt0: 60000,
+	link := link{ib: true, rateGbps: 200, interval: 5, duration: 150 * m, seed: 3, symbolAt0: 60000,
 		ber: drift(1e-15, 1e-12, 40*m, 30*m, 0)}
 	for _, s := range link.samples(detecttest.PortA) {
 		hn.Feed(s)
@@ -485,27 +485,27 @@ func TestBERDriftBlindWhileOpen(t *testing.T) {
 func TestBERDriftPortMemory(t *testing.T) {
 	det := New()
 	hn := detecttest.NewHarness(t, det)
-	link := berLink{rateGbps: 200, interval: 5, duration: 2 * 3600, ber: stable(1e-8), seed: 1}
+	link := link{rateGbps: 200, interval: 5, duration: 2 * 3600, ber: stable(1e-8), seed: 1}
 	for _, s := range link.samples(detecttest.PortA) {
 		hn.Feed(s)
 	}
-	st, ok := processor.LookupPortLocal[berPort](hn.PortStates[detecttest.PortA], schemas.TypeBERDrift)
+	st, ok := processor.LookupPortLocal[portState](hn.PortStates[detecttest.PortA], schemas.TypeBERDrift)
 	if !ok {
 		t.Fatal("no state")
 	}
-	if size := berPortSize(st); size > 2048 {
+	if size := portSize(st); size > 2048 {
 		t.Errorf("per-port state %d B", size)
 	}
 }
 
-func berPortSize(st *berPort) int {
+func portSize(st *portState) int {
 	return int(unsafe.Sizeof(*st)) + len(st.rateText)
 }
 
 // BenchmarkBERDrift measures the cost per sample on a healthy fleet:
 // go test ./processor -run XXX -bench BERDrift -benchmem
 func BenchmarkBERDrift(b *testing.B) {
-	link := berLink{rateGbps: 200, interval: 5, duration: 3 * 3600, noise: 0.3, ber: stable(5e-9), seed: 1}
+	link := link{rateGbps: 200, interval: 5, duration: 3 * 3600, noise: 0.3, ber: stable(5e-9), seed: 1}
 	samples := link.samples(detecttest.PortA)
 	b.ResetTimer()
 	det := New()
@@ -535,29 +535,29 @@ func TestBERDriftRates(t *testing.T) {
 		name          string
 		drift         bool
 		onset, toCrit float64
-		mk            func(rng *rand.Rand) berLink
+		mk            func(rng *rand.Rand) link
 	}
 	logU := func(rng *rand.Rand, lo, hi float64) float64 { return math.Pow(10, lo+(hi-lo)*rng.Float64()) }
 	intervals := []float64{1, 2, 5, 10}
 	kinds := []kind{
-		{name: "healthy eth", mk: func(rng *rand.Rand) berLink {
-			return berLink{rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 3 * h, noise: 0.3, wander: 0.1 + 0.1*rng.Float64(),
+		{name: "healthy eth", mk: func(rng *rand.Rand) link {
+			return link{rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 3 * h, noise: 0.3, wander: 0.1 + 0.1*rng.Float64(),
 				ber: stable(logU(rng, -12, -7))}
 		}},
-		{name: "healthy ib", mk: func(rng *rand.Rand) berLink {
-			return berLink{ib: true, rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 3 * h, wander: 0.3,
+		{name: "healthy ib", mk: func(rng *rand.Rand) link {
+			return link{ib: true, rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 3 * h, wander: 0.3,
 				ber: stable(logU(rng, -16, -13))}
 		}},
-		{name: "drift eth 40m", drift: true, onset: 60 * m, toCrit: 40 * m, mk: func(rng *rand.Rand) berLink {
-			return berLink{rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 2 * h, noise: 0.3, wander: 0.2,
+		{name: "drift eth 40m", drift: true, onset: 60 * m, toCrit: 40 * m, mk: func(rng *rand.Rand) link {
+			return link{rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 2 * h, noise: 0.3, wander: 0.2,
 				ber: drift(logU(rng, -12, -7), 1e-6, 60*m, 40*m, 0)}
 		}},
-		{name: "drift eth 2h", drift: true, onset: 60 * m, toCrit: 2 * h, mk: func(rng *rand.Rand) berLink {
-			return berLink{rateGbps: 100, interval: intervals[rng.IntN(4)], duration: 3*h + 10*m, noise: 0.3, wander: 0.2,
+		{name: "drift eth 2h", drift: true, onset: 60 * m, toCrit: 2 * h, mk: func(rng *rand.Rand) link {
+			return link{rateGbps: 100, interval: intervals[rng.IntN(4)], duration: 3*h + 10*m, noise: 0.3, wander: 0.2,
 				ber: drift(logU(rng, -12, -7), 1e-6, 60*m, 2*h, 0)}
 		}},
-		{name: "drift ib 40m", drift: true, onset: 60 * m, toCrit: 40 * m, mk: func(rng *rand.Rand) berLink {
-			return berLink{ib: true, rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 2 * h,
+		{name: "drift ib 40m", drift: true, onset: 60 * m, toCrit: 40 * m, mk: func(rng *rand.Rand) link {
+			return link{ib: true, rateGbps: 200, interval: intervals[rng.IntN(4)], duration: 2 * h,
 				ber: drift(logU(rng, -16, -14.5), 1e-12, 60*m, 40*m, 0)}
 		}},
 	}
@@ -567,7 +567,7 @@ func TestBERDriftRates(t *testing.T) {
 		if strings.Contains(k.name, "eth") {
 			mk := k.mk
 			k.name += " no-bits"
-			k.mk = func(rng *rand.Rand) berLink {
+			k.mk = func(rng *rand.Rand) link {
 				l := mk(rng)
 				l.noBitsPhy = true
 				return l
@@ -647,19 +647,19 @@ func TestBERDriftPostFECOnly(t *testing.T) {
 	const h, m = 3600.0, 60.0
 	cases := []struct {
 		name         string
-		link         berLink
+		link         link
 		want         []string
 		latestDetect float64
 	}{
 		{"post-FEC errors rising from silence: a drift that already loses frames",
-			berLink{rateGbps: 200, interval: 5, duration: 2 * h, ber: drift(1e-15, 1e-12, 50*m, 40*m, 0)},
+			link{rateGbps: 200, interval: 5, duration: 2 * h, ber: drift(1e-15, 1e-12, 50*m, 40*m, 0)},
 			[]string{"open"}, 84 * m},
 		{"steady post-FEC errors (a few an hour) are not drift",
-			berLink{rateGbps: 100, interval: 5, duration: 3 * h, ber: stable(3e-14)}, nil, 0},
+			link{rateGbps: 100, interval: 5, duration: 3 * h, ber: stable(3e-14)}, nil, 0},
 		{"a flap's burst of post-FEC errors is not drift (link_down_events_phy)",
-			berLink{rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-15), burstAt: []float64{70 * m}, burst: 80}, nil, 0},
+			link{rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-15), burstAt: []float64{70 * m}, burst: 80}, nil, 0},
 		{"resets, restarts and glitches with rare post-FEC errors are nothing",
-			berLink{rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-15),
+			link{rateGbps: 100, interval: 5, duration: 2 * h, ber: stable(3e-15),
 				restartAt: []float64{20 * m}, resetAt: []float64{40 * m}, glitchAt: []float64{30 * m, 70 * m}}, nil, 0},
 	}
 	for _, c := range cases {
@@ -727,7 +727,7 @@ func TestBERDriftLineRateJobs(t *testing.T) {
 			}
 			return base / 5
 		}
-		l := berLink{rateGbps: 100, interval: []float64{1, 5, 10}[seed%3], duration: 4 * h, noise: 0.3, ber: jobs, noBitsPhy: true, seed: seed}
+		l := link{rateGbps: 100, interval: []float64{1, 5, 10}[seed%3], duration: 4 * h, noise: 0.3, ber: jobs, noBitsPhy: true, seed: seed}
 		hn := detecttest.NewHarness(t, New())
 		for _, s := range l.samples(detecttest.PortA) {
 			hn.Feed(s)
@@ -819,7 +819,7 @@ func TestBERDriftProjection(t *testing.T) {
 					name += " (no rx_bits_phy)"
 				}
 				t.Run(name, func(t *testing.T) {
-					l := berLink{ib: r.ib, rateGbps: r.rate, interval: interval, duration: onset + r.toCrit + 20*m,
+					l := link{ib: r.ib, rateGbps: r.rate, interval: interval, duration: onset + r.toCrit + 20*m,
 						noise: r.noise, ber: r.ber, noBitsPhy: noBits, seed: 17}
 					hn := detecttest.NewHarness(t, New())
 					for _, s := range l.samples(detecttest.PortA) {
@@ -936,8 +936,8 @@ func TestBERDriftProjection(t *testing.T) {
 	}
 }
 
-func TestBERSig(t *testing.T) {
-	if got, want := berSig(1.234567e-9), 1.235e-9; got != want && math.Abs(got-want) > 1e-12*want {
-		t.Errorf("berSig(1.234567e-9) = %v, want %v", got, want)
+func TestSig4(t *testing.T) {
+	if got, want := sig4(1.234567e-9), 1.235e-9; got != want && math.Abs(got-want) > 1e-12*want {
+		t.Errorf("sig4(1.234567e-9) = %v, want %v", got, want)
 	}
 }

@@ -165,12 +165,12 @@ type Detector struct {
 	ports  *processor.Tracker
 	fabric *processor.Tracker
 	view   processor.FabricView
-	fab    cnpFabric
+	fab    fabricState
 	// blind are the RoCE ports that carry traffic but show no congestion
 	// counters (no hw_counters: an old kernel, a collector without
 	// access): reaction points whose CNPs nobody counts. Bounded by the
 	// fabric's RoCE ports; usually empty.
-	blind map[schemas.PortID]*cnpBlind
+	blind map[schemas.PortID]*blindState
 }
 
 // New returns the detector with its defaults; change the
@@ -206,10 +206,10 @@ func New() *Detector {
 	}
 }
 
-// Name implements Detector.
+// Name implements processor.Detector.
 func (d *Detector) Name() string { return schemas.TypeCNPECNImbalance }
 
-// Init implements Initializer: the topology names the switch port to check.
+// Init implements processor.Initializer: the topology names the switch port to check.
 func (d *Detector) Init(fabric processor.FabricView) error {
 	d.view = fabric
 	return nil
@@ -232,76 +232,76 @@ func (d *Detector) trackers() (*processor.Tracker, *processor.Tracker) {
 	return d.ports, d.fabric
 }
 
-// cnpBucketWidth is the bucket width of every per-port window: fine enough
+// bucketWidth is the bucket width of every per-port window: fine enough
 // to align windows of readings taken 1 s to 10 s apart, coarse enough that
 // 18 buckets hold three minutes.
 const (
-	cnpBucketWidth = 10 * time.Second
-	cnpBuckets     = 18
+	bucketWidth = 10 * time.Second
+	buckets     = 18
 )
 
 // Thresholds tied to the counters' behaviour rather than to a fleet (the
 // fleet-dependent ones are CNPECNImbalance's fields).
 const (
-	// cnpMinIgnoringReadings and cnpIgnoringReadingsDivisor: rp_cnp_ignored
+	// minIgnoringReadings and ignoringReadingsDivisor: rp_cnp_ignored
 	// must rise in at least 3 readings and a third of the window's: one
 	// burst of ignored CNPs is not a disabled reaction point.
-	cnpMinIgnoringReadings = 3
-	// cnpMaxSamplingMs: longer intervals between a port's readings are
+	minIgnoringReadings = 3
+	// maxSamplingMs: longer intervals between a port's readings are
 	// gaps, not its sampling interval.
-	cnpMaxSamplingMs           = 60_000
-	cnpIgnoringReadingsDivisor = 3
-	// cnpHealthyNPFactor: a notification point answering more than twice
+	maxSamplingMs           = 60_000
+	ignoringReadingsDivisor = 3
+	// healthyNPFactor: a notification point answering more than twice
 	// MaxNPRatio of its marks is healthy (it ends a run, it clears); the
 	// band between keeps a port near the ratio from flapping.
-	cnpHealthyNPFactor = 2
-	// cnpClearMarksDivisor, cnpClearRPDivisor: clearing needs a third of
+	healthyNPFactor = 2
+	// clearMarksDivisor, clearRPDivisor: clearing needs a third of
 	// MinMarked marks (NP) or half of MinIgnored handled CNPs with under half
 	// of MinIgnoredFraction ignored (RP): enough traffic to see it healthy,
 	// less than opening needs, so the incident does not outlive the fault.
-	cnpClearMarksDivisor = 3
-	cnpClearRPDivisor    = 2
-	// cnpAverageSeconds: the usual rates and shares are exponential
+	clearMarksDivisor = 3
+	clearRPDivisor    = 2
+	// averageSeconds: the usual rates and shares are exponential
 	// averages over about 5 min.
-	cnpAverageSeconds = 300
-	// cnpCoverageSlackDivisor: a port whose clean time falls short of the
+	averageSeconds = 300
+	// coverageSlackDivisor: a port whose clean time falls short of the
 	// window by more than a hundredth of a bucket was unknown for part of it
 	// (less is the rounding of prorated intervals).
-	cnpCoverageSlackDivisor = 100
-	// cnpUnknownFactor: an unknown port may have sent and received twice
+	coverageSlackDivisor = 100
+	// unknownFactor: an unknown port may have sent and received twice
 	// its usual share or rate (see MaxUnknownShare).
-	cnpUnknownFactor = 2
-	// cnpClearGapDivisor: the fabric incident clears, and the onset run of
+	unknownFactor = 2
+	// clearGapDivisor: the fabric incident clears, and the onset run of
 	// buckets ends, below half of MinGap: hysteresis against a gap near it.
-	cnpClearGapDivisor = 2
-	// cnpCriticalGap: half the CNPs lost (after the unknown allowance)
+	clearGapDivisor = 2
+	// criticalGap: half the CNPs lost (after the unknown allowance)
 	// leaves DCQCN mostly blind: critical.
-	cnpCriticalGap = 0.5
+	criticalGap = 0.5
 )
 
-// The congestion counters, in the order of cnpPort.prevOK bits.
+// The congestion counters, in the order of portState.prevOK bits.
 const (
-	cnpMarked = iota
-	cnpSent
-	cnpHandled
-	cnpIgnored
-	cnpCounters
+	npMarked = iota
+	npSent
+	rpHandled
+	rpIgnored
+	counters
 )
 
-var cnpNames = [cnpCounters]string{"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"}
+var counterNames = [counters]string{"np_ecn_marked_roce_packets", "np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored"}
 
-// cnpPort is the per-port state, made only for ports that expose the
+// portState is the per-port state, made only for ports that expose the
 // congestion counters (RoCE).
-type cnpPort struct {
+type portState struct {
 	// sums holds one Buckets per counter, prorated over each clean interval;
 	// covered holds the clean milliseconds.
-	sums    [cnpCounters]*processor.Buckets
+	sums    [counters]*processor.Buckets
 	covered *processor.Buckets
 	// readings and ignoring count the clean readings, and those in which
 	// rp_cnp_ignored rose: one burst of ignored CNPs is not a disabled RP.
 	readings, ignoring *processor.Buckets
 	// tx is what the port transmits (bytes), for the share of the CNPs a
-	// blind port may receive (see cnpBlind).
+	// blind port may receive (see blindState).
 	tx *processor.Buckets
 	// wait holds the port_xmit_wait ticks and waitCovered the milliseconds
 	// with a usable reading of it; waitPinned: the latest reading was
@@ -332,27 +332,27 @@ type cnpPort struct {
 	lastCongested  schemas.Millis
 }
 
-func newCNPPort() *cnpPort {
+func newCNPPort() *portState {
 	// Every window of the port is updated on every sample: one group.
-	g := processor.NewBucketsGroup(cnpCounters+6, cnpBuckets, cnpBucketWidth)
-	st := &cnpPort{covered: &g[cnpCounters], readings: &g[cnpCounters+1], ignoring: &g[cnpCounters+2], tx: &g[cnpCounters+3],
-		wait: &g[cnpCounters+4], waitCovered: &g[cnpCounters+5]}
+	g := processor.NewBucketsGroup(counters+6, buckets, bucketWidth)
+	st := &portState{covered: &g[counters], readings: &g[counters+1], ignoring: &g[counters+2], tx: &g[counters+3],
+		wait: &g[counters+4], waitCovered: &g[counters+5]}
 	for i := range st.sums {
 		st.sums[i] = &g[i]
 	}
 	return st
 }
 
-// cnpBlind is a RoCE port without congestion counters: what it transmits
+// blindState is a RoCE port without congestion counters: what it transmits
 // (bytes, prorated over its intervals), the bound of the CNPs it may get.
-type cnpBlind struct {
+type blindState struct {
 	tx   *processor.Buckets
 	last schemas.Millis
 }
 
-// cnpWindow is one port's figures over a window.
-type cnpWindow struct {
-	c         [cnpCounters]float64
+// window is one port's figures over a window.
+type window struct {
+	c         [counters]float64
 	coveredMs float64
 	// waitTicks over waitMs: the port's port_xmit_wait where it was usable.
 	waitTicks, waitMs float64
@@ -361,17 +361,17 @@ type cnpWindow struct {
 	readings, ignoring float64
 }
 
-func (w *cnpWindow) seconds() float64 { return w.coveredMs / 1000 }
+func (w *window) seconds() float64 { return w.coveredMs / 1000 }
 
-func (w *cnpWindow) perS(i int) float64 {
+func (w *window) perS(i int) float64 {
 	if w.coveredMs <= 0 {
 		return 0
 	}
 	return w.c[i] / w.seconds()
 }
 
-func (st *cnpPort) window(from, to schemas.Millis) cnpWindow {
-	var w cnpWindow
+func (st *portState) window(from, to schemas.Millis) window {
+	var w window
 	for i := range st.sums {
 		w.c[i] = st.sums[i].Sum(from, to)
 	}
@@ -391,7 +391,7 @@ func spread(b *processor.Buckets, from, to schemas.Millis, v float64) {
 	if to <= from {
 		return
 	}
-	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	width := schemas.Millis(bucketWidth.Milliseconds())
 	total := float64(to - from)
 	for t := from; t < to; {
 		next := t - t%width + width
@@ -403,14 +403,14 @@ func spread(b *processor.Buckets, from, to schemas.Millis, v float64) {
 	}
 }
 
-// OnSample implements PortDetector.
+// OnSample implements processor.PortDetector.
 func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	// A sampling interval, not a gap: a port silent for minutes says
 	// nothing of how often the fabric is read.
-	if iv := schemas.Millis(s.IntervalMs); iv > 0 && iv <= cnpMaxSamplingMs {
+	if iv := schemas.Millis(s.IntervalMs); iv > 0 && iv <= maxSamplingMs {
 		d.fab.slowestMs = max(iv, d.fab.slowestMs-d.fab.slowestMs/1024)
 	}
-	var deltas [cnpCounters]uint64
+	var deltas [counters]uint64
 	var present, usable uint8
 	for i, id := range idCNP {
 		c, ok := s.CounterByID(id)
@@ -425,18 +425,18 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 			deltas[i] = c.Delta
 		}
 	}
-	st, ok := processor.LookupPortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
+	st, ok := processor.LookupPortLocal[portState](port, schemas.TypeCNPECNImbalance)
 	if !ok {
 		// Only ports with the notification-point counters take state:
 		// InfiniBand ports and RoCE ports without them cost nothing,
 		// but for what a blind RoCE port transmits.
-		if present&(1<<cnpMarked|1<<cnpSent) != 1<<cnpMarked|1<<cnpSent {
+		if present&(1<<npMarked|1<<npSent) != 1<<npMarked|1<<npSent {
 			if present == 0 {
 				d.observeBlind(s)
 			}
 			return
 		}
-		st = processor.PortLocal[cnpPort](port, schemas.TypeCNPECNImbalance)
+		st = processor.PortLocal[portState](port, schemas.TypeCNPECNImbalance)
 		*st = *newCNPPort()
 	}
 	st.has |= present
@@ -453,11 +453,11 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 		spread(st.sums[i], from, to, float64(deltas[i]))
 	}
 	spread(st.covered, from, to, float64(to-from))
-	if tx, ok := cnpTxBytes(s); ok {
+	if tx, ok := txBytes(s); ok {
 		spread(st.tx, from, to, tx)
 	}
 	st.readings.Add(to, 1)
-	if deltas[cnpIgnored] > 0 {
+	if deltas[rpIgnored] > 0 {
 		st.ignoring.Add(to, 1)
 	}
 	d.learnRates(st, deltas, float64(to-from)/1000)
@@ -465,11 +465,11 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 	d.judgePort(st, port, s, em)
 }
 
-// cnpBlindFactor: a blind port may receive this multiple of its share of
+// blindFactor: a blind port may receive this multiple of its share of
 // the window's transmitted bytes in CNPs. Its share is measured over the
 // same window (not a past share, as for an unknown port), so the margin is
 // for the senders that cross the marked queues more than others.
-const cnpBlindFactor = 1.5
+const blindFactor = 1.5
 
 var idPortXmitData = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_data")
 
@@ -477,7 +477,7 @@ var idPortXmitData = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_da
 // whose delta is usable: not a baseline, a reset or a held glitch, and not
 // pinned at the counter's maximum (the delta of a saturated interval counts
 // up to the top and no further).
-func observeXmitWait(st *cnpPort, s *processor.Sample) {
+func observeXmitWait(st *portState, s *processor.Sample) {
 	c, ok := s.CounterByID(idPortXmitWait)
 	if !ok {
 		return
@@ -491,10 +491,10 @@ func observeXmitWait(st *cnpPort, s *processor.Sample) {
 	spread(st.waitCovered, from, to, float64(to-from))
 }
 
-// cnpTxBytes is the sample's port_xmit_data delta in bytes (the delta
+// txBytes is the sample's port_xmit_data delta in bytes (the delta
 // engine already turned the counter's 4-byte words into bytes), if it has a
 // usable one: a 32-bit counter pinned at its top counts nothing any more.
-func cnpTxBytes(s *processor.Sample) (float64, bool) {
+func txBytes(s *processor.Sample) (float64, bool) {
 	c, ok := s.CounterByID(idPortXmitData)
 	if !ok || s.IntervalMs <= 0 || c.Flags&(schemas.FlagFirst|schemas.FlagReset|schemas.FlagHeld|schemas.FlagSaturated) != 0 {
 		return 0, false
@@ -508,16 +508,16 @@ func (d *Detector) observeBlind(s *processor.Sample) {
 	if s.PortSample == nil || s.LinkLayer != "Ethernet" {
 		return
 	}
-	tx, ok := cnpTxBytes(s)
+	tx, ok := txBytes(s)
 	if !ok {
 		return
 	}
 	if d.blind == nil {
-		d.blind = make(map[schemas.PortID]*cnpBlind)
+		d.blind = make(map[schemas.PortID]*blindState)
 	}
 	b := d.blind[s.ID]
 	if b == nil {
-		b = &cnpBlind{tx: processor.NewBuckets(cnpBuckets, cnpBucketWidth)}
+		b = &blindState{tx: processor.NewBuckets(buckets, bucketWidth)}
 		d.blind[s.ID] = b
 	}
 	spread(b.tx, s.Since(), s.Time, tx)
@@ -526,17 +526,17 @@ func (d *Detector) observeBlind(s *processor.Sample) {
 
 // learnRates keeps the port's usual CNP rates, an exponential average with a
 // time constant of about 5 min.
-func (d *Detector) learnRates(st *cnpPort, deltas [cnpCounters]uint64, seconds float64) {
+func (d *Detector) learnRates(st *portState, deltas [counters]uint64, seconds float64) {
 	if seconds <= 0 {
 		return
 	}
-	sent := float32(float64(deltas[cnpSent]) / seconds)
-	recv := float32(float64(deltas[cnpHandled]+deltas[cnpIgnored]) / seconds)
+	sent := float32(float64(deltas[npSent]) / seconds)
+	recv := float32(float64(deltas[rpHandled]+deltas[rpIgnored]) / seconds)
 	if !st.rated {
 		st.sentPerS, st.recvPerS, st.rated = sent, recv, true
 		return
 	}
-	a := float32(min(1, seconds/cnpAverageSeconds))
+	a := float32(min(1, seconds/averageSeconds))
 	st.sentPerS += a * (sent - st.sentPerS)
 	st.recvPerS += a * (recv - st.recvPerS)
 }
@@ -544,44 +544,44 @@ func (d *Detector) learnRates(st *cnpPort, deltas [cnpCounters]uint64, seconds f
 // trackRuns follows the runs of readings consistent with each fault, for
 // the onset: a reading that shows healthy behaviour ends a run, an idle one
 // does not.
-func (d *Detector) trackRuns(st *cnpPort, s *processor.Sample, deltas [cnpCounters]uint64) {
-	marked, sent := float64(deltas[cnpMarked]), float64(deltas[cnpSent])
+func (d *Detector) trackRuns(st *portState, s *processor.Sample, deltas [counters]uint64) {
+	marked, sent := float64(deltas[npMarked]), float64(deltas[npSent])
 	switch {
 	case marked > 0 && sent <= d.MaxNPRatio*marked:
 		if st.npRun == 0 {
 			st.npRun = s.Since()
 		}
-	case sent > 0 && sent > cnpHealthyNPFactor*d.MaxNPRatio*marked:
+	case sent > 0 && sent > healthyNPFactor*d.MaxNPRatio*marked:
 		st.npRun = 0
 	}
 	switch {
-	case deltas[cnpIgnored] > 0:
+	case deltas[rpIgnored] > 0:
 		if st.rpRun == 0 {
 			st.rpRun = s.Since()
 		}
-	case deltas[cnpHandled] > 0:
+	case deltas[rpHandled] > 0:
 		st.rpRun = 0
 	}
 }
 
-func (d *Detector) judgePort(st *cnpPort, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
+func (d *Detector) judgePort(st *portState, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t, _ := d.trackers()
 	subject := s.ID.Subject()
-	// The window holds at least cnpMinIgnoringReadings readings: at 30 s
+	// The window holds at least minIgnoringReadings readings: at 30 s
 	// sampling a 60 s window holds two, and a reaction point ignoring
 	// three quarters of its CNPs for minutes was never found.
-	span := max(schemas.Millis(d.Window.Milliseconds()), cnpMinIgnoringReadings*schemas.Millis(s.IntervalMs))
+	span := max(schemas.Millis(d.Window.Milliseconds()), minIgnoringReadings*schemas.Millis(s.IntervalMs))
 	w := st.window(s.Time-span, s.Time+1)
 	secs := w.seconds()
 	if secs <= 0 {
 		return
 	}
-	marked, sent := w.c[cnpMarked], w.c[cnpSent]
-	handled, ignored := w.c[cnpHandled], w.c[cnpIgnored]
+	marked, sent := w.c[npMarked], w.c[npSent]
+	handled, ignored := w.c[rpHandled], w.c[rpIgnored]
 	enoughMarks := marked >= d.MinMarked && marked/secs >= d.MinMarkedPerS
 	np := enoughMarks && sent <= d.MaxNPRatio*marked
 	rp := ignored >= d.MinIgnored && ignored/secs >= d.MinIgnoredPerS && ignored >= d.MinIgnoredFraction*(handled+ignored) &&
-		w.ignoring >= max(cnpMinIgnoringReadings, w.readings/cnpIgnoringReadingsDivisor)
+		w.ignoring >= max(minIgnoringReadings, w.readings/ignoringReadingsDivisor)
 	if enoughMarks || handled+ignored >= d.MinIgnored {
 		st.lastCongested = s.Time
 	}
@@ -601,8 +601,8 @@ func (d *Detector) judgePort(st *cnpPort, port *processor.PortState, s *processo
 	// Clearing needs the port to show healthy figures for each kind the
 	// incident showed; with no congestion at all it can neither confirm nor
 	// clear, and resolves only after IdleResolveAfter.
-	npOK := !st.npSeen || (marked >= d.MinMarked/cnpClearMarksDivisor && sent > cnpHealthyNPFactor*d.MaxNPRatio*marked)
-	rpOK := !st.rpSeen || (handled >= d.MinIgnored/cnpClearRPDivisor && ignored < d.MinIgnoredFraction/cnpClearRPDivisor*(handled+ignored))
+	npOK := !st.npSeen || (marked >= d.MinMarked/clearMarksDivisor && sent > healthyNPFactor*d.MaxNPRatio*marked)
+	rpOK := !st.rpSeen || (handled >= d.MinIgnored/clearRPDivisor && ignored < d.MinIgnoredFraction/clearRPDivisor*(handled+ignored))
 	idle := s.Time-max(st.lastCongested, st.lastHold) >= schemas.Millis(d.IdleResolveAfter.Milliseconds())
 	if npOK && rpOK {
 		t.Clear(s.Time, subject, fmt.Sprintf("CNPs have matched the ECN marks again for %s", d.ResolveAfter), d.portEvidence(&w), em)
@@ -624,7 +624,7 @@ func round3(v float64) float64 { return processor.RoundTo(v, 3) }
 
 // xmitWait adds the window's port_xmit_wait to evidence: ticks per second,
 // and the share of the time the port waited when the tick is known.
-func (d *Detector) xmitWait(w *cnpWindow, ev map[string]any) {
+func (d *Detector) xmitWait(w *window, ev map[string]any) {
 	if w.waitPinned {
 		ev["xmit_wait_pinned"] = true
 	}
@@ -639,28 +639,28 @@ func (d *Detector) xmitWait(w *cnpWindow, ev map[string]any) {
 
 // xmitWaitShare is the share of the window's usable time the port waited
 // to transmit, when the tick is configured.
-func (d *Detector) xmitWaitShare(w *cnpWindow) (float64, bool) {
+func (d *Detector) xmitWaitShare(w *window) (float64, bool) {
 	if d.XmitWaitTick <= 0 || w.waitMs <= 0 {
 		return 0, false
 	}
 	return min(1, w.waitTicks*float64(d.XmitWaitTick)/float64(time.Millisecond)/w.waitMs), true
 }
 
-func (d *Detector) portEvidence(w *cnpWindow) map[string]any {
+func (d *Detector) portEvidence(w *window) map[string]any {
 	ratio := 0.0
-	if w.c[cnpMarked] > 0 {
-		ratio = w.c[cnpSent] / w.c[cnpMarked]
+	if w.c[npMarked] > 0 {
+		ratio = w.c[npSent] / w.c[npMarked]
 	}
-	recv := w.c[cnpHandled] + w.c[cnpIgnored]
+	recv := w.c[rpHandled] + w.c[rpIgnored]
 	ignoredFraction := 0.0
 	if recv > 0 {
-		ignoredFraction = w.c[cnpIgnored] / recv
+		ignoredFraction = w.c[rpIgnored] / recv
 	}
 	ev := map[string]any{
-		"marked_per_s":      round3(w.perS(cnpMarked)),
-		"cnp_sent_per_s":    round3(w.perS(cnpSent)),
-		"cnp_handled_per_s": round3(w.perS(cnpHandled)),
-		"cnp_ignored_per_s": round3(w.perS(cnpIgnored)),
+		"marked_per_s":      round3(w.perS(npMarked)),
+		"cnp_sent_per_s":    round3(w.perS(npSent)),
+		"cnp_handled_per_s": round3(w.perS(rpHandled)),
+		"cnp_ignored_per_s": round3(w.perS(rpIgnored)),
 		"ratio":             round3(ratio),
 		"ignored_fraction":  round3(ignoredFraction),
 		"window_s":          round3(w.seconds()),
@@ -669,7 +669,7 @@ func (d *Detector) portEvidence(w *cnpWindow) map[string]any {
 	return ev
 }
 
-func (d *Detector) portFinding(st *cnpPort, port *processor.PortState, s *processor.Sample, w *cnpWindow, np, rp bool) processor.Finding {
+func (d *Detector) portFinding(st *portState, port *processor.PortState, s *processor.Sample, w *window, np, rp bool) processor.Finding {
 	onset := s.Since()
 	var what []string
 	var keys []string
@@ -682,7 +682,7 @@ func (d *Detector) portFinding(st *cnpPort, port *processor.PortState, s *proces
 		// fabric falls back on PFC alone.
 		severity = schemas.SeverityCritical
 		what = append(what, fmt.Sprintf("receives %.0f ECN-marked packets/s and sends %.1f CNPs/s (notification point disabled?)",
-			w.perS(cnpMarked), w.perS(cnpSent)))
+			w.perS(npMarked), w.perS(npSent)))
 		keys = append(keys, "np_disabled")
 	}
 	if st.rpSeen {
@@ -690,7 +690,7 @@ func (d *Detector) portFinding(st *cnpPort, port *processor.PortState, s *proces
 			onset = min(onset, st.rpRun)
 		}
 		what = append(what, fmt.Sprintf("ignores %.1f CNPs/s of %.1f received (reaction point disabled?)",
-			w.perS(cnpIgnored), w.perS(cnpHandled)+w.perS(cnpIgnored)))
+			w.perS(rpIgnored), w.perS(rpHandled)+w.perS(rpIgnored)))
 		keys = append(keys, "rp_ignoring")
 	}
 	where := processor.PortName(s.ID, port.Netdev)
@@ -725,8 +725,8 @@ func (d *Detector) portFinding(st *cnpPort, port *processor.PortState, s *proces
 	}
 }
 
-// cnpFabric is the detector's fabric-wide state.
-type cnpFabric struct {
+// fabricState is the detector's fabric-wide state.
+type fabricState struct {
 	lastEval schemas.Millis // end of the latest evaluated window
 	balanced int            // consecutive conclusive balanced windows
 	proven   bool           // the fabric's CNPs have been seen to balance
@@ -758,12 +758,12 @@ type fabricWindow struct {
 	// the balanced windows it would otherwise hide).
 	blindRecv        float64
 	ports, uncovered int
-	bucketSent       [cnpBuckets]float64
-	bucketRecv       [cnpBuckets]float64
+	bucketSent       [buckets]float64
+	bucketRecv       [buckets]float64
 	buckets          int
 }
 
-// OnWatermark implements FabricDetector: the fabric balance, and the sweep
+// OnWatermark implements processor.FabricDetector: the fabric balance, and the sweep
 // of silent ports' incidents.
 func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	t, _ := d.trackers()
@@ -779,7 +779,7 @@ func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, w
 		// receivers: no gap there means anything.
 		return
 	}
-	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	width := schemas.Millis(bucketWidth.Milliseconds())
 	// A port's CNPs of an interval are known only when its next sample
 	// arrives: with 30 s sampling the newest 30 s of a window ending near
 	// the watermark are missing for some ports, and the senders' and the
@@ -801,7 +801,7 @@ func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, w
 // (the gap shrinks: harmless); one received by such a port is missing on the
 // received side, and looks like loss. Which port sends CNPs to which is not
 // in the counters, so the received CNPs an unknown port may have missed are
-// bounded by twice its usual share of the fabric's CNPs (see cnpPort
+// bounded by twice its usual share of the fabric's CNPs (see portState
 // recvShare) times the CNPs sent while it was unknown, or twice its usual
 // rate before any share is known. A share, not a rate: the fabric's CNP rate
 // follows the load (day and night, jobs starting and ending) by a factor of
@@ -833,42 +833,42 @@ func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, w
 // returns) would look like a gap that crept up unseen.
 func (d *Detector) evalFabric(fabric processor.FabricView, end schemas.Millis, em processor.Emitter) {
 	_, t := d.trackers()
-	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	width := schemas.Millis(bucketWidth.Milliseconds())
 	span := schemas.Millis(d.FabricWindow.Milliseconds())
 	// At least four of the slowest intervals (a window of two 30 s readings
 	// is mostly their edges), at most what the buckets hold.
-	span = min(max(span, 4*d.fab.slowestMs), schemas.Millis(cnpBuckets-2)*width)
+	span = min(max(span, 4*d.fab.slowestMs), schemas.Millis(buckets-2)*width)
 	span = max(width, span-span%width)
-	w := fabricWindow{from: end - span, to: end, buckets: min(cnpBuckets-2, int(span/width))}
+	w := fabricWindow{from: end - span, to: end, buckets: min(buckets-2, int(span/width))}
 	w.from = end - schemas.Millis(w.buckets)*width
 	forget := schemas.Millis(d.ForgetSilentAfter.Milliseconds())
 	spanMs := float64(w.to - w.from)
-	var covered []cnpKnown
-	var unknown []*cnpPort
+	var covered []known
+	var unknown []*portState
 	var unknownMs []float64
 	var monitoredTx float64
 	fabric.Ports(func(p *processor.PortState) bool {
-		st, ok := processor.LookupPortLocal[cnpPort](p, schemas.TypeCNPECNImbalance)
+		st, ok := processor.LookupPortLocal[portState](p, schemas.TypeCNPECNImbalance)
 		if !ok || (p.LastTime < w.from-forget) {
 			return true
 		}
 		w.ports++
 		monitoredTx += st.tx.Sum(w.from, w.to)
 		pw := st.window(w.from, w.to)
-		w.sent += pw.c[cnpSent]
-		w.handled += pw.c[cnpHandled]
-		w.ign += pw.c[cnpIgnored]
+		w.sent += pw.c[npSent]
+		w.handled += pw.c[rpHandled]
+		w.ign += pw.c[rpIgnored]
 		for b := 0; b < w.buckets; b++ {
 			bf := w.from + schemas.Millis(b)*width
-			w.bucketSent[b] += st.sums[cnpSent].Sum(bf, bf+width)
-			w.bucketRecv[b] += st.sums[cnpHandled].Sum(bf, bf+width) + st.sums[cnpIgnored].Sum(bf, bf+width)
+			w.bucketSent[b] += st.sums[npSent].Sum(bf, bf+width)
+			w.bucketRecv[b] += st.sums[rpHandled].Sum(bf, bf+width) + st.sums[rpIgnored].Sum(bf, bf+width)
 		}
-		if ms := spanMs - pw.coveredMs; ms > float64(width)/cnpCoverageSlackDivisor {
+		if ms := spanMs - pw.coveredMs; ms > float64(width)/coverageSlackDivisor {
 			w.uncovered++
 			unknown = append(unknown, st)
 			unknownMs = append(unknownMs, ms)
 		} else {
-			covered = append(covered, cnpKnown{st, pw.c[cnpSent], pw.c[cnpHandled] + pw.c[cnpIgnored]})
+			covered = append(covered, known{st, pw.c[npSent], pw.c[rpHandled] + pw.c[rpIgnored]})
 		}
 		return true
 	})
@@ -910,7 +910,7 @@ func (d *Detector) evalFabric(fabric processor.FabricView, end schemas.Millis, e
 	case d.fab.proven && lossy &&
 		(t.Active() > 0 || end-d.fab.lastBalanced <= schemas.Millis(d.StepWithin.Milliseconds())):
 		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
-	case conclusive && gap < d.MinGap/cnpClearGapDivisor:
+	case conclusive && gap < d.MinGap/clearGapDivisor:
 		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)
 	}
 }
@@ -922,7 +922,7 @@ func (d *Detector) evalFabric(fabric processor.FabricView, end schemas.Millis, e
 // is in the balance the fabric proved. CNPs go to the senders whose traffic
 // crosses the marked queues, so when a blind port's share of the
 // transmitted bytes grows (a job starts there), it may take up to
-// cnpBlindFactor times the growth of the CNPs: without that allowance the
+// blindFactor times the growth of the CNPs: without that allowance the
 // job reads as CNPs lost in the network. A share that shrinks allows
 // nothing: lost CNPs still show.
 func (d *Detector) allowBlind(w *fabricWindow, monitoredTx float64, forgetBefore schemas.Millis) float64 {
@@ -942,7 +942,7 @@ func (d *Detector) allowBlind(w *fabricWindow, monitoredTx float64, forgetBefore
 	if d.fab.blindKnown {
 		grown = max(0, share-d.fab.blindShare)
 	}
-	w.blindRecv = cnpBlindFactor * grown * w.sent
+	w.blindRecv = blindFactor * grown * w.sent
 	return share
 }
 
@@ -953,7 +953,7 @@ func (d *Detector) learnBlind(share, seconds float64) {
 		d.fab.blindShare, d.fab.blindKnown = share, true
 		return
 	}
-	a := min(1, max(0, seconds)/cnpAverageSeconds)
+	a := min(1, max(0, seconds)/averageSeconds)
 	d.fab.blindShare += a * (share - d.fab.blindShare)
 }
 
@@ -961,16 +961,16 @@ func (d *Detector) learnBlind(share, seconds float64) {
 // twice their usual share of the CNPs sent while they were unknown (the
 // window's sent CNPs prorated), or twice their usual rate if no share is
 // known yet.
-func (w *fabricWindow) allowUnknown(unknown []*cnpPort, unknownMs []float64, spanMs float64) {
+func (w *fabricWindow) allowUnknown(unknown []*portState, unknownMs []float64, spanMs float64) {
 	for i, st := range unknown {
 		switch {
 		case st.shared:
 			sentThen := w.sent * unknownMs[i] / spanMs
-			w.unknownRecv += cnpUnknownFactor * float64(st.recvShare) * sentThen
-			w.unknownSent += cnpUnknownFactor * float64(st.sentShare) * sentThen
+			w.unknownRecv += unknownFactor * float64(st.recvShare) * sentThen
+			w.unknownSent += unknownFactor * float64(st.sentShare) * sentThen
 		case st.rated:
-			w.unknownRecv += cnpUnknownFactor * float64(st.recvPerS) * unknownMs[i] / 1000
-			w.unknownSent += cnpUnknownFactor * float64(st.sentPerS) * unknownMs[i] / 1000
+			w.unknownRecv += unknownFactor * float64(st.recvPerS) * unknownMs[i] / 1000
+			w.unknownSent += unknownFactor * float64(st.sentPerS) * unknownMs[i] / 1000
 		default:
 			// Nothing known about this port yet: its share is unbounded.
 			w.unknownRecv = math.Inf(1)
@@ -981,11 +981,11 @@ func (w *fabricWindow) allowUnknown(unknown []*cnpPort, unknownMs []float64, spa
 // learnShares updates the usual CNP shares of the ports known throughout a
 // conclusive balanced window that carried sent CNPs; seconds is the time
 // since the previous such window (an average over about 5 min).
-func (d *Detector) learnShares(covered []cnpKnown, sent, seconds float64) {
+func (d *Detector) learnShares(covered []known, sent, seconds float64) {
 	if sent <= 0 || seconds <= 0 {
 		return
 	}
-	a := float32(min(1, seconds/cnpAverageSeconds))
+	a := float32(min(1, seconds/averageSeconds))
 	for _, k := range covered {
 		ss, rs := float32(k.sent/sent), float32(k.recv/sent)
 		if !k.st.shared {
@@ -997,20 +997,20 @@ func (d *Detector) learnShares(covered []cnpKnown, sent, seconds float64) {
 	}
 }
 
-// cnpKnown is a port known throughout a fabric window, with its CNPs.
-type cnpKnown struct {
-	st         *cnpPort
+// known is a port known throughout a fabric window, with its CNPs.
+type known struct {
+	st         *portState
 	sent, recv float64
 }
 
 // fabricOnset is the start of the run of buckets at the end of the window in
 // which the gap shows; the window's start if the gap covers all of it.
 func (d *Detector) fabricOnset(w *fabricWindow) schemas.Millis {
-	width := schemas.Millis(cnpBucketWidth.Milliseconds())
+	width := schemas.Millis(bucketWidth.Milliseconds())
 	onset := w.to - width
 	for b := w.buckets - 1; b >= 0; b-- {
 		s := w.bucketSent[b]
-		if s <= 0 || (s-w.bucketRecv[b])/s < d.MinGap/cnpClearGapDivisor {
+		if s <= 0 || (s-w.bucketRecv[b])/s < d.MinGap/clearGapDivisor {
 			break
 		}
 		onset = w.from + schemas.Millis(b)*width
@@ -1042,7 +1042,7 @@ func (d *Detector) fabricEvidence(w *fabricWindow, gap, gapLow float64) map[stri
 
 func (d *Detector) fabricFinding(w *fabricWindow, gap, gapLow float64, now schemas.Millis) processor.Finding {
 	severity := schemas.SeverityWarning
-	if gapLow >= cnpCriticalGap {
+	if gapLow >= criticalGap {
 		severity = schemas.SeverityCritical
 	}
 	secs := float64(w.to-w.from) / 1000

@@ -14,12 +14,12 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// cnpFleet is a small RoCE fabric in which CNPs balance: every CNP a
+// fleet is a small RoCE fabric in which CNPs balance: every CNP a
 // notification point sends reaches a reaction point (spread evenly over the
 // ports) unless loss says it is lost. The collector side is modelled too:
 // baselines, resets, held glitches and silences produce the flags and deltas
 // the delta engine would.
-type cnpFleet struct {
+type fleet struct {
 	n        int
 	interval float64 // seconds between readings
 	// marked is a port's ECN-marked packets per second; npRatio the share it
@@ -37,7 +37,7 @@ type cnpFleet struct {
 	poisson *rand.Rand
 }
 
-func (f *cnpFleet) ids() []schemas.PortID {
+func (f *fleet) ids() []schemas.PortID {
 	ids := make([]schemas.PortID, f.n)
 	for i := range ids {
 		ids[i] = schemas.PortID{Node: fmt.Sprintf("gpu-%03d", i+1), Device: "mlx5_0", Port: 1}
@@ -46,10 +46,10 @@ func (f *cnpFleet) ids() []schemas.PortID {
 }
 
 // run feeds [0, dur) seconds of readings into h.
-func (f *cnpFleet) run(h *detecttest.Harness, dur float64) {
+func (f *fleet) run(h *detecttest.Harness, dur float64) {
 	ids := f.ids()
-	cur := make([][cnpCounters]float64, f.n)
-	base := make([][cnpCounters]uint64, f.n)
+	cur := make([][counters]float64, f.n)
+	base := make([][counters]uint64, f.n)
 	last := make([]float64, f.n)
 	seen := make([]bool, f.n)
 	for sec := 0.0; sec < dur; sec += f.interval {
@@ -59,8 +59,8 @@ func (f *cnpFleet) run(h *detecttest.Harness, dur float64) {
 			for i := 0; i < f.n; i++ {
 				m := f.marked(i, sec) * f.interval
 				s := m * f.npRatio(i, sec)
-				cur[i][cnpMarked] += m
-				cur[i][cnpSent] += s
+				cur[i][npMarked] += m
+				cur[i][npSent] += s
 				sent += s
 			}
 			mean := sent * (1 - f.loss(sec)) / float64(f.n)
@@ -70,9 +70,9 @@ func (f *cnpFleet) run(h *detecttest.Harness, dur float64) {
 					delivered = max(0, mean+math.Sqrt(mean)*f.poisson.NormFloat64())
 				}
 				if f.ignoring(i, sec) {
-					cur[i][cnpIgnored] += delivered
+					cur[i][rpIgnored] += delivered
 				} else {
-					cur[i][cnpHandled] += delivered
+					cur[i][rpHandled] += delivered
 				}
 			}
 		}
@@ -88,12 +88,12 @@ func (f *cnpFleet) run(h *detecttest.Harness, dur float64) {
 			if kind == "silent" {
 				continue
 			}
-			cs := make([]schemas.CounterDelta, 0, cnpCounters+1)
+			cs := make([]schemas.CounterDelta, 0, counters+1)
 			cs = append(cs, schemas.CounterDelta{Name: "out_of_buffer", Source: schemas.SourceHWCounters})
 			interval := int64(math.Round((ts - last[i]) * 1000))
-			for k := 0; k < cnpCounters; k++ {
+			for k := 0; k < counters; k++ {
 				v := uint64(cur[i][k])
-				c := schemas.CounterDelta{Name: cnpNames[k], Source: schemas.SourceHWCounters, Value: v & 0xffffffff}
+				c := schemas.CounterDelta{Name: counterNames[k], Source: schemas.SourceHWCounters, Value: v & 0xffffffff}
 				switch kind {
 				case "baseline":
 					c.Flags = schemas.FlagFirst
@@ -105,7 +105,7 @@ func (f *cnpFleet) run(h *detecttest.Harness, dur float64) {
 					c.Value, c.Delta, c.Flags = v-base[i][k], v-base[i][k], schemas.FlagReset
 					base[i][k] = v - base[i][k]
 				case "held":
-					if k == cnpHandled {
+					if k == rpHandled {
 						c.Value, c.Flags = 0, schemas.FlagHeld
 						break
 					}
@@ -134,8 +134,8 @@ func (f *cnpFleet) run(h *detecttest.Harness, dur float64) {
 
 // healthyFleet is eight ports under normal congestion: marks on most ports,
 // CNPs in proportion, one idle port, one with a trickle of marks.
-func healthyFleet() *cnpFleet {
-	return &cnpFleet{
+func healthyFleet() *fleet {
+	return &fleet{
 		n: 8, interval: 5,
 		marked: func(i int, sec float64) float64 {
 			switch i {
@@ -160,7 +160,7 @@ func healthyFleet() *cnpFleet {
 // dropLoadSilent changes f to 16 ports read every second whose ECN marks
 // (and CNPs) drop twentyfold from 500 s to 560 s, with port 3 silent over
 // [silentFrom, silentTo) and loss of the CNPs from lossFrom on (none if 0).
-func dropLoadSilent(f *cnpFleet, silentFrom, silentTo, lossFrom, loss float64) {
+func dropLoadSilent(f *fleet, silentFrom, silentTo, lossFrom, loss float64) {
 	f.n, f.interval = 16, 1
 	marked := f.marked
 	f.marked = func(i int, sec float64) float64 {
@@ -181,7 +181,7 @@ func dropLoadSilent(f *cnpFleet, silentFrom, silentTo, lossFrom, loss float64) {
 	}
 }
 
-type cnpIncident struct {
+type incident struct {
 	id      string
 	subject schemas.Subject
 	scope   string
@@ -190,10 +190,10 @@ type cnpIncident struct {
 	last    *schemas.Event
 }
 
-func cnpIncidents(t *testing.T, evs []*schemas.Event) []*cnpIncident {
+func incidents(t *testing.T, evs []*schemas.Event) []*incident {
 	t.Helper()
-	byID := map[string]*cnpIncident{}
-	var out []*cnpIncident
+	byID := map[string]*incident{}
+	var out []*incident
 	for _, ev := range evs {
 		if ev.Type != schemas.TypeCNPECNImbalance {
 			t.Errorf("event type %s", ev.Type)
@@ -205,7 +205,7 @@ func cnpIncidents(t *testing.T, evs []*schemas.Event) []*cnpIncident {
 		}
 		in, ok := byID[ev.ID]
 		if !ok {
-			in = &cnpIncident{id: ev.ID, subject: ev.Subject, scope: ev.Scope, first: ev}
+			in = &incident{id: ev.ID, subject: ev.Subject, scope: ev.Scope, first: ev}
 			byID[ev.ID] = in
 			out = append(out, in)
 		}
@@ -240,13 +240,13 @@ func TestCNPECNImbalance(t *testing.T) {
 	cases := []struct {
 		name   string
 		dur    float64
-		modify func(f *cnpFleet)
+		modify func(f *fleet)
 		want   []want
 	}{
 		{name: "normal congestion with proportional CNPs, idle and trickle ports", dur: 1200},
 		{
 			name: "notification point disabled", dur: 900,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				ratio := f.npRatio
 				f.npRatio = func(i int, sec float64) float64 {
 					if i == 0 && sec > 300 && sec <= 600 {
@@ -259,7 +259,7 @@ func TestCNPECNImbalance(t *testing.T) {
 		},
 		{
 			name: "notification point disabled on a 1 s interval", dur: 600,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.interval = 1
 				ratio := f.npRatio
 				f.npRatio = func(i int, sec float64) float64 {
@@ -273,7 +273,7 @@ func TestCNPECNImbalance(t *testing.T) {
 		},
 		{
 			name: "reaction point ignoring CNPs, 10 s interval", dur: 900,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.interval = 10
 				f.ignoring = func(i int, sec float64) bool { return i == 2 && sec > 250 && sec <= 650 }
 			},
@@ -283,7 +283,7 @@ func TestCNPECNImbalance(t *testing.T) {
 			// Three readings must show it: a 60 s window held two at 30 s
 			// and the port was never judged.
 			name: "reaction point ignoring CNPs, 30 s interval", dur: 1500,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.interval = 30
 				f.ignoring = func(i int, sec float64) bool { return i == 2 && sec > 300 && sec <= 900 }
 			},
@@ -291,7 +291,7 @@ func TestCNPECNImbalance(t *testing.T) {
 		},
 		{
 			name: "CNPs lost in the fabric, 30 s interval", dur: 1800,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.interval = 30
 				f.loss = func(sec float64) float64 {
 					if sec > 600 && sec <= 1200 {
@@ -304,7 +304,7 @@ func TestCNPECNImbalance(t *testing.T) {
 		},
 		{
 			name: "CNPs lost in the fabric", dur: 1200,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.loss = func(sec float64) float64 {
 					if sec > 400 && sec <= 800 {
 						return 0.4
@@ -316,7 +316,7 @@ func TestCNPECNImbalance(t *testing.T) {
 		},
 		{
 			name: "CNPs lost in the fabric, with a gap and a reset elsewhere", dur: 1000,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.loss = func(sec float64) float64 {
 					if sec > 400 {
 						return 0.3
@@ -343,21 +343,21 @@ func TestCNPECNImbalance(t *testing.T) {
 		// step test.
 		{
 			name: "CNPs lost on a 1 s interval while a node is silent and the load has dropped", dur: 1200,
-			modify: func(f *cnpFleet) { dropLoadSilent(f, 300, 1100, 800, 0.6) },
+			modify: func(f *fleet) { dropLoadSilent(f, 300, 1100, 800, 0.6) },
 			want:   []want{{subject: fabric, onset: 800}},
 		},
 		{
 			name: "CNPs lost on a 1 s interval just before a node silent for minutes returns", dur: 1200,
-			modify: func(f *cnpFleet) { dropLoadSilent(f, 300, 880, 800, 0.6) },
+			modify: func(f *fleet) { dropLoadSilent(f, 300, 880, 800, 0.6) },
 			want:   []want{{subject: fabric, onset: 800}},
 		},
 		{
 			name: "a silent node and a dropped load on a 1 s interval are not loss", dur: 1500,
-			modify: func(f *cnpFleet) { dropLoadSilent(f, 300, 1100, 0, 0) },
+			modify: func(f *fleet) { dropLoadSilent(f, 300, 1100, 0, 0) },
 		},
 		{
 			name: "a silent node that received a sixth of the CNPs and a dropped load are not loss", dur: 1500,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				dropLoadSilent(f, 300, 1100, 0, 0)
 				// What the silent port misses is more than the
 				// tolerance: the observed CNPs do not balance.
@@ -366,7 +366,7 @@ func TestCNPECNImbalance(t *testing.T) {
 		},
 		{
 			name: "resets, restarts, held glitches and silent nodes are not loss", dur: 1500,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.noise = func(i int, sec float64) string {
 					switch {
 					case i == 1 && sec >= 300 && sec < 360: // a silent node that receives CNPs
@@ -388,19 +388,19 @@ func TestCNPECNImbalance(t *testing.T) {
 		},
 		{
 			name: "a fabric that never balances (unmonitored endpoints) says nothing", dur: 900,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.loss = func(float64) float64 { return 0.45 }
 			},
 		},
 		{
 			name: "a gap that creeps up over 20 minutes is the workload moving, not loss", dur: 1800,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.loss = func(sec float64) float64 { return max(0, min(0.5, (sec-300)/2400)) }
 			},
 		},
 		{
 			name: "an RP that ignores a few CNPs once is not a fault", dur: 600,
-			modify: func(f *cnpFleet) {
+			modify: func(f *fleet) {
 				f.ignoring = func(i int, sec float64) bool { return i == 2 && sec == 300 }
 			},
 		},
@@ -413,7 +413,7 @@ func TestCNPECNImbalance(t *testing.T) {
 			}
 			h := detecttest.NewHarness(t, New())
 			f.run(h, tc.dur)
-			ins := cnpIncidents(t, h.Events)
+			ins := incidents(t, h.Events)
 			if len(ins) != len(tc.want) {
 				for _, in := range ins {
 					t.Logf("incident %s %v: %s %v", in.id, in.states, in.first.Summary, in.first.Evidence)
@@ -453,7 +453,7 @@ func TestCNPECNImbalance(t *testing.T) {
 // lightFleet is healthyFleet under a light load: its ECN marks, and so its
 // CNPs, scaled by load (1 gives about 22,000 CNPs a minute), with the CNPs
 // each port receives drawn as Poisson counts.
-func lightFleet(load float64) *cnpFleet {
+func lightFleet(load float64) *fleet {
 	f := healthyFleet()
 	marked := f.marked
 	f.marked = func(i int, sec float64) float64 { return load * marked(i, sec) }
@@ -483,12 +483,12 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 	cases := []struct {
 		name string
 		dur  float64
-		f    func() *cnpFleet
+		f    func() *fleet
 		want []want
 	}{
 		{
 			name: "about 1,500 CNPs a minute, 40% lost", dur: 1200,
-			f: func() *cnpFleet {
+			f: func() *fleet {
 				f := lightFleet(1.0 / 15)
 				f.loss = lossBetween(400, 800, 0.4)
 				return f
@@ -497,7 +497,7 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 		},
 		{
 			name: "about 1,000 CNPs a minute on a 1 s interval, 30% lost", dur: 900,
-			f: func() *cnpFleet {
+			f: func() *fleet {
 				f := lightFleet(1.0 / 22)
 				f.interval = 1
 				f.loss = lossBetween(400, 0, 0.3)
@@ -507,11 +507,11 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 		},
 		{
 			name: "about 1,500 CNPs a minute, balanced within the noise", dur: 1500,
-			f: func() *cnpFleet { return lightFleet(1.0 / 15) },
+			f: func() *fleet { return lightFleet(1.0 / 15) },
 		},
 		{
 			name: "about 400 CNPs a minute, 60% lost", dur: 1200,
-			f: func() *cnpFleet {
+			f: func() *fleet {
 				f := lightFleet(1.0 / 55)
 				f.loss = lossBetween(400, 800, 0.6)
 				return f
@@ -520,7 +520,7 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 		},
 		{
 			name: "about 700 CNPs a minute on a 10 s interval, balanced within the noise", dur: 1500,
-			f: func() *cnpFleet {
+			f: func() *fleet {
 				f := lightFleet(1.0 / 32)
 				f.interval = 10
 				return f
@@ -530,7 +530,7 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 			// A trickle of CNPs: about 60 a minute, fewer than
 			// MinFabricLost: even all of them missing would say nothing.
 			name: "a load that drops to a trickle, then half its CNPs missing", dur: 1200,
-			f: func() *cnpFleet {
+			f: func() *fleet {
 				f := lightFleet(1)
 				marked := f.marked
 				f.marked = func(i int, sec float64) float64 {
@@ -548,7 +548,7 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 			// steady gap is within FabricSigmas·√sent of the light
 			// windows, and must not pass for balance there.
 			name: "a load rising from light, 25% of CNPs never balanced (unmonitored endpoints)", dur: 1500,
-			f: func() *cnpFleet {
+			f: func() *fleet {
 				f := lightFleet(1.0 / 75)
 				marked := f.marked
 				f.marked = func(i int, sec float64) float64 {
@@ -560,7 +560,7 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 		},
 		{
 			name: "a light load that never balances (unmonitored endpoints) says nothing", dur: 900,
-			f: func() *cnpFleet {
+			f: func() *fleet {
 				f := lightFleet(1.0 / 15)
 				f.loss = func(float64) float64 { return 0.3 }
 				return f
@@ -571,7 +571,7 @@ func TestCNPECNImbalanceLightLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := detecttest.NewHarness(t, New())
 			tc.f().run(h, tc.dur)
-			ins := cnpIncidents(t, h.Events)
+			ins := incidents(t, h.Events)
 			if len(ins) != len(tc.want) {
 				for _, in := range ins {
 					t.Logf("incident %s %v: %s %v", in.id, in.states, in.first.Summary, in.first.Evidence)

@@ -8,9 +8,9 @@ import "github.com/rdmawatch/rdmawatch/schemas"
 var (
 	idPortXmitWait = schemas.MustCounterID(schemas.SourceCounters, "port_xmit_wait")
 
-	// The congestion counters, in cnpNames order.
-	idCNP = func() (ids [cnpCounters]schemas.CounterID) {
-		for i, n := range cnpNames {
+	// The congestion counters, in counterNames order.
+	idCNP = func() (ids [counters]schemas.CounterID) {
+		for i, n := range counterNames {
 			ids[i] = schemas.MustCounterID(schemas.SourceHWCounters, n)
 		}
 		return ids

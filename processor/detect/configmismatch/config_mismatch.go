@@ -115,10 +115,10 @@ func New() *Detector {
 	return &Detector{MajorityShare: 2.0 / 3, MinPorts: 3, MinUpdateInterval: 10 * time.Minute, SilentResolveAfter: 30 * time.Minute}
 }
 
-// Name implements Detector.
+// Name implements processor.Detector.
 func (d *Detector) Name() string { return processor.TypeConfigMismatch }
 
-// Init implements Initializer.
+// Init implements processor.Initializer.
 func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
@@ -337,7 +337,7 @@ func (d *Detector) norm(fabric processor.FabricView) fabricNorm {
 	return n
 }
 
-// OnWatermark implements FabricDetector.
+// OnWatermark implements processor.FabricDetector.
 func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	t := d.track()
 	n := d.norm(fabric)

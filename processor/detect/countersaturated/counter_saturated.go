@@ -157,10 +157,10 @@ func (d *Detector) noteResolved(subject schemas.Subject, wm schemas.Millis) {
 	}
 }
 
-// Name implements Detector.
+// Name implements processor.Detector.
 func (d *Detector) Name() string { return schemas.TypeCounterSaturated }
 
-// Init implements Initializer.
+// Init implements processor.Initializer.
 func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
@@ -192,7 +192,7 @@ type pinnedCounter struct {
 	data  bool // a data or packet counter (throughput blind), not an error counter
 }
 
-// OnSample implements PortDetector.
+// OnSample implements processor.PortDetector.
 func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := d.track()
 	subject := s.ID.Subject()
@@ -265,7 +265,7 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 	}
 }
 
-// OnWatermark implements FabricDetector: incidents of silent ports resolve,
+// OnWatermark implements processor.FabricDetector: incidents of silent ports resolve,
 // and holds that are over are forgotten.
 func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	for subject, m := range d.memo {

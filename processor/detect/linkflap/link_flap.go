@@ -57,10 +57,10 @@ func New() *Detector {
 	}
 }
 
-// Name implements Detector.
+// Name implements processor.Detector.
 func (d *Detector) Name() string { return schemas.TypeLinkFlap }
 
-// Init implements Initializer: the topology names the switch port to check.
+// Init implements processor.Initializer: the topology names the switch port to check.
 func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
@@ -127,7 +127,7 @@ func (d *Detector) lagMemberHeld(port *processor.PortState, s *processor.Sample,
 	return false
 }
 
-// OnSample implements PortDetector.
+// OnSample implements processor.PortDetector.
 func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := d.track()
 	subject := s.ID.Subject()
@@ -174,7 +174,7 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 	}
 }
 
-// OnWatermark implements FabricDetector: it resolves incidents of ports that
+// OnWatermark implements processor.FabricDetector: it resolves incidents of ports that
 // went silent.
 func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	d.track().Sweep(wm, func(s schemas.Subject) (schemas.Millis, bool) {

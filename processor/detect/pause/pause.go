@@ -33,11 +33,11 @@ type Reading struct {
 	Links int
 }
 
-// pfcPauseSlots are the pause figures of a sample: the eight priorities,
-// then the global pause (slot pfcGlobalSlot).
+// slots are the pause figures of a sample: the eight priorities,
+// then the global pause (slot globalSlot).
 const (
-	pfcGlobalSlot = 8
-	pfcPauseSlots = 9
+	globalSlot = 8
+	slots      = 9
 )
 
 // Read reads the sample's pause, traffic and congestion figures. A
@@ -75,8 +75,8 @@ func Read(s *schemas.PortSample) Reading {
 	r.Links = schemas.PauseLinks(s)
 	sec := float64(s.IntervalMs) / 1000
 	links := float64(r.Links)
-	var txDur, txFrames, rxDur, rxFrames [pfcPauseSlots]float64
-	var txOK [pfcPauseSlots]bool
+	var txDur, txFrames, rxDur, rxFrames [slots]float64
+	var txOK [slots]bool
 	const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
 	// read files one pause counter of a slot (k: 0 tx duration, 1 tx
 	// frames, 2 rx duration, 3 rx frames); false when it says nothing
@@ -112,7 +112,7 @@ func Read(s *schemas.PortSample) Reading {
 	// The global pause, under either driver's names (a port lists one).
 	for n := range idTxGlobalPauseDuration {
 		for k, id := range [4]schemas.CounterID{idTxGlobalPauseDuration[n], idTxGlobalPause[n], idRxGlobalPauseDuration[n], idRxGlobalPause[n]} {
-			if !read(pfcGlobalSlot, k, id) {
+			if !read(globalSlot, k, id) {
 				return Reading{}
 			}
 		}
@@ -136,12 +136,12 @@ func Read(s *schemas.PortSample) Reading {
 	if c, ok := s.CounterByID(idCNPHandled); ok && c.Flags&unusable == 0 {
 		r.CNPHandledPerS = float64(c.Delta) / sec
 	}
-	for slot := range pfcPauseSlots {
+	for slot := range slots {
 		if !txOK[slot] {
 			continue
 		}
 		prio := slot
-		if slot == pfcGlobalSlot {
+		if slot == globalSlot {
 			prio = GlobalPrio
 		}
 		if f := schemas.PauseFraction(txDur[slot]/links, s.IntervalMs); !r.Valid || f > r.TxFraction {

@@ -13,34 +13,34 @@ import (
 
 // Rules of the silent-origin inference.
 const (
-	// pfcDefaultIntervalMs: the interval assumed for a port that has not
+	// defaultIntervalMs: the interval assumed for a port that has not
 	// shown one yet (the collector's default).
-	pfcDefaultIntervalMs = 10_000
-	// pfcJitterPercent: a sample is overdue when later than its interval
+	defaultIntervalMs = 10_000
+	// jitterPercent: a sample is overdue when later than its interval
 	// plus 30% of it (read-time jitter).
-	pfcJitterPercent = 30
-	// pfcSilentQuorum: sustained victims under one leaf that prove a storm
-	// there; one is enough when it is paused pfcStrongVictimFraction.
-	pfcSilentQuorum         = 2
-	pfcStrongVictimFraction = 0.4
-	// pfcSilentMaxAge: a port silent for longer before the victims' onset
+	jitterPercent = 30
+	// silentQuorum: sustained victims under one leaf that prove a storm
+	// there; one is enough when it is paused strongVictimFraction.
+	silentQuorum         = 2
+	strongVictimFraction = 0.4
+	// silentMaxAge: a port silent for longer before the victims' onset
 	// is dead, not pausing anyone.
-	pfcSilentMaxAge = 30 * time.Minute
+	silentMaxAge = 30 * time.Minute
 )
 
-// pfcOverdue reports whether a port's next sample is late beyond read-time
+// overdue reports whether a port's next sample is late beyond read-time
 // jitter (30% of an interval) at watermark wm: every sample up to wm has
 // arrived, so the port is silent.
-func pfcOverdue(p *processor.PortState, wm schemas.Millis) bool {
-	return wm-p.LastTime > pfcSilentAfter(p)
+func overdue(p *processor.PortState, wm schemas.Millis) bool {
+	return wm-p.LastTime > silentAfter(p)
 }
 
-func pfcSilentAfter(p *processor.PortState) schemas.Millis {
+func silentAfter(p *processor.PortState) schemas.Millis {
 	interval := p.LastIntervalMs
 	if interval <= 0 {
-		interval = pfcDefaultIntervalMs
+		interval = defaultIntervalMs
 	}
-	return schemas.Millis(interval + interval*pfcJitterPercent/100)
+	return schemas.Millis(interval + interval*jitterPercent/100)
 }
 
 // inferSilentOrigins looks for leaves whose victims no active storm explains
@@ -50,7 +50,7 @@ func (d *Detector) inferSilentOrigins(fabric processor.FabricView, wm, now schem
 	if topo == nil {
 		return
 	}
-	for _, leaf := range pfcSortedLeaves(d.victims) {
+	for _, leaf := range sortedLeaves(d.victims) {
 		// A port of the leaf that reports and sends pauses now is the
 		// likelier origin (its storm opens when its streak is long
 		// enough): a host that merely has a gap in its samples at that
@@ -58,9 +58,9 @@ func (d *Detector) inferSilentOrigins(fabric processor.FabricView, wm, now schem
 		if leaf == "" || d.leafExplained(leaf) || d.leafPausesReporting(fabric, leaf, wm) {
 			continue
 		}
-		var victims []*pfcPort
+		var victims []*portState
 		strong := false
-		for _, v := range pfcSortedVictims(d.victims[leaf]) {
+		for _, v := range sortedVictims(d.victims[leaf]) {
 			// A sender paused in bursts while congestion control is
 			// busy (CNPs handled) is an incast sender, not a victim; a
 			// victim an active storm elsewhere already claimed (a remote
@@ -68,10 +68,10 @@ func (d *Detector) inferSilentOrigins(fabric processor.FabricView, wm, now schem
 			// storm on its own leaf.
 			if d.sustainedVictim(v, wm) && v.cnpHandPerS < d.IncastEventsPerS && !d.claimed(v.id) {
 				victims = append(victims, v)
-				strong = strong || v.rxFraction >= pfcStrongVictimFraction
+				strong = strong || v.rxFraction >= strongVictimFraction
 			}
 		}
-		if len(victims) < pfcSilentQuorum && !(len(victims) == 1 && strong) {
+		if len(victims) < silentQuorum && !(len(victims) == 1 && strong) {
 			continue
 		}
 		firstSince, firstSeen := victims[0].victimSince, victims[0].victimFirst
@@ -103,14 +103,14 @@ func (d *Detector) inferSilentOrigins(fabric processor.FabricView, wm, now schem
 		sort.Slice(sure, func(i, j int) bool { return sure[i] < sure[j] })
 		decided := sure[min(1, len(sure)-1)]
 		if p, seen := fabric.Port(origin); seen && p.Samples > 0 {
-			decided = max(decided, p.LastTime+pfcSilentAfter(p)+(now-wm))
+			decided = max(decided, p.LastTime+silentAfter(p)+(now-wm))
 		}
 		decided = min(max(decided, wm), now)
 		onset := max(firstSince, last)
-		st := &pfcIncident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last, ambiguous: ties > 1, ties: ties}
+		st := &incident{origin: origin, leaf: leaf, onset: onset, silent: true, holding: true, silentAt: last, ambiguous: ties > 1, ties: ties}
 		if p, seen := fabric.Port(origin); seen {
 			st.netdev = p.Netdev
-			if prev, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
+			if prev, ok := processor.LookupPortLocal[portState](p, schemas.TypePFCStorm); ok {
 				st.reading.TxFraction = prev.prevTx
 			}
 		}
@@ -126,7 +126,7 @@ func (d *Detector) inferSilentOrigins(fabric processor.FabricView, wm, now schem
 func (d *Detector) leafLagging(fabric processor.FabricView, topo *schemas.Topology, leaf string, firstSeen, wm schemas.Millis) bool {
 	for _, q := range topo.HostPorts(leaf) {
 		p, seen := fabric.Port(q)
-		if !seen || p.Samples == 0 || pfcOverdue(p, wm) {
+		if !seen || p.Samples == 0 || overdue(p, wm) {
 			continue
 		}
 		if p.LastTime < firstSeen {
@@ -153,9 +153,9 @@ func (d *Detector) claimed(id schemas.PortID) bool {
 func (d *Detector) leafPausesReporting(fabric processor.FabricView, leaf string, wm schemas.Millis) bool {
 	found := false
 	fabric.Ports(func(p *processor.PortState) bool {
-		st, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
-		if ok && st.leaf == leaf && st.txStreak > 0 && !pfcOverdue(p, wm) &&
-			wm-st.prevTime <= pfcFreshIntervals*schemas.Millis(max(st.prevIntvlMs, pfcMinIntervalMs)) {
+		st, ok := processor.LookupPortLocal[portState](p, schemas.TypePFCStorm)
+		if ok && st.leaf == leaf && st.txStreak > 0 && !overdue(p, wm) &&
+			wm-st.prevTime <= freshIntervals*schemas.Millis(max(st.prevIntvlMs, minIntervalMs)) {
 			found = true
 		}
 		return !found
@@ -180,7 +180,7 @@ func (d *Detector) leafExplained(leaf string) bool {
 // then the silence nearest the victims' onset in whole intervals, then name
 // order. Its last sample time is returned, and how many ports of its node
 // tie with it on everything but their names (1: it alone).
-func (d *Detector) silentPortOn(fabric processor.FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
+func (d *Detector) silentPortOn(fabric processor.FabricView, topo *schemas.Topology, leaf string, victims []*portState,
 	firstSeen, wm schemas.Millis) (id schemas.PortID, last schemas.Millis, ties int, ok bool) {
 	cands := d.silentCandidates(fabric, topo, leaf, victims, firstSeen, wm)
 	// A hung host silences all its ports at once: the node's silence is
@@ -191,13 +191,13 @@ func (d *Detector) silentPortOn(fabric processor.FabricView, topo *schemas.Topol
 	for _, c := range cands {
 		nodeLast[c.id.Node] = max(nodeLast[c.id.Node], c.last)
 	}
-	var best *pfcCandidate
+	var best *candidate
 	for i := range cands {
 		c := &cands[i]
 		if !c.unseen {
-			interval := schemas.Millis(pfcMinIntervalMs)
+			interval := schemas.Millis(minIntervalMs)
 			if p, ok := fabric.Port(c.id); ok {
-				interval = schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
+				interval = schemas.Millis(max(p.LastIntervalMs, minIntervalMs))
 			}
 			c.gap = int64((firstSeen - nodeLast[c.id.Node] + interval/2) / interval)
 		}
@@ -217,8 +217,8 @@ func (d *Detector) silentPortOn(fabric processor.FabricView, topo *schemas.Topol
 	return best.id, best.last, ties, true
 }
 
-// pfcCandidate is a host port that may be a silent origin.
-type pfcCandidate struct {
+// candidate is a host port that may be a silent origin.
+type candidate struct {
 	id      schemas.PortID
 	last    schemas.Millis
 	pausing bool
@@ -227,7 +227,7 @@ type pfcCandidate struct {
 }
 
 // better is the preference of silentPortOn.
-func (a *pfcCandidate) better(b *pfcCandidate) bool {
+func (a *candidate) better(b *candidate) bool {
 	if a.unseen != b.unseen {
 		return !a.unseen
 	}
@@ -242,13 +242,13 @@ func (a *pfcCandidate) better(b *pfcCandidate) bool {
 
 // silentCandidates lists the leaf's host ports that may be the silent
 // origin (gap not yet set).
-func (d *Detector) silentCandidates(fabric processor.FabricView, topo *schemas.Topology, leaf string, victims []*pfcPort,
-	firstSeen, wm schemas.Millis) []pfcCandidate {
+func (d *Detector) silentCandidates(fabric processor.FabricView, topo *schemas.Topology, leaf string, victims []*portState,
+	firstSeen, wm schemas.Millis) []candidate {
 	isVictim := make(map[schemas.PortID]bool, len(victims))
 	for _, v := range victims {
 		isVictim[v.id] = true
 	}
-	var cands []pfcCandidate
+	var cands []candidate
 	for _, q := range topo.HostPorts(leaf) {
 		if isVictim[q] {
 			continue
@@ -256,20 +256,20 @@ func (d *Detector) silentCandidates(fabric processor.FabricView, topo *schemas.T
 		if _, active := d.storms[q]; active {
 			continue
 		}
-		c := pfcCandidate{id: q}
+		c := candidate{id: q}
 		p, seen := fabric.Port(q)
 		switch {
 		case seen && p.Samples > 0:
-			if !pfcOverdue(p, wm) {
+			if !overdue(p, wm) {
 				continue
 			}
-			interval := schemas.Millis(max(p.LastIntervalMs, pfcMinIntervalMs))
-			if p.LastTime > firstSeen+interval || p.LastTime < firstSeen-millis(pfcSilentMaxAge) {
+			interval := schemas.Millis(max(p.LastIntervalMs, minIntervalMs))
+			if p.LastTime > firstSeen+interval || p.LastTime < firstSeen-millis(silentMaxAge) {
 				continue
 			}
 			c.last = p.LastTime
-			if st, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm); ok {
-				c.pausing = st.prevTx >= pfcPausingFraction && st.prevTime == p.LastTime
+			if st, ok := processor.LookupPortLocal[portState](p, schemas.TypePFCStorm); ok {
+				c.pausing = st.prevTx >= pausingFraction && st.prevTime == p.LastTime
 			}
 		case fabric.Complete():
 			// Never reported since the processor started, and this

@@ -19,19 +19,19 @@ const remoteSpreadWithin = 30 * time.Second
 // four through a spine. A storm's pause does not reach further before the
 // spines' own PFC watchdog or another storm explains it.
 const (
-	pfcSameLeafHops  = 2
-	pfcMaxVictimHops = 4
-	// pfcRemoteSpreadIntervals: with slow scrapes, remoteSpreadWithin is at
+	sameLeafHops  = 2
+	maxVictimHops = 4
+	// remoteSpreadIntervals: with slow scrapes, remoteSpreadWithin is at
 	// least three of the victim's intervals (its pause shows one reading
 	// late at most twice over).
-	pfcRemoteSpreadIntervals = 3
+	remoteSpreadIntervals = 3
 )
 
 // collectAffected adds the sustained victims nearest to st and refreshes the
 // pause fractions of the known ones; it returns how many of its victims are
 // paused now (a known victim's latest reading is enough: one clean interval
 // of a victim must not end a storm).
-func (d *Detector) collectAffected(st *pfcIncident) int {
+func (d *Detector) collectAffected(st *incident) int {
 	var topo *schemas.Topology
 	if d.fabric != nil {
 		topo = d.fabric.Topology()
@@ -44,21 +44,21 @@ func (d *Detector) collectAffected(st *pfcIncident) int {
 		wm = max(d.fabric.Watermark(), 0)
 	}
 	paused := 0
-	for _, leaf := range pfcSortedLeaves(d.victims) {
+	for _, leaf := range sortedLeaves(d.victims) {
 		if leaf == "" {
 			continue
 		}
-		for _, v := range pfcSortedVictims(d.victims[leaf]) {
+		for _, v := range sortedVictims(d.victims[leaf]) {
 			if v.id.Node == st.origin.Node {
 				continue
 			}
 			_, known := st.byPort[v.id]
-			fresh := max(wm, v.victimLast)-v.victimLast <= pfcFreshIntervals*schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
+			fresh := max(wm, v.victimLast)-v.victimLast <= freshIntervals*schemas.Millis(max(v.intervalMs, minIntervalMs))
 			if !fresh || !known && !d.sustainedVictim(v, max(wm, v.victimLast)) {
 				continue
 			}
 			hops, ok := topo.Hops(st.origin, v.id)
-			if !ok || hops > pfcMaxVictimHops || d.nearer(v.id, st, hops, topo) {
+			if !ok || hops > maxVictimHops || d.nearer(v.id, st, hops, topo) {
 				continue
 			}
 			// A port paused in bursts while congestion control slows it
@@ -73,11 +73,11 @@ func (d *Detector) collectAffected(st *pfcIncident) int {
 			// the storm lasts. And under the storm's own leaf, whose
 			// buffers the origin fills, every port paused since the onset
 			// is the storm's (the leaf pauses whatever sends into it).
-			if !known && v.cnpHandPerS >= d.IncastEventsPerS && hops > pfcSameLeafHops && v.rxFraction < pfcStrongVictimFraction {
+			if !known && v.cnpHandPerS >= d.IncastEventsPerS && hops > sameLeafHops && v.rxFraction < strongVictimFraction {
 				continue
 			}
 			// Pauses that began well before the storm are someone else's.
-			slack := pfcFreshIntervals * schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
+			slack := freshIntervals * schemas.Millis(max(v.intervalMs, minIntervalMs))
 			if v.victimSince < st.onset-slack {
 				continue
 			}
@@ -90,7 +90,7 @@ func (d *Detector) collectAffected(st *pfcIncident) int {
 			// leaf pauses its own links: then the late victim is ours,
 			// reached when its flows came to cross the storm's leaf (a
 			// job shifting traffic tens of seconds after the onset).
-			late := !known && hops > pfcSameLeafHops && v.victimSince > st.onset+max(millis(remoteSpreadWithin), pfcRemoteSpreadIntervals*schemas.Millis(v.intervalMs))
+			late := !known && hops > sameLeafHops && v.victimSince > st.onset+max(millis(remoteSpreadWithin), remoteSpreadIntervals*schemas.Millis(v.intervalMs))
 			if late && (!(st.holding || st.silent) || d.leafPauses(v.leaf, wm)) {
 				continue
 			}
@@ -98,11 +98,11 @@ func (d *Detector) collectAffected(st *pfcIncident) int {
 			st.lastVictim = max(st.lastVictim, v.victimLast)
 			st.victimIntervalMs = max(st.victimIntervalMs, v.intervalMs)
 			if i, ok := st.byPort[v.id]; ok {
-				st.affected[i].PauseFraction = pfcRound2(v.rxFraction)
+				st.affected[i].PauseFraction = round2(v.rxFraction)
 				continue
 			}
 			st.addAffected(schemas.Affected{Node: v.id.Node, Device: v.id.Device, Port: v.id.Port,
-				FirstSeen: v.victimFirst, Hops: hops, PauseFraction: pfcRound2(v.rxFraction)})
+				FirstSeen: v.victimFirst, Hops: hops, PauseFraction: round2(v.rxFraction)})
 		}
 	}
 	return paused
@@ -110,7 +110,7 @@ func (d *Detector) collectAffected(st *pfcIncident) int {
 
 // addAffected adds a victim to the storm, keeping affected ordered (first
 // seen, then nearest, then by name) and byPort pointing into it.
-func (st *pfcIncident) addAffected(v schemas.Affected) {
+func (st *incident) addAffected(v schemas.Affected) {
 	if st.byPort == nil {
 		st.byPort = make(map[schemas.PortID]int)
 	}
@@ -140,8 +140,8 @@ func (d *Detector) leafPauses(leaf string, wm schemas.Millis) bool {
 	}
 	found := false
 	d.fabric.Ports(func(p *processor.PortState) bool {
-		st, ok := processor.LookupPortLocal[pfcPort](p, schemas.TypePFCStorm)
-		if ok && st.leaf == leaf && st.txStreak > 0 && wm-st.prevTime <= pfcFreshIntervals*schemas.Millis(max(st.prevIntvlMs, pfcMinIntervalMs)) {
+		st, ok := processor.LookupPortLocal[portState](p, schemas.TypePFCStorm)
+		if ok && st.leaf == leaf && st.txStreak > 0 && wm-st.prevTime <= freshIntervals*schemas.Millis(max(st.prevIntvlMs, minIntervalMs)) {
 			found = true
 		}
 		return !found
@@ -151,7 +151,7 @@ func (d *Detector) leafPauses(leaf string, wm schemas.Millis) bool {
 
 // nearer reports whether another active storm is closer to port v than st
 // (or as close and earlier): a victim belongs to one storm.
-func (d *Detector) nearer(v schemas.PortID, st *pfcIncident, hops int, topo *schemas.Topology) bool {
+func (d *Detector) nearer(v schemas.PortID, st *incident, hops int, topo *schemas.Topology) bool {
 	for id, other := range d.storms {
 		if other == st || id.Node == v.Node {
 			continue
@@ -167,7 +167,7 @@ func (d *Detector) nearer(v schemas.PortID, st *pfcIncident, hops int, topo *sch
 	return false
 }
 
-func pfcSortedStorms(m map[schemas.PortID]*pfcIncident) []schemas.PortID {
+func sortedStorms(m map[schemas.PortID]*incident) []schemas.PortID {
 	ids := make([]schemas.PortID, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)
@@ -176,7 +176,7 @@ func pfcSortedStorms(m map[schemas.PortID]*pfcIncident) []schemas.PortID {
 	return ids
 }
 
-func pfcSortedLeaves(m map[string]map[schemas.PortID]*pfcPort) []string {
+func sortedLeaves(m map[string]map[schemas.PortID]*portState) []string {
 	out := make([]string, 0, len(m))
 	for l := range m {
 		out = append(out, l)
@@ -185,8 +185,8 @@ func pfcSortedLeaves(m map[string]map[schemas.PortID]*pfcPort) []string {
 	return out
 }
 
-func pfcSortedVictims(m map[schemas.PortID]*pfcPort) []*pfcPort {
-	out := make([]*pfcPort, 0, len(m))
+func sortedVictims(m map[schemas.PortID]*portState) []*portState {
+	out := make([]*portState, 0, len(m))
 	for _, v := range m {
 		out = append(out, v)
 	}

@@ -86,10 +86,10 @@ type Detector struct {
 	tracker *processor.Tracker
 	fabric  processor.FabricView
 	now     schemas.Millis // newest sample time seen: the processor's data clock
-	storms  map[schemas.PortID]*pfcIncident
+	storms  map[schemas.PortID]*incident
 	// victims indexes the ports in a victim streak by leaf ("" without a
 	// topology).
-	victims map[string]map[schemas.PortID]*pfcPort
+	victims map[string]map[schemas.PortID]*portState
 }
 
 // New returns the detector with its defaults.
@@ -107,10 +107,10 @@ func New() *Detector {
 	}
 }
 
-// Name implements Detector.
+// Name implements processor.Detector.
 func (d *Detector) Name() string { return schemas.TypePFCStorm }
 
-// Init implements Initializer.
+// Init implements processor.Initializer.
 func (d *Detector) Init(fabric processor.FabricView) error {
 	d.fabric = fabric
 	return nil
@@ -122,8 +122,8 @@ func (d *Detector) track() *processor.Tracker {
 			ResolveAfterSamples: d.ResolveAfterSamples,
 			MinUpdateInterval:   d.MinUpdateInterval,
 		})
-		d.storms = make(map[schemas.PortID]*pfcIncident)
-		d.victims = make(map[string]map[schemas.PortID]*pfcPort)
+		d.storms = make(map[schemas.PortID]*incident)
+		d.victims = make(map[string]map[schemas.PortID]*portState)
 	}
 	return d.tracker
 }
@@ -131,44 +131,44 @@ func (d *Detector) track() *processor.Tracker {
 // Thresholds tied to how pauses and samples behave rather than to a fleet
 // (the fleet-dependent ones are PFCStorm's fields).
 const (
-	// pfcQuietFraction: a port pausing and paused less than this is
+	// quietFraction: a port pausing and paused less than this is
 	// healthy and keeps no state (the common case, kept cheap).
-	pfcQuietFraction = 0.02
-	// pfcPausedItselfFraction: a port paused this much of an interval is a
+	quietFraction = 0.02
+	// pausedItselfFraction: a port paused this much of an interval is a
 	// victim or a link in a cascade, never the origin (an origin drains
 	// nothing, so nothing pauses it).
-	pfcPausedItselfFraction = 0.2
-	// pfcPausingFraction: a reading paused this much already took part in
+	pausedItselfFraction = 0.2
+	// pausingFraction: a reading paused this much already took part in
 	// the storm (the onset estimate, a silent origin's last reading).
-	pfcPausingFraction = 0.05
-	// pfcCriticalFraction: an origin pausing this much halts its priority.
-	pfcCriticalFraction = 0.8
-	// pfcStalledGbps: without a known line rate, receiving under 1 Gb/s is
+	pausingFraction = 0.05
+	// criticalFraction: an origin pausing this much halts its priority.
+	criticalFraction = 0.8
+	// stalledGbps: without a known line rate, receiving under 1 Gb/s is
 	// a stalled receive path.
-	pfcStalledGbps = 1
-	// pfcSustainReadings, pfcIncastSustainReadings: readings in a row at
+	stalledGbps = 1
+	// sustainReadings, incastSustainReadings: readings in a row at
 	// SustainFraction that make an origin; one more when ECN/CNP activity
 	// says it may be an incast receiver (congestion control ends those).
-	pfcSustainReadings       = 2
-	pfcIncastSustainReadings = 3
-	// pfcVictimReadings: readings in a row at VictimFraction that make a
+	sustainReadings       = 2
+	incastSustainReadings = 3
+	// victimReadings: readings in a row at VictimFraction that make a
 	// sustained victim.
-	pfcVictimReadings = 2
-	// pfcFreshIntervals: a victim's latest reading is current for two of
+	victimReadings = 2
+	// freshIntervals: a victim's latest reading is current for two of
 	// its intervals (one may be late).
-	pfcFreshIntervals = 2
-	// pfcMinIntervalMs: intervals are taken as at least a second in the
+	freshIntervals = 2
+	// minIntervalMs: intervals are taken as at least a second in the
 	// freshness and gap rules, so a sub-second scraper is not judged on
 	// read-time jitter.
-	pfcMinIntervalMs = 1000
-	// pfcGapHalfIntervals: a sample whose interval is over five half (2.5) usual
-	// intervals (plus pfcMinIntervalMs) spans a gap.
-	pfcGapHalfIntervals = 5
+	minIntervalMs = 1000
+	// gapHalfIntervals: a sample whose interval is over five half (2.5) usual
+	// intervals (plus minIntervalMs) spans a gap.
+	gapHalfIntervals = 5
 )
 
-// pfcPort is the per-port state, created on the first sample with pauses
+// portState is the per-port state, created on the first sample with pauses
 // worth remembering; healthy ports keep none.
-type pfcPort struct {
+type portState struct {
 	id          schemas.PortID
 	leaf        string
 	leafKnown   bool
@@ -187,8 +187,8 @@ type pfcPort struct {
 	intervalMs   int64
 }
 
-// pfcIncident is an active (pending or open) incident.
-type pfcIncident struct {
+// incident is an active (pending or open) incident.
+type incident struct {
 	origin   schemas.PortID
 	netdev   string
 	leaf     string
@@ -215,28 +215,28 @@ type pfcIncident struct {
 
 // subject is what the incident is about: the origin port, or its node when
 // which of a silent node's ports pauses cannot be told.
-func (st *pfcIncident) subject() schemas.Subject {
+func (st *incident) subject() schemas.Subject {
 	if st.ambiguous {
 		return schemas.Subject{Node: st.origin.Node}
 	}
 	return st.origin.Subject()
 }
 
-// OnSample implements PortDetector.
+// OnSample implements processor.PortDetector.
 func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := d.track()
 	d.now = max(d.now, s.Time)
 	r := pause.Read(s.PortSample)
-	st, _ := processor.LookupPortLocal[pfcPort](port, schemas.TypePFCStorm)
+	st, _ := processor.LookupPortLocal[portState](port, schemas.TypePFCStorm)
 	active := d.storms[s.ID]
 	if !r.Valid {
 		return
 	}
 	if st == nil {
-		if r.TxFraction < pfcQuietFraction && r.RxFraction < pfcQuietFraction && active == nil {
+		if r.TxFraction < quietFraction && r.RxFraction < quietFraction && active == nil {
 			return // the common case: a healthy port
 		}
-		st = processor.PortLocal[pfcPort](port, schemas.TypePFCStorm)
+		st = processor.PortLocal[portState](port, schemas.TypePFCStorm)
 		st.id = s.ID
 	}
 	st.intervalMs = s.IntervalMs
@@ -249,7 +249,7 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 		}
 	}
 
-	rxQuiet := r.RxFraction < pfcPausedItselfFraction
+	rxQuiet := r.RxFraction < pausedItselfFraction
 	if r.TxFraction >= d.SustainFraction && rxQuiet {
 		st.txStreak++
 	} else {
@@ -273,8 +273,8 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 			active.reading = r
 			d.clear(active, s.Time, fmt.Sprintf("the port pauses %.0f%% of the time", 100*r.TxFraction), em)
 		}
-	case !pfcSpansGap(port, s) && d.originNow(st, &r):
-		nw := &pfcIncident{origin: s.ID, netdev: s.Netdev, leaf: st.leaf, onset: d.onset(st, s, &r), holding: true,
+	case !spansGap(port, s) && d.originNow(st, &r):
+		nw := &incident{origin: s.ID, netdev: s.Netdev, leaf: st.leaf, onset: d.onset(st, s, &r), holding: true,
 			reading: r, warn: r.StormWarn, errs: r.StormErr}
 		d.storms[s.ID] = nw
 		d.collectAffected(nw)
@@ -283,34 +283,34 @@ func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *pro
 	st.prevTime, st.prevTx, st.prevIntvlMs = s.Time, r.TxFraction, s.IntervalMs
 }
 
-// pfcSpansGap reports whether the sample's deltas cover a gap (the port or
+// spansGap reports whether the sample's deltas cover a gap (the port or
 // its node was silent for more than a couple of its intervals): the pause
 // fraction is then an average over minutes in which anything may have
 // happened, often a storm that was already inferred from the victims while
 // the host was silent and resolved since. Such a reading holds or clears an
 // active storm but never opens one; if the port still pauses, its next
 // reading, one interval later, says so.
-func pfcSpansGap(port *processor.PortState, s *processor.Sample) bool {
+func spansGap(port *processor.PortState, s *processor.Sample) bool {
 	usual := port.LastIntervalMs
-	return usual > 0 && s.IntervalMs > usual*pfcGapHalfIntervals/2+pfcMinIntervalMs
+	return usual > 0 && s.IntervalMs > usual*gapHalfIntervals/2+minIntervalMs
 }
 
 // originNow decides whether the port's latest reading makes it a storm
 // origin.
-func (d *Detector) originNow(st *pfcPort, r *pause.Reading) bool {
-	if r.RxFraction >= pfcPausedItselfFraction {
+func (d *Detector) originNow(st *portState, r *pause.Reading) bool {
+	if r.RxFraction >= pausedItselfFraction {
 		return false // paused itself: a victim, or a link in a cascade
 	}
 	watchdog := r.StormWarn > 0 || r.StormErr > 0
 	stalled := r.Utilisation >= 0 && r.Utilisation < d.StalledUtilisation ||
-		r.Utilisation < 0 && r.RcvKnown && r.RcvGbps < pfcStalledGbps
+		r.Utilisation < 0 && r.RcvKnown && r.RcvGbps < stalledGbps
 	incast := r.ECNPerS >= d.IncastEventsPerS || r.CNPSentPerS >= d.IncastEventsPerS
 	if r.TxFraction >= d.OpenFraction && (watchdog || stalled || !incast) {
 		return true
 	}
-	need := pfcSustainReadings
+	need := sustainReadings
 	if incast && !watchdog {
-		need = pfcIncastSustainReadings
+		need = incastSustainReadings
 	}
 	return st.txStreak >= need
 }
@@ -318,8 +318,8 @@ func (d *Detector) originNow(st *pfcPort, r *pause.Reading) bool {
 // onset estimates when the origin started pausing: if the previous reading
 // already paused a part of its interval, the storm began that part before
 // it ended, else at the start of this reading's interval.
-func (d *Detector) onset(st *pfcPort, s *processor.Sample, r *pause.Reading) schemas.Millis {
-	if st.prevTime > 0 && st.prevTx >= pfcPausingFraction && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.TxFraction > 0 {
+func (d *Detector) onset(st *portState, s *processor.Sample, r *pause.Reading) schemas.Millis {
+	if st.prevTime > 0 && st.prevTx >= pausingFraction && s.Since() <= st.prevTime+schemas.Millis(st.prevIntvlMs)/2 && r.TxFraction > 0 {
 		share := min(1, st.prevTx/r.TxFraction)
 		return st.prevTime - schemas.Millis(share*float64(st.prevIntvlMs))
 	}
@@ -327,20 +327,20 @@ func (d *Detector) onset(st *pfcPort, s *processor.Sample, r *pause.Reading) sch
 }
 
 // observeVictim keeps the port's victim streak and the leaf index.
-func (d *Detector) observeVictim(st *pfcPort, s *processor.Sample, r *pause.Reading) {
+func (d *Detector) observeVictim(st *portState, s *processor.Sample, r *pause.Reading) {
 	st.rxFraction, st.cnpHandPerS = r.RxFraction, r.CNPHandledPerS
 	if r.RxFraction >= d.VictimFraction && r.TxFraction < d.SustainFraction {
 		if st.victimStreak == 0 {
 			st.victimFirst, st.victimSince = s.Time, s.Since()
 		}
 		st.victimStreak++
-		if st.victimStreak == pfcVictimReadings {
+		if st.victimStreak == victimReadings {
 			st.victimSure = s.Time
 		}
 		st.victimLast = s.Time
 		idx := d.victims[st.leaf]
 		if idx == nil {
-			idx = make(map[schemas.PortID]*pfcPort)
+			idx = make(map[schemas.PortID]*portState)
 			d.victims[st.leaf] = idx
 		}
 		idx[st.id] = st
@@ -357,31 +357,31 @@ func (d *Detector) observeVictim(st *pfcPort, s *processor.Sample, r *pause.Read
 
 // sustainedVictim reports whether a port in the index is paused now: two
 // readings in a row, the latest not older than two of its intervals.
-func (d *Detector) sustainedVictim(v *pfcPort, wm schemas.Millis) bool {
-	if v.victimStreak < pfcVictimReadings {
+func (d *Detector) sustainedVictim(v *portState, wm schemas.Millis) bool {
+	if v.victimStreak < victimReadings {
 		return false
 	}
-	return wm-v.victimLast <= pfcFreshIntervals*schemas.Millis(max(v.intervalMs, pfcMinIntervalMs))
+	return wm-v.victimLast <= freshIntervals*schemas.Millis(max(v.intervalMs, minIntervalMs))
 }
 
-func (d *Detector) clear(st *pfcIncident, now schemas.Millis, why string, em processor.Emitter) {
+func (d *Detector) clear(st *incident, now schemas.Millis, why string, em processor.Emitter) {
 	t := d.track()
 	subject := st.subject()
-	t.Clear(now, subject, why, map[string]any{"tx_pause_fraction": pfcRound2(st.reading.TxFraction)}, em)
+	t.Clear(now, subject, why, map[string]any{"tx_pause_fraction": round2(st.reading.TxFraction)}, em)
 	if !t.Tracks(subject) {
 		delete(d.storms, st.origin)
 	}
 }
 
-// OnWatermark implements FabricDetector: victims join storms, silent origins
+// OnWatermark implements processor.FabricDetector: victims join storms, silent origins
 // are inferred, storms of silent origins hold or clear on their victims.
 func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, wm schemas.Millis, em processor.Emitter) {
 	t := d.track()
 	now := max(d.now, wm)
-	for _, id := range pfcSortedStorms(d.storms) {
+	for _, id := range sortedStorms(d.storms) {
 		st := d.storms[id]
 		p, seen := fabric.Port(id)
-		silent := !seen || pfcOverdue(p, wm)
+		silent := !seen || overdue(p, wm)
 		before := len(st.affected)
 		victims := d.collectAffected(st)
 		switch {
@@ -403,7 +403,7 @@ func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, w
 			// ResolveAfterSamples means intervals here too and a dip of one
 			// interval does not resolve the storm.
 			st.silent = true
-			if now-st.clearAt >= schemas.Millis(max(st.victimIntervalMs, pfcMinIntervalMs)) {
+			if now-st.clearAt >= schemas.Millis(max(st.victimIntervalMs, minIntervalMs)) {
 				st.clearAt = now
 				d.clear(st, now, "its victims are no longer paused", em)
 			}
@@ -419,7 +419,7 @@ func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, w
 
 // resolveSilent resolves a storm whose origin has been silent, without
 // victims, for SilentResolveAfter.
-func (d *Detector) resolveSilent(st *pfcIncident, now schemas.Millis, em processor.Emitter) {
+func (d *Detector) resolveSilent(st *incident, now schemas.Millis, em processor.Emitter) {
 	for range max(1, d.ResolveAfterSamples) {
 		d.clear(st, now, "the origin has been silent and nothing is paused", em)
 		if d.storms[st.origin] == nil {
@@ -428,10 +428,10 @@ func (d *Detector) resolveSilent(st *pfcIncident, now schemas.Millis, em process
 	}
 }
 
-func (d *Detector) finding(st *pfcIncident) processor.Finding {
+func (d *Detector) finding(st *incident) processor.Finding {
 	r := st.reading
 	severity := schemas.SeverityWarning
-	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.TxFraction >= pfcCriticalFraction || st.silent {
+	if st.warn+st.errs > 0 || len(st.affected) > 0 || r.TxFraction >= criticalFraction || st.silent {
 		severity = schemas.SeverityCritical
 	}
 	origin := st.origin
@@ -505,13 +505,13 @@ func (d *Detector) finding(st *pfcIncident) processor.Finding {
 
 // evidence is the storm's figures: the origin's own, or, for a silent
 // origin, what its victims show.
-func (d *Detector) evidence(st *pfcIncident) map[string]any {
+func (d *Detector) evidence(st *incident) map[string]any {
 	r := st.reading
 	evidence := map[string]any{
-		"tx_pause_fraction":             pfcRound2(r.TxFraction),
+		"tx_pause_fraction":             round2(r.TxFraction),
 		"tx_pause_frames_per_s":         math.Round(processor.Finite(r.TxFramesPerS)),
-		"rx_pause_fraction":             pfcRound2(r.RxFraction),
-		"rcv_gbps":                      pfcRound2(r.RcvGbps),
+		"rx_pause_fraction":             round2(r.RxFraction),
+		"rcv_gbps":                      round2(r.RcvGbps),
 		"priority":                      r.Prio,
 		"flow_control":                  pause.FlowControl(r.Prio),
 		"tx_pause_storm_warning_events": st.warn,
@@ -531,7 +531,7 @@ func (d *Detector) evidence(st *pfcIncident) map[string]any {
 			sum += a.PauseFraction
 		}
 		if len(st.affected) > 0 {
-			evidence["victim_pause_fraction_mean"] = pfcRound2(sum / float64(len(st.affected)))
+			evidence["victim_pause_fraction_mean"] = round2(sum / float64(len(st.affected)))
 		}
 		evidence["origin_silent_s"] = math.Max(0, float64(d.now-st.silentAt)/1000)
 		delete(evidence, "tx_pause_frames_per_s")
@@ -542,4 +542,4 @@ func (d *Detector) evidence(st *pfcIncident) map[string]any {
 	return evidence
 }
 
-func pfcRound2(x float64) float64 { return processor.RoundTo(x, 2) }
+func round2(x float64) float64 { return processor.RoundTo(x, 2) }

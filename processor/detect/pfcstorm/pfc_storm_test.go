@@ -13,25 +13,25 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
-// pfcTopo: host-a..host-d on leaf-01, host-e and host-f on leaf-02, one
+// rigTopo: host-a..host-d on leaf-01, host-e and host-f on leaf-02, one
 // spine.
-const pfcTopo = `{"fabric":"t","switches":[{"name":"leaf-01","tier":"leaf"},{"name":"leaf-02","tier":"leaf"},{"name":"spine-01","tier":"spine"}],
+const rigTopo = `{"fabric":"t","switches":[{"name":"leaf-01","tier":"leaf"},{"name":"leaf-02","tier":"leaf"},{"name":"spine-01","tier":"spine"}],
 "links":[{"a":"host-a/mlx5_0/1","b":"leaf-01/swp1"},{"a":"host-b/mlx5_0/1","b":"leaf-01/swp2"},
 {"a":"host-c/mlx5_0/1","b":"leaf-01/swp3"},{"a":"host-d/mlx5_0/1","b":"leaf-01/swp4"},
 {"a":"host-e/mlx5_0/1","b":"leaf-02/swp1"},{"a":"host-f/mlx5_0/1","b":"leaf-02/swp2"},
 {"a":"leaf-01/swp49","b":"spine-01/swp1"},{"a":"leaf-02/swp49","b":"spine-01/swp2"}]}`
 
-var pfcHosts = []string{"host-a", "host-b", "host-c", "host-d", "host-e", "host-f"}
+var hosts = []string{"host-a", "host-b", "host-c", "host-d", "host-e", "host-f"}
 
-func pfcPortOf(node string) schemas.PortID {
+func portOf(node string) schemas.PortID {
 	return schemas.PortID{Node: node, Device: "mlx5_0", Port: 1}
 }
 
-// pfcRig drives the detector the way the runtime does: per-port order,
+// rig drives the detector the way the runtime does: per-port order,
 // stale samples dropped, the port observed after the detectors, and the
 // watermark one interval (plus a tenth) behind the newest sample, ticking
 // fabric detectors every second of data time.
-type pfcRig struct {
+type rig struct {
 	t        *testing.T
 	det      *Detector
 	topo     *schemas.Topology
@@ -41,9 +41,9 @@ type pfcRig struct {
 	lateness schemas.Millis
 	events   []*schemas.Event
 	totals   map[schemas.PortID]map[string]uint64
-	// pauseNames: the pause counters the ports list; pfcPerPriority unless
+	// pauseNames: the pause counters the ports list; perPriority unless
 	// a test puts the fabric on 802.3x global pause.
-	pauseNames pfcNaming
+	pauseNames naming
 	// dets, when set, are the detectors fed instead of det alone (det
 	// among them, linked for causes).
 	dets []processor.Detector
@@ -51,7 +51,7 @@ type pfcRig struct {
 
 // withDetectors makes the rig drive the storm detector together with
 // others, their events passing through one Causes as in a processor.
-func (r *pfcRig) withDetectors(others ...processor.Detector) {
+func (r *rig) withDetectors(others ...processor.Detector) {
 	r.dets = processor.Link(append([]processor.Detector{r.det}, others...))
 	for _, d := range r.dets[1:] {
 		if in, ok := d.(processor.Initializer); ok {
@@ -62,38 +62,38 @@ func (r *pfcRig) withDetectors(others ...processor.Detector) {
 	}
 }
 
-// pfcNaming is how a driver names a port's pause counters: tx duration, tx
+// naming is how a driver names a port's pause counters: tx duration, tx
 // frames, rx duration, rx frames.
-type pfcNaming [4]string
+type naming [4]string
 
 var (
-	pfcPerPriority  = pfcNaming{"tx_prio3_pause_duration", "tx_prio3_pause", "rx_prio3_pause_duration", "rx_prio3_pause"}
-	pfcGlobalMLX5   = pfcNaming{"tx_global_pause_duration", "tx_global_pause", "rx_global_pause_duration", "rx_global_pause"}
-	pfcGlobalMLX4EN = pfcNaming{"tx_pause_duration", "tx_pause", "rx_pause_duration", "rx_pause"}
+	perPriority  = naming{"tx_prio3_pause_duration", "tx_prio3_pause", "rx_prio3_pause_duration", "rx_prio3_pause"}
+	globalMLX5   = naming{"tx_global_pause_duration", "tx_global_pause", "rx_global_pause_duration", "rx_global_pause"}
+	globalMLX4EN = naming{"tx_pause_duration", "tx_pause", "rx_pause_duration", "rx_pause"}
 )
 
-func newPFCRig(t *testing.T, interval time.Duration) *pfcRig {
-	topo, err := schemas.ParseTopology(strings.NewReader(pfcTopo))
+func newPFCRig(t *testing.T, interval time.Duration) *rig {
+	topo, err := schemas.ParseTopology(strings.NewReader(rigTopo))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &pfcRig{t: t, det: New(), topo: topo, ports: map[schemas.PortID]*processor.PortState{},
+	r := &rig{t: t, det: New(), topo: topo, ports: map[schemas.PortID]*processor.PortState{},
 		lateness: schemas.Millis(interval.Milliseconds() * 11 / 10), totals: map[schemas.PortID]map[string]uint64{},
-		pauseNames: pfcPerPriority}
+		pauseNames: perPriority}
 	if err := r.det.Init(r); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func (r *pfcRig) Topology() *schemas.Topology { return r.topo }
-func (r *pfcRig) Watermark() schemas.Millis   { return r.wm }
-func (r *pfcRig) Complete() bool              { return true }
-func (r *pfcRig) Port(id schemas.PortID) (*processor.PortState, bool) {
+func (r *rig) Topology() *schemas.Topology { return r.topo }
+func (r *rig) Watermark() schemas.Millis   { return r.wm }
+func (r *rig) Complete() bool              { return true }
+func (r *rig) Port(id schemas.PortID) (*processor.PortState, bool) {
 	p, ok := r.ports[id]
 	return p, ok
 }
-func (r *pfcRig) Ports(fn func(*processor.PortState) bool) {
+func (r *rig) Ports(fn func(*processor.PortState) bool) {
 	ids := make([]schemas.PortID, 0, len(r.ports))
 	for id := range r.ports {
 		ids = append(ids, id)
@@ -106,7 +106,7 @@ func (r *pfcRig) Ports(fn func(*processor.PortState) bool) {
 	}
 }
 
-func (r *pfcRig) Emit(ev *schemas.Event) {
+func (r *rig) Emit(ev *schemas.Event) {
 	if err := ev.Validate(); err != nil {
 		r.t.Errorf("invalid event: %v", err)
 	}
@@ -127,7 +127,7 @@ func (r *pfcRig) Emit(ev *schemas.Event) {
 	r.events = append(r.events, ev)
 }
 
-func (r *pfcRig) feed(s *processor.Sample) {
+func (r *rig) feed(s *processor.Sample) {
 	ctx := context.Background()
 	p, ok := r.ports[s.ID]
 	if !ok {
@@ -183,7 +183,7 @@ type reading struct {
 
 // sample builds one port's sample from a reading; cumulative values are
 // kept per port so Value moves as the hardware's would.
-func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Duration, rd reading) *processor.Sample {
+func (r *rig) sample(id schemas.PortID, at schemas.Millis, interval time.Duration, rd reading) *processor.Sample {
 	tot := r.totals[id]
 	if tot == nil {
 		tot = map[string]uint64{}
@@ -208,7 +208,7 @@ func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Dura
 		{schemas.SourceHWCounters, "np_cnp_sent", uint64(rd.cnpSent * sec)},
 		{schemas.SourceHWCounters, "rp_cnp_handled", uint64(rd.cnpHandled * sec)},
 	}
-	if r.pauseNames == pfcPerPriority {
+	if r.pauseNames == perPriority {
 		// PFC on two priorities; only priority 3 carries the pauses.
 		deltas = append(deltas, struct {
 			src  schemas.Source
@@ -248,9 +248,9 @@ func (r *pfcRig) sample(id schemas.PortID, at schemas.Millis, interval time.Dura
 
 // run feeds n intervals of every host; plan says what host h does in
 // interval k (k = 0 is the baseline). Hosts are read 37 ms apart.
-func (r *pfcRig) run(interval time.Duration, n int, plan func(host string, k int) reading) {
+func (r *rig) run(interval time.Duration, n int, plan func(host string, k int) reading) {
 	for k := range n {
-		for i, h := range pfcHosts {
+		for i, h := range hosts {
 			rd := plan(h, k)
 			if k == 0 {
 				rd.baseline = true
@@ -259,7 +259,7 @@ func (r *pfcRig) run(interval time.Duration, n int, plan func(host string, k int
 				continue
 			}
 			at := detecttest.T0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
-			r.feed(r.sample(pfcPortOf(h), at, interval, rd))
+			r.feed(r.sample(portOf(h), at, interval, rd))
 		}
 	}
 }
@@ -302,7 +302,7 @@ func stormPlan(from, to, eFrom int, silent bool, dip int) func(string, int) read
 	}
 }
 
-func (r *pfcRig) ofType(state string) []*schemas.Event {
+func (r *rig) ofType(state string) []*schemas.Event {
 	var out []*schemas.Event
 	for _, ev := range r.events {
 		if state == "" || ev.State == state {
@@ -335,7 +335,7 @@ func TestPFCStorm(t *testing.T) {
 		{"a late victim on the other leaf joins, 10 s", 10 * time.Second, false, -1, 30, 2, []string{"host-b", "host-c", "host-e"}},
 	}
 	for _, tt := range tests {
-		for _, names := range pfcNamings {
+		for _, names := range namings {
 			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
 				const from, to, n = 20, 60, 90
 				r := newPFCRig(t, tt.interval)
@@ -344,7 +344,7 @@ func TestPFCStorm(t *testing.T) {
 				testPFCStormIncident(t, r, tt.interval, from, tt.budget, tt.silent, tt.affected)
 				if open := r.ofType(schemas.StateOpen); len(open) == 1 && !tt.silent {
 					wantPrio := 3
-					if names.counters != pfcPerPriority {
+					if names.counters != perPriority {
 						wantPrio = pause.GlobalPrio
 					}
 					if open[0].Evidence["priority"] != wantPrio || open[0].Evidence["flow_control"] != pause.FlowControl(wantPrio) {
@@ -356,18 +356,18 @@ func TestPFCStorm(t *testing.T) {
 	}
 }
 
-// pfcNamings are the pause counters a fabric can count: PFC per priority,
+// namings are the pause counters a fabric can count: PFC per priority,
 // or IEEE 802.3x global pause under mlx5's and mlx4_en's names. The storm
 // tests run on each: the same pauses are the same incidents.
-var pfcNamings = []struct {
+var namings = []struct {
 	name     string
-	counters pfcNaming
-}{{"pfc", pfcPerPriority}, {"global-mlx5", pfcGlobalMLX5}, {"global-mlx4_en", pfcGlobalMLX4EN}}
+	counters naming
+}{{"pfc", perPriority}, {"global-mlx5", globalMLX5}, {"global-mlx4_en", globalMLX4EN}}
 
 // testPFCStormIncident checks the one storm of a stormPlan run: opened
 // once within budget intervals of the true onset, origin host-a, the
 // affected nodes in first_seen order with their hops, one incident.
-func testPFCStormIncident(t *testing.T, r *pfcRig, interval time.Duration, from, budget int, silent bool, affected []string) {
+func testPFCStormIncident(t *testing.T, r *rig, interval time.Duration, from, budget int, silent bool, affected []string) {
 	t.Helper()
 	for _, l := range summaries(r.events) {
 		t.Log(l)
@@ -392,7 +392,7 @@ func testPFCStormIncident(t *testing.T, r *pfcRig, interval time.Duration, from,
 	if open.Start < onset-2*iv || open.Start > onset+iv {
 		t.Errorf("start %s, onset %s", open.Start, onset)
 	}
-	if open.Subject != pfcPortOf("host-a").Subject() || open.Origin == nil || open.Origin.Node != "host-a" || open.Origin.Silent != silent {
+	if open.Subject != portOf("host-a").Subject() || open.Origin == nil || open.Origin.Node != "host-a" || open.Origin.Silent != silent {
 		t.Errorf("subject %v origin %+v", open.Subject, open.Origin)
 	}
 	if open.Layer != schemas.LayerLinkNetwork {
@@ -472,7 +472,7 @@ func TestPFCStormQuiet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		for _, iv := range []time.Duration{time.Second, 5 * time.Second} {
-			for _, names := range pfcNamings {
+			for _, names := range namings {
 				t.Run(names.name+"/"+tt.name+"/"+iv.String(), func(t *testing.T) {
 					r := newPFCRig(t, iv)
 					r.pauseNames = names.counters
@@ -507,7 +507,7 @@ func TestPFCStormSustainedIncastSignature(t *testing.T) {
 
 func TestPFCReadPauses(t *testing.T) {
 	r := newPFCRig(t, time.Second)
-	s := r.sample(pfcPortOf("host-a"), detecttest.T0+1000, 2*time.Second, reading{tx: 0.5, rx: 0.1, rcvGbps: 20, ecnPerS: 100, warn: 1})
+	s := r.sample(portOf("host-a"), detecttest.T0+1000, 2*time.Second, reading{tx: 0.5, rx: 0.1, rcvGbps: 20, ecnPerS: 100, warn: 1})
 	got := pause.Read(s.PortSample)
 	if !got.Valid || got.Prio != 3 || got.TxFraction != 0.5 || got.RxFraction != 0.1 || got.StormWarn != 1 ||
 		got.Utilisation < 0.099 || got.Utilisation > 0.101 || got.ECNPerS != 100 || got.TxFramesPerS != 6250 {
@@ -517,9 +517,6 @@ func TestPFCReadPauses(t *testing.T) {
 		if _, _, _, ok := pause.ParseCounter(name); ok {
 			t.Errorf("%s parsed as a pause counter", name)
 		}
-	}
-	if processor.RateGbps("100 Gb/sec (4X EDR)") != 100 || processor.RateGbps("") != 0 {
-		t.Error("rate")
 	}
 }
 
@@ -544,7 +541,7 @@ func TestPFCStormLAG(t *testing.T) {
 		{"two links pausing 34% each, no gauge", 0.34, true, true, 0.68},
 	}
 	for _, tt := range tests {
-		for _, names := range pfcNamings {
+		for _, names := range namings {
 			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
 				r := newPFCRig(t, time.Second)
 				r.pauseNames = names.counters
@@ -565,7 +562,7 @@ func TestPFCStormLAG(t *testing.T) {
 					}
 					return
 				}
-				if len(opens) != 1 || opens[0].Subject != pfcPortOf("host-a").Subject() {
+				if len(opens) != 1 || opens[0].Subject != portOf("host-a").Subject() {
 					t.Fatalf("opens %v", summaries(opens))
 				}
 				ev := opens[0].Evidence
@@ -588,7 +585,7 @@ func TestPFCStormLAG(t *testing.T) {
 // device name, says how many links were summed.
 func TestPFCReadPausesLAG(t *testing.T) {
 	r := newPFCRig(t, time.Second)
-	s := r.sample(pfcPortOf("host-a"), detecttest.T0+1000, 2*time.Second, reading{tx: 0.34, rx: 0.1, rcvGbps: 20, lag: 2})
+	s := r.sample(portOf("host-a"), detecttest.T0+1000, 2*time.Second, reading{tx: 0.34, rx: 0.1, rcvGbps: 20, lag: 2})
 	got := pause.Read(s.PortSample)
 	if !got.Valid || got.Links != 2 || got.TxFraction != 0.34 || got.RxFraction != 0.1 || got.TxFramesPerS != 4250 || got.RxFramesPerS != 1250 {
 		t.Errorf("%+v", got)
@@ -597,11 +594,11 @@ func TestPFCReadPausesLAG(t *testing.T) {
 		t.Errorf("pause.TxFraction %v %v, want the mean link's 0.34", f, ok)
 	}
 	// Four links, summed to 3.6 intervals: each pauses 90%.
-	s = r.sample(pfcPortOf("host-b"), detecttest.T0+1000, time.Second, reading{tx: 0.9, lag: 4})
+	s = r.sample(portOf("host-b"), detecttest.T0+1000, time.Second, reading{tx: 0.9, lag: 4})
 	if got := pause.Read(s.PortSample); got.Links != 4 || got.TxFraction != 0.9 {
 		t.Errorf("four links: %+v", got)
 	}
-	s = r.sample(pfcPortOf("host-c"), detecttest.T0+1000, time.Second, reading{tx: 0.34, lag: 2, noGauge: true})
+	s = r.sample(portOf("host-c"), detecttest.T0+1000, time.Second, reading{tx: 0.34, lag: 2, noGauge: true})
 	if got := pause.Read(s.PortSample); got.Links != 1 || got.TxFraction != 0.68 {
 		t.Errorf("no gauge: %+v", got)
 	}
@@ -623,7 +620,7 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 	tests := []struct {
 		name string
 		// feed drives the rig; it returns nothing, the checks are common.
-		feed func(r *pfcRig)
+		feed func(r *rig)
 	}{
 		{
 			// The host hung (silent origin inferred from its victims), the
@@ -631,10 +628,10 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 			// the whole silence and averages 60% paused. That is the storm
 			// already told, not a new one.
 			name: "silent origin's first reading after the silence",
-			feed: func(r *pfcRig) {
+			feed: func(r *rig) {
 				plan := stormPlan(20, 40, -1, true, -1)
 				for k := range 60 {
-					for i, h := range pfcHosts {
+					for i, h := range hosts {
 						at := detecttest.T0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
 						rd := plan(h, k)
 						if k == 0 {
@@ -644,7 +641,7 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 						case h == "host-a" && k == 46:
 							gap := time.Duration(27) * iv
 							rd = reading{tx: 0.6, rcvGbps: 1}
-							r.feed(r.sample(pfcPortOf(h), at, gap, rd))
+							r.feed(r.sample(portOf(h), at, gap, rd))
 							continue
 						case h == "host-a" && k > 46:
 							rd = healthy()
@@ -652,7 +649,7 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 						if rd.skip {
 							continue
 						}
-						r.feed(r.sample(pfcPortOf(h), at, iv, rd))
+						r.feed(r.sample(portOf(h), at, iv, rd))
 					}
 				}
 			},
@@ -662,11 +659,11 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 			// origin, delivers its lines one interval late. The silent
 			// host-d must not be named before host-a's reading arrives.
 			name: "late origin lines and a silent neighbour",
-			feed: func(r *pfcRig) {
+			feed: func(r *rig) {
 				plan := stormPlan(20, 40, -1, false, -1)
 				var late []*processor.Sample
 				for k := range 60 {
-					for i, h := range pfcHosts {
+					for i, h := range hosts {
 						at := detecttest.T0 + schemas.Millis(k)*ivMs + schemas.Millis(i*37)
 						rd := plan(h, k)
 						if k == 0 {
@@ -675,9 +672,9 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 						if h == "host-d" && k >= 17 && k < 30 {
 							continue
 						}
-						s := r.sample(pfcPortOf(h), at, iv, rd)
+						s := r.sample(portOf(h), at, iv, rd)
 						if h == "host-d" && k == 30 {
-							s = r.sample(pfcPortOf(h), at, 14*iv, rd)
+							s = r.sample(portOf(h), at, 14*iv, rd)
 						}
 						if h == "host-a" && k >= 18 {
 							late = append(late, s)
@@ -695,7 +692,7 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		for _, names := range pfcNamings {
+		for _, names := range namings {
 			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
 				r := newPFCRig(t, iv)
 				r.pauseNames = names.counters
@@ -717,7 +714,7 @@ func TestPFCStormLateAndGapReadings(t *testing.T) {
 func TestPFCStormSilentTwoPortHostIsNodeScope(t *testing.T) {
 	const interval = 2 * time.Second
 	r := newPFCRig(t, interval)
-	topo, err := schemas.ParseTopology(strings.NewReader(strings.Replace(pfcTopo,
+	topo, err := schemas.ParseTopology(strings.NewReader(strings.Replace(rigTopo,
 		`{"a":"host-a/mlx5_0/1","b":"leaf-01/swp1"},`,
 		`{"a":"host-a/mlx5_0/1","b":"leaf-01/swp1"},{"a":"host-a/mlx5_1/1","b":"leaf-01/swp9"},`, 1)))
 	if err != nil {
@@ -728,14 +725,14 @@ func TestPFCStormSilentTwoPortHostIsNodeScope(t *testing.T) {
 	const from, to, n = 20, 60, 90
 	plan := stormPlan(from, to, -1, true, -1)
 	for k := range n {
-		for i, h := range pfcHosts {
+		for i, h := range hosts {
 			rd := plan(h, k)
 			rd.baseline = k == 0
 			if rd.skip {
 				continue
 			}
 			at := detecttest.T0 + schemas.Millis(int64(k)*interval.Milliseconds()+int64(i)*37)
-			r.feed(r.sample(pfcPortOf(h), at, interval, rd))
+			r.feed(r.sample(portOf(h), at, interval, rd))
 			if h == "host-a" {
 				r.feed(r.sample(second, at+5, interval, rd))
 			}
@@ -811,7 +808,7 @@ func TestPFCReadPausesKinds(t *testing.T) {
 }
 
 func TestPFCRound2(t *testing.T) {
-	if got := pfcRound2(0.255); got != 0.26 {
-		t.Errorf("pfcRound2(0.255) = %v, want 0.26", got)
+	if got := round2(0.255); got != 0.26 {
+		t.Errorf("round2(0.255) = %v, want 0.26", got)
 	}
 }

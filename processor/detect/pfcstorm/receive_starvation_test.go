@@ -27,7 +27,7 @@ func TestStormOriginStarvation(t *testing.T) {
 		{"a starving receiver before the storm: its own incident, the storm's cause", from - 10, true},
 	}
 	for _, tt := range tests {
-		for _, names := range pfcNamings {
+		for _, names := range namings {
 			t.Run(names.name+"/"+tt.name, func(t *testing.T) {
 				r := newPFCRig(t, iv)
 				r.pauseNames = names.counters
@@ -54,7 +54,7 @@ func TestStormOriginStarvation(t *testing.T) {
 				}
 				// The storm is found as without the drops: origin host-a,
 				// its victims affected.
-				stormRig := &pfcRig{events: storms}
+				stormRig := &rig{events: storms}
 				testPFCStormIncident(t, stormRig, iv, from, 2, false, []string{"host-b", "host-c"})
 				if !tt.wantStarve {
 					if len(starve) != 0 {
@@ -67,7 +67,7 @@ func TestStormOriginStarvation(t *testing.T) {
 					}
 					return
 				}
-				if len(starve) == 0 || starve[0].State != schemas.StateOpen || starve[0].Subject != pfcPortOf("host-a").Subject() {
+				if len(starve) == 0 || starve[0].State != schemas.StateOpen || starve[0].Subject != portOf("host-a").Subject() {
 					t.Fatalf("no receive_starvation on host-a: %v", summaries(starve))
 				}
 				opens := 0
