@@ -1,6 +1,12 @@
 // Package processor is what detectors see: per-port state kept in data time,
 // the fabric view with the topology, an event emitter, the incident
-// lifecycle, and the registry detectors add themselves to in init().
+// lifecycle, cause linking, the helpers every detector writes its checks and
+// figures with, and the registry detectors add themselves to in init().
+//
+// The detectors are packages of their own under processor/detect (one per
+// detector; judged is the engine three of them share, pause the pause
+// reading two of them share), and processor/detect/all links them all into
+// a program.
 //
 // It does not import the engine (processor/engine), which consumes the
 // counters stream, owns the port states and the watermark, and calls the

@@ -12,7 +12,7 @@ import (
 )
 
 // rig drives detectors with the delta engine's batches the way the
-// processor's runtime does (processor/harness_test.go is the model): per
+// processor's runtime does (processor/internal/detecttest is the model): per
 // port in data-time order with stale samples dropped, the port observed
 // after the detectors ran, and the watermark (newest data time - 10 s)
 // ticking the fabric detectors after every newer sample. No topology.

@@ -62,7 +62,7 @@ func TestCorpusXmitWaitDeltas(t *testing.T) {
 // 10 s apart with nothing changed (pinned counters cannot move; the others
 // are held still, which is all the captures say).
 //
-// What the detector does (processor/counter_saturated.go): it raises on a
+// What the detector does (processor/detect/countersaturated): it raises on a
 // pinned saturating error counter (and on a pinned 32-bit data counter),
 // never on port_xmit_wait alone, a congestion figure a busy IB port pins
 // in normal use; a pinned port_xmit_wait is named (also_pinned) only in an
