@@ -33,9 +33,11 @@ import (
 // and makes a port a subject of its own only when no port of the fabric
 // shows primary excess (the faulty port is not monitored).
 type Engine struct {
+	// Type is the event type (the detector's name) and Layer its layer.
 	Type, Layer string
-	Primary     []Counter
-	Secondary   []Counter
+	// Primary and Secondary are the counters of the two roles (above).
+	Primary   []Counter
+	Secondary []Counter
 	// EvidenceOnly counters are reported, never judged (flush errors
 	// follow other errors).
 	EvidenceOnly []Counter
@@ -102,11 +104,13 @@ type Engine struct {
 	peers map[schemas.Subject]schemas.Millis
 }
 
+// Counter is one counter the engine reads, resolved once.
 type Counter struct {
 	ID   schemas.CounterID
 	Name string
 }
 
+// Counters resolves the named counters of one source.
 func Counters(src schemas.Source, names ...string) []Counter {
 	out := make([]Counter, len(names))
 	for i, n := range names {
@@ -207,6 +211,7 @@ func (j *Engine) Fabric() processor.FabricView { return j.fabric }
 // once a minute of data time.
 func (j *Engine) PeerRef() float64 { return j.peerRef }
 
+// Init implements processor.Initializer.
 func (j *Engine) Init(fabric processor.FabricView) error {
 	j.fabric = fabric
 	return nil
@@ -274,6 +279,7 @@ func (j *Engine) moved(s *processor.Sample) bool {
 	return false
 }
 
+// OnSample implements processor.PortDetector.
 func (j *Engine) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := j.track()
 	subject := s.ID.Subject()
