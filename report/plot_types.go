@@ -58,7 +58,7 @@ var kindColors = []string{"#d62728", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
 const maxPeerSeries = 8
 
 // retransCriticalShare is retransmissions' critical level (one received
-// packet in a hundred out of sequence; processor/retransmissions.go).
+// packet in a hundred out of sequence; processor/detect/retransmissions).
 const retransCriticalShare = 1e-2
 
 // typePlot sets plot's panels for the four types, on the subject's sample
@@ -266,7 +266,7 @@ func portCounters(ctx context.Context, conn chdb.Conn, p portRef, names []string
 	args := []any{ch.Named("node", p.node), ch.Named("device", p.device), ch.Named("port", int(p.port)),
 		ch.Named("from_ms", fromMs), ch.Named("to_ms", toMs), ch.Named("names", names)}
 	// A pinned, reset or held port_rcv_packets says nothing of the packets
-	// received (processor/judged.go): such a sample has no share.
+	// received (processor/detect/judged): such a sample has no share.
 	rows, err := conn.Query(ctx, `SELECT time_ms, interval_ms, `+deltasOf(names)+`,
     rcv_packets, toUInt8(has(saturated, 'port_rcv_packets')
         OR bitAnd(flagged_flags[indexOf(flagged_name, 'port_rcv_packets')], 1 + 2 + 8 + 16) != 0)
