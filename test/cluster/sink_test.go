@@ -114,7 +114,8 @@ func TestSinksShareDurableOnClusters(t *testing.T) {
 	if err := natsutil.EnsureStreams(ctx, js, schemas.StreamOptions{Replicas: 3}); err != nil {
 		t.Fatal(err)
 	}
-	sinkArgs := []string{"sink", "--nats", urls, "--clickhouse", both, "--flush-interval", "200ms", "--batch-rows", "200"}
+	// --max-behind 0: the batches are dated 2026-05-28 (counterBatch).
+	sinkArgs := []string{"sink", "--nats", urls, "--clickhouse", both, "--flush-interval", "200ms", "--batch-rows", "200", "--max-behind", "0"}
 	sinks := []*proc{startRole(t, ctx, "sink-a", sinkArgs...), startRole(t, ctx, "sink-b", sinkArgs...)}
 
 	stream, err := js.Stream(ctx, schemas.StreamCounters)
