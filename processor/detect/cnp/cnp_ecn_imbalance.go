@@ -405,11 +405,7 @@ func spread(b *processor.Buckets, from, to schemas.Millis, v float64) {
 
 // OnSample implements processor.PortDetector.
 func (d *Detector) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
-	// A sampling interval, not a gap: a port silent for minutes says
-	// nothing of how often the fabric is read.
-	if iv := schemas.Millis(s.IntervalMs); iv > 0 && iv <= maxSamplingMs {
-		d.fab.slowestMs = max(iv, d.fab.slowestMs-d.fab.slowestMs/1024)
-	}
+	d.fab.noteInterval(schemas.Millis(s.IntervalMs), s.Time)
 	var deltas [counters]uint64
 	var present, usable uint8
 	for i, id := range idCNP {
@@ -741,9 +737,27 @@ type fabricState struct {
 	blindShare float64
 	blindKnown bool
 	// slowestMs is the longest sampling interval of the fabric's ports,
-	// decaying slowly: the fabric window waits for it (see OnWatermark).
-	slowestMs schemas.Millis
+	// seen last at slowestAt: the fabric window waits for it (see
+	// OnWatermark).
+	slowestMs, slowestAt schemas.Millis
 }
+
+// noteInterval keeps the slowest sampling interval seen within
+// slowestHold of data time. Held, not decayed per sample: a decay per
+// sample would let a fleet of fast ports wash out the slow ones' interval
+// between two of their readings.
+func (f *fabricState) noteInterval(iv, t schemas.Millis) {
+	if iv <= 0 || iv > maxSamplingMs {
+		return // not a sampling interval: a gap of a port silent for minutes
+	}
+	if iv >= f.slowestMs || t-f.slowestAt > schemas.Millis(slowestHold.Milliseconds()) {
+		f.slowestMs, f.slowestAt = iv, t
+	}
+}
+
+// slowestHold: a sampling interval no port has shown for this long (data
+// time) is no longer the fabric's slowest.
+const slowestHold = 10 * time.Minute
 
 // fabricWindow is the fabric's sums over one window, with per-bucket sums
 // for the onset.
