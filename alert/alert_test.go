@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
 	"github.com/rdmawatch/rdmawatch/internal/retry"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -223,33 +224,33 @@ func TestBridgeDeadLettersAndLearnsOpenIncidents(t *testing.T) {
 		}
 	}()
 
-	waitFor(t, func() bool {
+	testwait.Until(t, 20*time.Second, "the learned open incident sent to alertmanager", func() bool {
 		am.mu.Lock()
 		defer am.mu.Unlock()
 		return len(am.alerts) > 0
-	}, "the learned open incident sent to alertmanager")
+	})
 	am.mu.Lock()
 	if got := am.alerts[0]; len(got) != 1 || got[0].Labels["incident"] != event(schemas.StateOpen, 0).ID {
 		t.Errorf("first alertmanager post %+v, want the open incident", got)
 	}
 	am.mu.Unlock()
 
-	waitFor(t, func() bool { // the bridge's consumers exist before we publish
+	testwait.Until(t, 20*time.Second, "the bridge's consumers, before anything is published", func() bool {
 		st, err := srv.JS.Stream(ctx, schemas.StreamEvents)
 		if err != nil {
 			return false
 		}
 		info, err := st.Info(ctx)
 		return err == nil && info.State.Consumers >= 2
-	}, "consumers")
+	})
 	put([]byte("not msgpack"), "poison")
 	update, _ := schemas.EncodeEvent(event(schemas.StateUpdate, 1))
 	put(update, "update")
 
-	waitFor(t, func() bool {
+	testwait.Until(t, 20*time.Second, "dead letters and deliveries", func() bool {
 		s := b.Stats()
 		return s.DeadLetters["webhook "+hookSrv.URL] == 2 && s.Delivered["alertmanager "+amSrv.URL] == 1 && s.DeadLetters["alertmanager "+amSrv.URL] == 1
-	}, "dead letters and deliveries")
+	})
 	dl, err := srv.JS.Stream(ctx, schemas.StreamDeadLetter)
 	if err != nil {
 		t.Fatal(err)
@@ -273,16 +274,5 @@ func TestBridgeDeadLettersAndLearnsOpenIncidents(t *testing.T) {
 	all := strings.Join(reasons, "\n")
 	if !strings.Contains(all, "decode event") || !strings.Contains(all, "422") {
 		t.Errorf("dead-letter reasons do not say why:\n%s", all)
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

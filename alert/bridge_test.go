@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -193,14 +194,14 @@ func bridgeRun(t *testing.T, b *Bridge) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	waitFor(t, func() bool { // consumers exist before the test publishes
+	testwait.Until(t, 20*time.Second, "the bridge's consumers, before the test publishes", func() bool {
 		st, err := b.js.Stream(context.Background(), schemas.StreamEvents)
 		if err != nil {
 			return false
 		}
 		info, err := st.Info(context.Background())
 		return err == nil && info.State.Consumers >= len(b.targets)
-	}, "the bridge's consumers")
+	})
 }
 
 // publish puts data on the subject of a valid event: a forged event's
@@ -282,10 +283,10 @@ func TestBridgeUndeliverableEvents(t *testing.T) {
 			start := time.Now()
 			publish(t, srv.JS, encode(t, bad), "bad")
 			publish(t, srv.JS, encode(t, good), "good")
-			waitFor(t, func() bool {
+			testwait.Until(t, 20*time.Second, "the good event delivered", func() bool {
 				s := b.Stats()
 				return s.Delivered["webhook hook"] == 1 && s.Delivered["alertmanager am"] == 1
-			}, "the good event delivered")
+			})
 			if took := time.Since(start); took > 4*time.Second {
 				t.Errorf("the undeliverable event held its targets %s", took)
 			}
@@ -343,10 +344,10 @@ func TestBridgeMaxOpen(t *testing.T) {
 		{incident(6, schemas.StateOpen, 0), 3, 2, 6}, // room again
 	} {
 		publish(t, srv.JS, encode(t, tc.ev), tc.ev.MsgID())
-		waitFor(t, func() bool {
+		testwait.Until(t, 20*time.Second, "event "+tc.ev.MsgID(), func() bool {
 			s := b.Stats()
 			return s.Delivered["alertmanager am"]+s.DeadLetters["alertmanager am"] == uint64(tc.delivered+tc.refused)
-		}, "event "+tc.ev.MsgID())
+		})
 		s := b.Stats()
 		if s.Open != tc.open || s.Refused != uint64(tc.refused) || s.Delivered["alertmanager am"] != uint64(tc.delivered) || s.DeadLetters["alertmanager am"] != uint64(tc.refused) {
 			t.Fatalf("after %s: open %d refused %d delivered %d dead %d; want %d %d %d %d", tc.ev.MsgID(),
@@ -421,9 +422,10 @@ func TestBridgeRetryWaitKeepsAckWindow(t *testing.T) {
 	ev := event(schemas.StateOpen, 0)
 	start := time.Now()
 	publish(t, srv.JS, encode(t, ev), ev.MsgID())
-	waitFor(t, func() bool { return delivered() == 1 }, "delivery after the retry")
+	testwait.Until(t, 20*time.Second, "delivery after the retry", func() bool { return delivered() == 1 })
 	// Past the retry of the bridge that took it and one more ack wait: a
-	// redelivery and the retry both show by then.
+	// redelivery and the retry both show by then. A sleep, not a wait: the
+	// test proves that no second delivery comes in that time.
 	time.Sleep(time.Until(start.Add(cfg.RetryMax + 2*cfg.AckWait)))
 	hook.mu.Lock()
 	defer hook.mu.Unlock()
@@ -465,10 +467,10 @@ func TestBridgeShowsNoSecret(t *testing.T) {
 		ev := event(schemas.StateOpen, i)
 		publish(t, srv.JS, encode(t, ev), ev.MsgID())
 	}
-	waitFor(t, func() bool {
+	testwait.Until(t, 20*time.Second, "both refusals dead-lettered", func() bool {
 		s := b.Stats()
 		return s.DeadLetters["alertmanager am-1"] == 2 && s.DeadLetters["webhook http://"+u.Host+"/services/T0/B0/xxxxx"] == 2
-	}, "both refusals dead-lettered")
+	})
 
 	var out bytes.Buffer
 	out.WriteString(logs.String())
