@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/jsbatch"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -185,22 +186,6 @@ func (h *harness) info(durable string) *jetstream.ConsumerInfo {
 	return info
 }
 
-// eventually retries fn until it returns nil, failing the test after total.
-func eventually(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // A batch goes when it holds BatchRows rows, BatchBytes bytes or half of
 // MaxAckPending messages, and otherwise after FlushInterval; a backlog's
 // last rows go at once, and shutdown writes what is held.
@@ -238,7 +223,7 @@ func TestBatching(t *testing.T) {
 			began := time.Now()
 			c, stop := h.start(cfg)
 			if tc.stop {
-				eventually(t, 10*time.Second, func() error {
+				testwait.For(t, 10*time.Second, "every message held before the stop", func() error {
 					if st := c.Stats(); st.Pending != len(tc.messages) {
 						return fmt.Errorf("%d messages held, want %d", st.Pending, len(tc.messages))
 					}
@@ -249,7 +234,7 @@ func TestBatching(t *testing.T) {
 				}
 			}
 			var first time.Time
-			eventually(t, 10*time.Second, func() error {
+			testwait.For(t, 10*time.Second, "the batches", func() error {
 				batches, _ := w.snapshot()
 				if len(batches) > 0 && first.IsZero() {
 					first = time.Now()
@@ -262,7 +247,7 @@ func TestBatching(t *testing.T) {
 			if took := first.Sub(began); took < tc.atLeast {
 				t.Errorf("first batch after %v, want at least %v", took, tc.atLeast)
 			}
-			eventually(t, 10*time.Second, func() error {
+			testwait.For(t, 10*time.Second, "every message acked", func() error {
 				if st := c.Stats(); st.Acked != uint64(len(tc.messages)) || st.Pending != 0 {
 					return fmt.Errorf("stats %+v, want %d acked and none pending", st, len(tc.messages))
 				}
@@ -294,7 +279,7 @@ func TestAckOnlyAfterWrite(t *testing.T) {
 	cfg := h.config(w)
 	cfg.FlushInterval = 200 * time.Millisecond // one batch of all three
 	c, stop := h.start(cfg)
-	eventually(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "the messages acked once the store is back", func() error {
 		if st := c.Stats(); st.Acked != 3 {
 			return fmt.Errorf("stats %+v, want 3 acked", st)
 		}
@@ -330,7 +315,7 @@ func TestNakAfterFailedWrite(t *testing.T) {
 	cfg := h.config(failing)
 	cfg.FlushInterval, cfg.AckWait, cfg.ShutdownTimeout = 20*time.Millisecond, time.Minute, 200*time.Millisecond
 	_, stop := h.start(cfg)
-	eventually(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "two failed writes", func() error {
 		if _, calls := failing.snapshot(); calls < 2 {
 			return fmt.Errorf("%d writes, want 2 or more", calls)
 		}
@@ -345,7 +330,7 @@ func TestNakAfterFailedWrite(t *testing.T) {
 	cfg.Writer = w
 	began := time.Now()
 	c, stop := h.start(cfg)
-	eventually(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "the redelivered messages acked", func() error {
 		if st := c.Stats(); st.Acked != 2 {
 			return fmt.Errorf("stats %+v, want 2 acked", st)
 		}
@@ -394,7 +379,7 @@ func TestDeadLetters(t *testing.T) {
 		rejected = append(rejected, rejection{err.Error(), checked, rows})
 	}
 	c, stop := h.start(cfg)
-	eventually(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "the refusals dead-lettered", func() error {
 		if st := c.Stats(); st.DeadLettered != 4 || st.Acked != 2 || st.Rejected != 3 {
 			return fmt.Errorf("stats %+v, want 4 dead-lettered, 2 acked, 3 rejected", st)
 		}
@@ -489,7 +474,7 @@ func TestHeartbeatKeepsMessagesInProgress(t *testing.T) {
 	if len(stolen) > 0 {
 		t.Errorf("another consumer got %q while the write ran", stolen)
 	}
-	eventually(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "the held write's messages acked", func() error {
 		if st := c.Stats(); st.Acked != 4 {
 			return fmt.Errorf("stats %+v, want 4 acked", st)
 		}
@@ -524,14 +509,14 @@ func TestConsumerPending(t *testing.T) {
 	cfg := h.config(w)
 	cfg.FlushInterval, cfg.AckWait, cfg.MaxAckPending = 20*time.Millisecond, 600*time.Millisecond, 2
 	c, stop := h.start(cfg)
-	eventually(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "six messages pending on the durable", func() error {
 		if st := c.Stats(); st.ConsumerPending != 6 {
 			return fmt.Errorf("stats %+v, want 6 pending on the durable", st)
 		}
 		return nil
 	})
 	close(release)
-	eventually(t, 10*time.Second, func() error {
+	testwait.For(t, 10*time.Second, "every message acked", func() error {
 		if st := c.Stats(); st.Acked != 8 || st.ConsumerPending != 0 {
 			return fmt.Errorf("stats %+v, want 8 acked and none pending on the durable", st)
 		}
@@ -574,7 +559,7 @@ func TestWindow(t *testing.T) {
 		cfg := h.config(w)
 		cfg.FlushInterval, cfg.Suspect = 20*time.Millisecond, win.Active
 		c, stop := h.start(cfg)
-		eventually(t, 10*time.Second, func() error {
+		testwait.For(t, 10*time.Second, "the message acked", func() error {
 			if st := c.Stats(); st.Acked != 1 {
 				return fmt.Errorf("stats %+v, want 1 acked", st)
 			}
