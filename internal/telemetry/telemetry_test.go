@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsembed"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -83,10 +84,7 @@ func TestWatchNATS(t *testing.T) {
 		t.Fatalf("ready while connected: %v", err)
 	}
 	srv.Shutdown()
-	deadline := time.Now().Add(10 * time.Second)
-	for nc.IsConnected() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, "the client to see the server gone", func() bool { return !nc.IsConnected() })
 	if err := s.Ready(ctx); err == nil || !strings.Contains(err.Error(), "nats: not connected") {
 		t.Errorf("ready with NATS down: %v", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 // TestServeWebBasicAuth: with an exporter-toolkit web configuration, the
@@ -55,16 +57,10 @@ func TestServeWebBasicAuth(t *testing.T) {
 				req.SetBasicAuth(tc.user, tc.pass)
 			}
 			var resp *http.Response
-			for deadline := time.Now().Add(5 * time.Second); ; {
+			testwait.For(t, 5*time.Second, "an answer from "+addr, func() (err error) {
 				resp, err = http.DefaultClient.Do(req)
-				if err == nil || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+				return err
+			})
 			resp.Body.Close()
 			if resp.StatusCode != tc.want {
 				t.Errorf("status %d, want %d", resp.StatusCode, tc.want)
