@@ -1060,9 +1060,57 @@ func toSecond(ms schemas.Millis) schemas.Millis { return (ms + 500) / 1000 * 100
 
 func minuteMillis(m float64) schemas.Millis { return schemas.Millis(math.Round(m * bucketMs)) }
 
+// finding is the event a drift opens or updates: severity, evidence,
+// summary and checks from the fit.
 func (d *Detector) finding(port *processor.PortState, st *portState, s *processor.Sample, f fitResult) processor.Finding {
 	ib := s.LinkLayer == "InfiniBand"
-	what, measure := "pre-FEC BER", "rx_corrected_bits_phy / "+bitsWords(st.bitsSrc)
+	what, measure := st.measureWords(ib)
+	severity := schemas.SeverityWarning
+	crossed := f.crossMin > 0
+	if crossed || f.minutesToCritical <= d.CriticalLead.Minutes() {
+		severity = schemas.SeverityCritical
+	}
+	if crossed {
+		f.minutesToCritical = 0
+	}
+	fc := driftFacts{f: f, what: what, measure: measure, crossed: crossed}
+	fc.onset, fc.criticalAt = findingTimes(port, s, f, crossed)
+	fc.slope, fc.model = projectionModel(f)
+	fc.withheld = !crossed && !f.confident
+	ev := d.evidence(st, fc)
+	keys, postFECCritical := st.linkEvidence(ev, ib)
+	if postFECCritical {
+		severity = schemas.SeverityCritical
+	}
+	return processor.Finding{
+		Subject:  s.ID.Subject(),
+		Onset:    fc.onset,
+		Severity: severity,
+		Layer:    schemas.LayerPhysical,
+		Summary:  st.summary(processor.PortName(s.ID, s.Netdev), fc, ib),
+		Evidence: ev,
+		Checks:   d.checks(s, ib),
+		Keys:     keys,
+		Progress: true,
+	}
+}
+
+// driftFacts is what a finding states about one fit, worked out once so
+// that the evidence and the summary quote the same onset, crossing time,
+// slope and model.
+type driftFacts struct {
+	f                 fitResult // minutesToCritical is 0 once the critical BER is crossed
+	what, measure     string
+	crossed, withheld bool
+	onset, criticalAt schemas.Millis
+	slope             float64
+	model             string
+}
+
+// measureWords names the BER a finding speaks of (what) and the counters
+// it is measured from (measure): pre-FEC, post-FEC or InfiniBand symbol BER.
+func (st *portState) measureWords(ib bool) (what, measure string) {
+	what, measure = "pre-FEC BER", "rx_corrected_bits_phy / "+bitsWords(st.bitsSrc)
 	if !ib && st.mode == modePostFEC {
 		what, measure = "post-FEC symbol BER", postFECCounter(st)+" / "+bitsWords(st.bitsSrc)
 	}
@@ -1072,31 +1120,43 @@ func (d *Detector) finding(port *processor.PortState, st *portState, s *processo
 			measure = "symbol_error / (port_rcv_data x 8)"
 		}
 	}
-	severity := schemas.SeverityWarning
-	crossed := f.crossMin > 0
-	if crossed || f.minutesToCritical <= d.CriticalLead.Minutes() {
-		severity = schemas.SeverityCritical
-	}
-	if crossed {
-		f.minutesToCritical = 0
-	}
-	onset := toSecond(minuteMillis(f.onsetMin))
+	return what, measure
+}
+
+// findingTimes are the onset, to the second and kept within the port's
+// data, and the critical time: the observed crossing once crossed, the
+// projection from now before.
+func findingTimes(port *processor.PortState, s *processor.Sample, f fitResult, crossed bool) (onset, criticalAt schemas.Millis) {
+	onset = toSecond(minuteMillis(f.onsetMin))
 	nowMs := minuteMillis(f.nowMin)
 	onset = min(max(onset, port.FirstTime), s.Time)
-	criticalAt := toSecond(nowMs + minuteMillis(f.minutesToCritical))
+	criticalAt = toSecond(nowMs + minuteMillis(f.minutesToCritical))
 	if crossed {
 		criticalAt = toSecond(minuteMillis(f.crossMin))
 	}
-	slope := f.slopePerMin
-	model := "log-linear"
+	return onset, criticalAt
+}
+
+// projectionModel is the slope the projection used and the model's name:
+// the projection's own slope once it was fitted, the hinge's before.
+func projectionModel(f fitResult) (slope float64, model string) {
+	slope = f.slopePerMin
+	model = "log-linear"
 	if f.projected {
 		slope = f.projSlope
 		if f.accel {
 			model = "accelerating"
 		}
 	}
+	return slope, model
+}
+
+// evidence is the finding's evidence on the drift itself; linkEvidence
+// adds the link layer's figures.
+func (d *Detector) evidence(st *portState, fc driftFacts) map[string]any {
+	f, slope := fc.f, fc.slope
 	ev := map[string]any{
-		"measure":               measure,
+		"measure":               fc.measure,
 		"critical_ber":          f.critical,
 		"baseline_ber":          roundBER(f.baseBER),
 		"current_ber":           roundBER(f.nowBER),
@@ -1107,10 +1167,10 @@ func (d *Detector) finding(port *processor.PortState, st *portState, s *processo
 		"slope_decades_per_h":   sig4(slope * 60 / math.Ln10),
 		"doubling_minutes":      sig4(math.Ln2 / max(slope, minSlope)),
 		"minutes_to_critical":   sig4(f.minutesToCritical),
-		"projected_critical_at": criticalAt.String(),
-		"projection_model":      model,
-		"critical_crossed":      crossed,
-		"onset_estimate":        onset.String(),
+		"projected_critical_at": fc.criticalAt.String(),
+		"projection_model":      fc.model,
+		"critical_crossed":      fc.crossed,
+		"onset_estimate":        fc.onset.String(),
 		"likelihood_ratio":      sig4(f.lr),
 		"dispersion":            sig4(f.dispersion),
 		"errors_since_onset":    math.Round(processor.Finite(f.postErrors)),
@@ -1127,22 +1187,28 @@ func (d *Detector) finding(port *processor.PortState, st *portState, s *processo
 			ev["slope_efold_minutes"] = sig4(f.accelTauMin)
 		}
 	}
-	if !crossed && !math.IsInf(f.aheadSE, 0) {
+	if !fc.crossed && !math.IsInf(f.aheadSE, 0) {
 		ev["minutes_to_critical_se"] = sig4(f.aheadSE)
 	}
-	withheld := !crossed && !f.confident
-	if withheld {
+	if fc.withheld {
 		// Not known to projRelErr: no time is published (see
 		// projZ), the reason is.
 		delete(ev, "projected_critical_at")
 		delete(ev, "minutes_to_critical")
 		ev["projection_withheld"] = withheldWhy(f)
 	}
-	if crossed {
+	if fc.crossed {
 		// The observed crossing: projected_critical_at is it from now on.
-		ev["critical_crossed_at"] = criticalAt.String()
+		ev["critical_crossed_at"] = fc.criticalAt.String()
 	}
-	var keys []string
+	return ev
+}
+
+// linkEvidence adds the link layer's figures to the evidence: InfiniBand's
+// symbol and recovery counters (and the blind key while symbol_error is
+// pinned), or Ethernet's lanes and post-FEC figures, and the post-FEC-only
+// note. postFECCritical as ethernetEvidence says.
+func (st *portState) linkEvidence(ev map[string]any, ib bool) (keys []string, postFECCritical bool) {
 	if ib {
 		ev["symbol_error"] = st.symbolRaw
 		ev["link_error_recovery_since_open"] = st.recoveries - min(st.recoveries, st.recoveriesAtOpen)
@@ -1151,17 +1217,24 @@ func (d *Detector) finding(port *processor.PortState, st *portState, s *processo
 			keys = append(keys, "blind")
 		}
 	} else if st.ethernetEvidence(ev) {
-		severity = schemas.SeverityCritical
+		postFECCritical = true
 	}
 	if !ib && st.mode == modePostFEC {
 		ev["post_fec_only"] = true
 		ev["post_fec_only_note"] = "no rx_corrected_bits_phy on this port: the series is the symbol errors FEC did not correct (or a link without FEC); each one costs a frame, the cliff is behind"
 	}
-	where := processor.PortName(s.ID, s.Netdev)
+	return keys, postFECCritical
+}
+
+// summary is the finding's one line: crossed, drifting with its time to
+// the critical BER withheld, or drifting with that time, and the caveats
+// of a blind or post-FEC-only series.
+func (st *portState) summary(where string, fc driftFacts, ib bool) string {
+	f, slope, what, onset := fc.f, fc.slope, fc.what, fc.onset
 	var summary string
-	if crossed {
-		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and crossed the critical %.0e at %s", where, what, f.baseBER, f.nowBER, onset, f.critical, criticalAt.Time().Format("15:04:05"))
-	} else if withheld {
+	if fc.crossed {
+		summary = fmt.Sprintf("%s: %s rose from %.2g to %.2g since %s and crossed the critical %.0e at %s", where, what, f.baseBER, f.nowBER, onset, f.critical, fc.criticalAt.Time().Format("15:04:05"))
+	} else if fc.withheld {
 		summary = fmt.Sprintf("%s: %s is drifting up (%.2g to %.2g since %s, x2 every %.0f min); the time to the critical %.0e is not yet known to %.0f%% (%s)",
 			where, what, f.baseBER, f.nowBER, onset, math.Ln2/max(slope, minSlope), f.critical, 100*projRelErr, withheldWhy(f))
 	} else {
@@ -1174,17 +1247,7 @@ func (d *Detector) finding(port *processor.PortState, st *portState, s *processo
 	if !ib && st.mode == modePostFEC {
 		summary += "; no pre-FEC counter on this port, and these errors passed FEC: frames are being lost"
 	}
-	return processor.Finding{
-		Subject:  s.ID.Subject(),
-		Onset:    onset,
-		Severity: severity,
-		Layer:    schemas.LayerPhysical,
-		Summary:  summary,
-		Evidence: ev,
-		Checks:   d.checks(s, ib),
-		Keys:     keys,
-		Progress: true,
-	}
+	return summary
 }
 
 // withheldWhy says why a projection is not published.
