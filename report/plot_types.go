@@ -623,26 +623,76 @@ var lossless = regexp.MustCompile(`DSCP \[([0-9 ]*)\] on priority (\d+)`)
 // viewOf says how to draw setting, from the event's evidence; ok false for
 // a setting with no history in port_config (trust, a bond's members).
 func viewOf(setting string, ev map[string]any) (settingView, bool) {
-	num := func(k string) float64 {
-		if f, ok := ev[k].(float64); ok {
-			return f
-		}
+	switch setting {
+	case "mtu":
+		return mtuView(ev), true
+	case "pfc_enabled", "ecn_np_enabled", "ecn_rp_enabled":
+		return enabledView(setting, ev)
+	case "traffic_class":
+		return settingView{title: "Forced traffic class", unit: "tclass", fabric: evidenceNum(ev, "fabric_traffic_class"),
+			fabricName: "fabric's traffic class" + evidenceShare(ev, "fabric_traffic_class_share"), word: plainWord,
+			value: func(r configRow) float64 { return nullable(r.tc) }}, true
+	case "cnp_priority":
+		return cnpPriorityView(ev), true
+	case "dscp_prio":
+		return dscpPrioView(ev)
+	}
+	return settingView{}, false
+}
+
+// evidenceNum is the number under k in the evidence, NaN when there is none.
+func evidenceNum(ev map[string]any, k string) float64 {
+	if f, ok := ev[k].(float64); ok {
+		return f
+	}
+	return math.NaN()
+}
+
+// evidenceShare is the share of ports under k in the evidence as the
+// fabric value's label reads it, "" when there is none.
+func evidenceShare(ev map[string]any, k string) string {
+	if f, ok := ev[k].(float64); ok {
+		return fmt.Sprintf(" (%.0f%% of ports)", 100*f)
+	}
+	return ""
+}
+
+func plainWord(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+func onOffWord(v float64) string {
+	if v == 1 {
+		return "on"
+	}
+	return "off"
+}
+
+// nullable is a setting the host may not expose: NaN when it did not.
+func nullable(v *uint8) float64 {
+	if v == nil {
 		return math.NaN()
 	}
-	share := func(k string) string {
-		if f, ok := ev[k].(float64); ok {
-			return fmt.Sprintf(" (%.0f%% of ports)", 100*f)
-		}
-		return ""
+	return float64(*v)
+}
+
+func mtuView(ev map[string]any) settingView {
+	return settingView{title: "MTU", unit: "bytes", fabric: evidenceNum(ev, "fabric_mtu"),
+		fabricName: "fabric's MTU" + evidenceShare(ev, "fabric_mtu_share"), word: plainWord,
+		value: func(r configRow) float64 {
+			if r.mtu == nil {
+				return math.NaN()
+			}
+			return float64(*r.mtu)
+		}}
+}
+
+// enabledView draws a per-priority switch (PFC, ECN's notification or
+// reaction point) on the evidence's priority: 1 on, 0 off, NaN where the
+// host did not say; ok false without a priority in the evidence.
+func enabledView(setting string, ev map[string]any) (settingView, bool) {
+	if math.IsNaN(evidenceNum(ev, "priority")) {
+		return settingView{}, false
 	}
-	plain := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	onOff := func(v float64) string {
-		if v == 1 {
-			return "on"
-		}
-		return "off"
-	}
-	prio := int(num("priority"))
+	prio := int(evidenceNum(ev, "priority"))
 	onPrio := func(known uint8, list []uint8) float64 {
 		if known == 0 || prio < 0 {
 			return math.NaN()
@@ -654,85 +704,67 @@ func viewOf(setting string, ev map[string]any) (settingView, bool) {
 		}
 		return 0
 	}
-	nullable := func(v *uint8) float64 {
-		if v == nil {
-			return math.NaN()
-		}
-		return float64(*v)
-	}
-	switch setting {
-	case "mtu":
-		return settingView{title: "MTU", unit: "bytes", fabric: num("fabric_mtu"), fabricName: "fabric's MTU" + share("fabric_mtu_share"), word: plain,
-			value: func(r configRow) float64 {
-				if r.mtu == nil {
-					return math.NaN()
-				}
-				return float64(*r.mtu)
-			}}, true
-	case "pfc_enabled", "ecn_np_enabled", "ecn_rp_enabled":
-		if math.IsNaN(num("priority")) {
-			return settingView{}, false
-		}
-		what := map[string]string{"pfc_enabled": "PFC", "ecn_np_enabled": "ECN notification point", "ecn_rp_enabled": "ECN reaction point"}[setting]
-		return settingView{title: fmt.Sprintf("%s on priority %d (1 on, 0 off)", what, prio), unit: "on/off", fabric: 1,
-			fabricName: "fabric: on" + share("fabric_"+setting+"_share"), word: onOff,
-			value: func(r configRow) float64 {
-				switch setting {
-				case "pfc_enabled":
-					return onPrio(r.pfcKnown, r.pfc)
-				case "ecn_np_enabled":
-					return onPrio(r.npKnown, r.np)
-				}
-				return onPrio(r.rpKnown, r.rp)
-			}}, true
-	case "traffic_class":
-		return settingView{title: "Forced traffic class", unit: "tclass", fabric: num("fabric_traffic_class"),
-			fabricName: "fabric's traffic class" + share("fabric_traffic_class_share"), word: plain,
-			value: func(r configRow) float64 { return nullable(r.tc) }}, true
-	case "cnp_priority":
-		// schemas.PortConfig.CNPPriority, on a stored row.
-		return settingView{title: "Priority of the CNPs", unit: "priority", fabric: num("fabric_cnp_priority"),
-			fabricName: "fabric's CNP priority" + share("fabric_cnp_priority_share"), word: plain,
-			value: func(r configRow) float64 {
-				switch r.trust {
-				case "dscp":
-					if r.cnpDSCP != nil && int(*r.cnpDSCP) < len(r.dscpPrio) && len(r.dscpPrio) == 64 {
-						return float64(r.dscpPrio[*r.cnpDSCP])
-					}
-				case "pcp":
-					return nullable(r.cnp8021p)
-				}
-				return math.NaN()
-			}}, true
-	case "dscp_prio":
-		fab, _ := ev["fabric_dscp_prio"].(string)
-		m := lossless.FindStringSubmatch(fab)
-		if m == nil {
-			return settingView{}, false
-		}
-		var dscps []int
-		for _, f := range strings.Fields(m[1]) {
-			if d, err := strconv.Atoi(f); err == nil {
-				dscps = append(dscps, d)
+	what := map[string]string{"pfc_enabled": "PFC", "ecn_np_enabled": "ECN notification point", "ecn_rp_enabled": "ECN reaction point"}[setting]
+	return settingView{title: fmt.Sprintf("%s on priority %d (1 on, 0 off)", what, prio), unit: "on/off", fabric: 1,
+		fabricName: "fabric: on" + evidenceShare(ev, "fabric_"+setting+"_share"), word: onOffWord,
+		value: func(r configRow) float64 {
+			switch setting {
+			case "pfc_enabled":
+				return onPrio(r.pfcKnown, r.pfc)
+			case "ecn_np_enabled":
+				return onPrio(r.npKnown, r.np)
 			}
-		}
-		p, _ := strconv.Atoi(m[2])
-		return settingView{title: fmt.Sprintf("Share of the fabric's RoCE DSCPs %v the port maps to priority %d", dscps, p), unit: "share",
-			fabric: 1, fabricName: "fabric: all", word: func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
-			value: func(r configRow) float64 {
-				if r.trust != "dscp" || len(r.dscpPrio) != 64 || len(dscps) == 0 {
-					return math.NaN()
+			return onPrio(r.rpKnown, r.rp)
+		}}, true
+}
+
+func cnpPriorityView(ev map[string]any) settingView {
+	// schemas.PortConfig.CNPPriority, on a stored row.
+	return settingView{title: "Priority of the CNPs", unit: "priority", fabric: evidenceNum(ev, "fabric_cnp_priority"),
+		fabricName: "fabric's CNP priority" + evidenceShare(ev, "fabric_cnp_priority_share"), word: plainWord,
+		value: func(r configRow) float64 {
+			switch r.trust {
+			case "dscp":
+				if r.cnpDSCP != nil && int(*r.cnpDSCP) < len(r.dscpPrio) && len(r.dscpPrio) == 64 {
+					return float64(r.dscpPrio[*r.cnpDSCP])
 				}
-				n := 0
-				for _, d := range dscps {
-					if d >= 0 && d < 64 && int(r.dscpPrio[d]) == p {
-						n++
-					}
-				}
-				return float64(n) / float64(len(dscps))
-			}}, true
+			case "pcp":
+				return nullable(r.cnp8021p)
+			}
+			return math.NaN()
+		}}
+}
+
+// dscpPrioView draws the share of the fabric's lossless DSCPs (as the
+// evidence's fabric_dscp_prio names them) the port maps to their priority;
+// ok false when the evidence names none.
+func dscpPrioView(ev map[string]any) (settingView, bool) {
+	fab, _ := ev["fabric_dscp_prio"].(string)
+	m := lossless.FindStringSubmatch(fab)
+	if m == nil {
+		return settingView{}, false
 	}
-	return settingView{}, false
+	var dscps []int
+	for _, f := range strings.Fields(m[1]) {
+		if d, err := strconv.Atoi(f); err == nil {
+			dscps = append(dscps, d)
+		}
+	}
+	p, _ := strconv.Atoi(m[2])
+	return settingView{title: fmt.Sprintf("Share of the fabric's RoCE DSCPs %v the port maps to priority %d", dscps, p), unit: "share",
+		fabric: 1, fabricName: "fabric: all", word: func(v float64) string { return fmt.Sprintf("%.0f%%", 100*v) },
+		value: func(r configRow) float64 {
+			if r.trust != "dscp" || len(r.dscpPrio) != 64 || len(dscps) == 0 {
+				return math.NaN()
+			}
+			n := 0
+			for _, d := range dscps {
+				if d >= 0 && d < 64 && int(r.dscpPrio[d]) == p {
+					n++
+				}
+			}
+			return float64(n) / float64(len(dscps))
+		}}, true
 }
 
 // configPlot: each setting that differs, the port's value over time (a
