@@ -311,28 +311,8 @@ func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error)
 	if err != nil {
 		return nil, err
 	}
-	plot := &Plot{
-		Title:     fmt.Sprintf("%s on %s/%s/%d", inc.Type, inc.Node, inc.Device, inc.Port),
-		Times:     s.times,
-		SpanStart: time.UnixMilli(start).UTC(),
-	}
-	if inc.EndMs != nil {
-		plot.SpanEnd = time.UnixMilli(*inc.EndMs).UTC()
-	}
-	for _, c := range inc.Changes {
-		plot.Marks = append(plot.Marks, Mark{At: time.UnixMilli(c.DetectedAtMs).UTC(), Label: fmt.Sprintf("%s (revision %d)", c.State, c.Revision)})
-	}
-	throughput := Panel{Title: "Throughput", Unit: "Gb/s", Series: []Series{{Name: "received", Color: colorRcv, Values: s.rcv}, {Name: "sent", Color: colorXmit, Values: s.xmit}}}
-	pauses := Panel{Title: "Pause fraction (busiest priority or 802.3x global pause)", Unit: "fraction", Series: []Series{{Name: "pauses sent (tx)", Color: colorTxPause, Values: s.txPause}, {Name: "paused by peer (rx)", Color: colorRx, Values: s.rxPause}}}
-	ethBits := "rx_bits_phy"
-	if !s.countedBits {
-		ethBits = "link rate x time"
-	}
-	ber := Panel{Title: "Bit error rate", Log: true, Series: []Series{{Name: "pre-FEC BER (over " + ethBits + ")", Color: colorBER, Values: s.ber}, {Name: "symbol BER (IB)", Color: colorSymBER, Values: s.symBER}}}
-	cnp := Panel{Title: "ECN marks and CNPs", Unit: "per s", Series: []Series{
-		{Name: "ECN-marked packets (NP)", Color: colorECN, Values: s.ecnMarked},
-		{Name: "CNPs sent (NP)", Color: colorCNPOut, Values: s.cnpOut},
-		{Name: "CNPs handled (RP)", Color: colorCNPIn, Values: s.cnpIn, Dashed: true}}}
+	plot := newPortPlot(inc, s)
+	throughput, pauses, ber, cnp := portPanels(s)
 	switch inc.Type {
 	case "pfc_storm":
 		pauses.Series = pauses.Series[:1]
@@ -344,51 +324,9 @@ func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error)
 		pauses.Series = append(pauses.Series, victims...)
 		plot.Panels = []Panel{pauses, throughput}
 	case "ber_drift":
-		switch {
-		case hasValues(s.symBER) && !hasValues(s.ber):
-			ber.Series = ber.Series[1:]
-			ber.Levels = []Level{{Name: "critical symbol BER 1e-12", Value: schemas.CriticalSymbolBER, Color: colorCritical}}
-		case !hasValues(s.ber) && (hasValues(s.postBER) || postFECOnly(inc.Evidence)):
-			// A port without rx_corrected_bits_phy: ber_drift judged the
-			// symbol errors FEC left, against the post-FEC level.
-			ber.Series = []Series{{Name: "post-FEC BER (over " + ethBits + ")", Color: colorBER, Values: s.postBER}}
-			ber.Levels = []Level{{Name: "critical post-FEC BER 1e-12", Value: schemas.CriticalPostFECBER, Color: colorCritical}}
-		default:
-			ber.Series = ber.Series[:1]
-			ber.Levels = []Level{{Name: "critical pre-FEC BER 1e-6", Value: schemas.CriticalPreFECBER, Color: colorCritical}}
-		}
-		// What the incident knew: where the BER crossed (observed, the
-		// latest evidence's critical_crossed_at) and the crossing it
-		// projected when it was announced (the first
-		// projected_critical_at): the lead the alert gave, and how right it
-		// was. The latest projection of an incident not yet crossed is
-		// drawn as such.
-		var marks []Mark
-		if at, ok := evidenceTime(inc.Evidence, "critical_crossed_at"); ok {
-			marks = append(marks, Mark{At: at, Label: "observed crossing " + at.Format("15:04:05")})
-		} else if at, ok := projectedCrossing(inc.Evidence); ok && inc.EndMs == nil {
-			marks = append(marks, Mark{At: at, Label: "projected crossing (latest) " + at.Format("15:04")})
-		}
-		announced, err := announcedCrossing(ctx, conn, inc)
-		if err != nil {
+		if err := berDriftPlot(ctx, conn, inc, s, plot, ber, throughput); err != nil {
 			return nil, err
 		}
-		if !announced.IsZero() {
-			marks = append(marks, Mark{At: announced, Label: "projected when announced " + announced.Format("15:04")})
-		}
-		plot.Projected = append(plot.Projected, marks...)
-		if at := latestMark(marks); !at.IsZero() {
-			if last := s.times; len(last) > 0 && at.After(last[len(last)-1]) {
-				// Show the crossing: extend the axis to it.
-				plot.Times = append(append([]time.Time(nil), s.times...), at.Add(time.Minute))
-				for k := range ber.Series {
-					ber.Series[k].Values = append(append([]float64(nil), ber.Series[k].Values...), math.NaN())
-				}
-				throughput.Series[0].Values = append(append([]float64(nil), s.rcv...), math.NaN())
-				throughput.Series[1].Values = append(append([]float64(nil), s.xmit...), math.NaN())
-			}
-		}
-		plot.Panels = []Panel{ber, throughput}
 	case "cnp_ecn_imbalance":
 		plot.Panels = []Panel{cnp, throughput}
 	case "receive_starvation", "retransmissions", "completion_errors", "config_mismatch":
@@ -400,6 +338,105 @@ func portPlot(ctx context.Context, conn chdb.Conn, inc *Incident) (*Plot, error)
 		plot.Panels = []Panel{throughput, pauses, ber, cnp}
 	}
 	return plot, nil
+}
+
+// newPortPlot is an incident's plot on its port's time axis, with the
+// incident's span and its state changes marked, and no panels yet.
+func newPortPlot(inc *Incident, s *series) *Plot {
+	plot := &Plot{
+		Title:     fmt.Sprintf("%s on %s/%s/%d", inc.Type, inc.Node, inc.Device, inc.Port),
+		Times:     s.times,
+		SpanStart: time.UnixMilli(inc.StartMs).UTC(),
+	}
+	if inc.EndMs != nil {
+		plot.SpanEnd = time.UnixMilli(*inc.EndMs).UTC()
+	}
+	for _, c := range inc.Changes {
+		plot.Marks = append(plot.Marks, Mark{At: time.UnixMilli(c.DetectedAtMs).UTC(), Label: fmt.Sprintf("%s (revision %d)", c.State, c.Revision)})
+	}
+	return plot
+}
+
+// portPanels are the port's default panels, which the types' plots pick
+// from and trim.
+func portPanels(s *series) (throughput, pauses, ber, cnp Panel) {
+	throughput = Panel{Title: "Throughput", Unit: "Gb/s", Series: []Series{{Name: "received", Color: colorRcv, Values: s.rcv}, {Name: "sent", Color: colorXmit, Values: s.xmit}}}
+	pauses = Panel{Title: "Pause fraction (busiest priority or 802.3x global pause)", Unit: "fraction", Series: []Series{{Name: "pauses sent (tx)", Color: colorTxPause, Values: s.txPause}, {Name: "paused by peer (rx)", Color: colorRx, Values: s.rxPause}}}
+	ber = Panel{Title: "Bit error rate", Log: true, Series: []Series{{Name: "pre-FEC BER (over " + ethBits(s) + ")", Color: colorBER, Values: s.ber}, {Name: "symbol BER (IB)", Color: colorSymBER, Values: s.symBER}}}
+	cnp = Panel{Title: "ECN marks and CNPs", Unit: "per s", Series: []Series{
+		{Name: "ECN-marked packets (NP)", Color: colorECN, Values: s.ecnMarked},
+		{Name: "CNPs sent (NP)", Color: colorCNPOut, Values: s.cnpOut},
+		{Name: "CNPs handled (RP)", Color: colorCNPIn, Values: s.cnpIn, Dashed: true}}}
+	return throughput, pauses, ber, cnp
+}
+
+// ethBits names what an Ethernet port's BER is over: the PHY's bit count
+// where the port has one, else the link rate over the interval.
+func ethBits(s *series) string {
+	if !s.countedBits {
+		return "link rate x time"
+	}
+	return "rx_bits_phy"
+}
+
+// berDriftPlot gives a ber_drift's plot its panels: the BER the incident
+// judged against its critical level, with the crossings it knew of, and the
+// throughput; the time axis runs on to a crossing past the last sample.
+func berDriftPlot(ctx context.Context, conn chdb.Conn, inc *Incident, s *series, plot *Plot, ber, throughput Panel) error {
+	ber = judgedBER(inc, s, ber)
+	// What the incident knew: where the BER crossed (observed, the
+	// latest evidence's critical_crossed_at) and the crossing it
+	// projected when it was announced (the first
+	// projected_critical_at): the lead the alert gave, and how right it
+	// was. The latest projection of an incident not yet crossed is
+	// drawn as such.
+	var marks []Mark
+	if at, ok := evidenceTime(inc.Evidence, "critical_crossed_at"); ok {
+		marks = append(marks, Mark{At: at, Label: "observed crossing " + at.Format("15:04:05")})
+	} else if at, ok := projectedCrossing(inc.Evidence); ok && inc.EndMs == nil {
+		marks = append(marks, Mark{At: at, Label: "projected crossing (latest) " + at.Format("15:04")})
+	}
+	announced, err := announcedCrossing(ctx, conn, inc)
+	if err != nil {
+		return err
+	}
+	if !announced.IsZero() {
+		marks = append(marks, Mark{At: announced, Label: "projected when announced " + announced.Format("15:04")})
+	}
+	plot.Projected = append(plot.Projected, marks...)
+	if at := latestMark(marks); !at.IsZero() {
+		if last := s.times; len(last) > 0 && at.After(last[len(last)-1]) {
+			// Show the crossing: extend the axis to it.
+			plot.Times = append(append([]time.Time(nil), s.times...), at.Add(time.Minute))
+			for k := range ber.Series {
+				ber.Series[k].Values = append(append([]float64(nil), ber.Series[k].Values...), math.NaN())
+			}
+			throughput.Series[0].Values = append(append([]float64(nil), s.rcv...), math.NaN())
+			throughput.Series[1].Values = append(append([]float64(nil), s.xmit...), math.NaN())
+		}
+	}
+	plot.Panels = []Panel{ber, throughput}
+	return nil
+}
+
+// judgedBER keeps of the BER panel the series ber_drift judged, with its
+// critical level: the symbol BER of an InfiniBand port, the post-FEC BER
+// of a port without a pre-FEC counter, else the pre-FEC BER.
+func judgedBER(inc *Incident, s *series, ber Panel) Panel {
+	switch {
+	case hasValues(s.symBER) && !hasValues(s.ber):
+		ber.Series = ber.Series[1:]
+		ber.Levels = []Level{{Name: "critical symbol BER 1e-12", Value: schemas.CriticalSymbolBER, Color: colorCritical}}
+	case !hasValues(s.ber) && (hasValues(s.postBER) || postFECOnly(inc.Evidence)):
+		// A port without rx_corrected_bits_phy: ber_drift judged the
+		// symbol errors FEC left, against the post-FEC level.
+		ber.Series = []Series{{Name: "post-FEC BER (over " + ethBits(s) + ")", Color: colorBER, Values: s.postBER}}
+		ber.Levels = []Level{{Name: "critical post-FEC BER 1e-12", Value: schemas.CriticalPostFECBER, Color: colorCritical}}
+	default:
+		ber.Series = ber.Series[:1]
+		ber.Levels = []Level{{Name: "critical pre-FEC BER 1e-6", Value: schemas.CriticalPreFECBER, Color: colorCritical}}
+	}
+	return ber
 }
 
 func hasValues(v []float64) bool {
