@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/processor"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/processor/detect/countersaturated"
@@ -22,20 +23,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// checkFor polls fn every step until it returns nil or total passes.
-func checkFor(t *testing.T, total, step time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = fn(); err == nil {
-			return
-		}
-		time.Sleep(step)
-	}
-	t.Fatalf("after %v: %v", total, err)
-}
 
 // startJS starts an embedded JetStream with memory streams.
 func startJS(t *testing.T) (jetstream.JetStream, *nats.Conn) {
@@ -191,7 +178,7 @@ func (r *running) processed() uint64 {
 
 func (r *running) waitProcessed(t *testing.T, want uint64) {
 	t.Helper()
-	checkFor(t, 20*time.Second, 10*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "every message processed", func() error {
 		if got := r.processed(); got != want {
 			return fmt.Errorf("processed %d of %d", got, want)
 		}
@@ -251,7 +238,7 @@ func TestTwoInstancesSharePartitions(t *testing.T) {
 		t.Errorf("one instance got everything: %v", perInstance)
 	}
 
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testwait.For(t, 5*time.Second, "one open per flapping port", func() error {
 		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(len(flapping)) {
 			return fmt.Errorf("%d events, want one open per flapping port (%d)", n, len(flapping))
 		}
@@ -321,7 +308,7 @@ func TestDuplicatesGarbageAndResets(t *testing.T) {
 	if st.DecodeErrors != 1 || st.DeadLetters != 1 || st.StaleSamples != 4 || st.Samples != 10 {
 		t.Errorf("stats %+v", st)
 	}
-	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+	testwait.For(t, 5*time.Second, "the one open", func() error {
 		if n := streamMsgs(t, js, schemas.StreamEvents); n != 1 {
 			return fmt.Errorf("%d events, want the one open", n)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -355,7 +356,7 @@ func TestElasticTakeover(t *testing.T) {
 		}
 		return own, nil
 	}
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "three members sharing the partitions", func() error {
 		for i, m := range members {
 			if len(m.e.Members()) != 3 || len(m.e.Partitions()) == 0 {
 				return fmt.Errorf("member %d sees %v, owns %v", i, m.e.Members(), m.e.Partitions())
@@ -386,7 +387,7 @@ func TestElasticTakeover(t *testing.T) {
 		}
 	}
 	publishUpTo(0, 11)
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "the opens", func() error {
 		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(len(flapping)) {
 			return fmt.Errorf("%d events, want %d opens", n, len(flapping))
 		}
@@ -414,7 +415,7 @@ func TestElasticTakeover(t *testing.T) {
 
 	// Data keeps coming while nobody owns the victim's partitions.
 	publishUpTo(11, 30)
-	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, "the survivors owning every partition", func() error {
 		_, err := owners(survivors)
 		return err
 	})
@@ -426,13 +427,14 @@ func TestElasticTakeover(t *testing.T) {
 	publishUpTo(30, 100)
 
 	want := 3 * len(flapping) // open, update, resolved
-	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, "every revision", func() error {
 		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(want) {
 			return fmt.Errorf("%d events, want %d", n, want)
 		}
 		return nil
 	})
-	// Let late duplicates, if any, arrive before counting.
+	// Let late duplicates, if any, arrive before counting. A sleep: it
+	// proves that none comes in that time; there is nothing to wait for.
 	time.Sleep(500 * time.Millisecond)
 	msgIDs := map[string]int{}
 	states := map[string][]string{} // node -> states in stream order
@@ -514,7 +516,7 @@ func TestElasticJoinIsSticky(t *testing.T) {
 		}
 		return nil
 	}
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error { return owned(members, 2) })
+	testwait.For(t, 20*time.Second, "two members sharing the partitions", func() error { return owned(members, 2) })
 	before := map[string][]int{}
 	for _, m := range members {
 		before[m.e.Member()] = m.e.Partitions()
@@ -537,7 +539,7 @@ func TestElasticJoinIsSticky(t *testing.T) {
 		}
 	}
 	publishUpTo(0, 11)
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "the opens", func() error {
 		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(len(flapping)) {
 			return fmt.Errorf("%d events, want %d opens", n, len(flapping))
 		}
@@ -545,7 +547,7 @@ func TestElasticJoinIsSticky(t *testing.T) {
 	})
 
 	members = append(members, join("p2"))
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "the joiner taking its share", func() error {
 		if err := owned(members, 3); err != nil {
 			return err
 		}
@@ -571,13 +573,15 @@ func TestElasticJoinIsSticky(t *testing.T) {
 
 	publishUpTo(11, 100)
 	want := 3 * len(flapping) // open, update, resolved
-	checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, "every revision", func() error {
 		if n := streamMsgs(t, js, schemas.StreamEvents); n != uint64(want) {
 			return fmt.Errorf("%d events, want %d", n, want)
 		}
 		return nil
 	})
-	time.Sleep(500 * time.Millisecond) // late duplicates, if any
+	// Late duplicates, if any, arrive before counting: a sleep, as in
+	// TestElasticTakeover.
+	time.Sleep(500 * time.Millisecond)
 	states := map[string][]string{}
 	ids := map[string]map[string]bool{}
 	msgIDs := map[string]int{}
@@ -679,7 +683,7 @@ func TestElasticReleasesWhenCutOff(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "the only member owning every partition", func() error {
 		if n := len(e.Partitions()); n != schemas.DefaultPartitions {
 			return fmt.Errorf("owns %d partitions", n)
 		}
@@ -688,7 +692,7 @@ func TestElasticReleasesWhenCutOff(t *testing.T) {
 	srv.Shutdown()
 	cut := time.Now()
 	// The TTL, plus a beat period and the heartbeat's own request timeout.
-	checkFor(t, ttl+ttl/4+e.requestTimeout()+time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, ttl+ttl/4+e.requestTimeout()+time.Second, "the member to give its partitions up", func() error {
 		if p := e.Partitions(); p != nil {
 			return fmt.Errorf("still owns %v %v after the server went away", p, time.Since(cut).Round(time.Millisecond))
 		}
@@ -758,7 +762,7 @@ func TestElasticGrowthEndsFabricIncident(t *testing.T) {
 		return out
 	}
 	first := join("p0")
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "the only member owning every partition", func() error {
 		if n := len(first.e.Partitions()); n != schemas.DefaultPartitions {
 			return fmt.Errorf("the only member owns %d partitions", n)
 		}
@@ -767,14 +771,14 @@ func TestElasticGrowthEndsFabricIncident(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		publish(t, js, levelBatch(i, 1), "")
 	}
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "the fabric incident open", func() error {
 		if evs := fabricEvents(); len(evs) == 0 || evs[0].State != schemas.StateOpen {
 			return fmt.Errorf("fabric events %v: want it open", evs)
 		}
 		return nil
 	})
 	second := join("p1")
-	checkFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, "the joiner taking half the partitions", func() error {
 		for _, m := range []*member{first, second} {
 			if n := len(m.e.Partitions()); n != schemas.DefaultPartitions/2 {
 				return fmt.Errorf("member %s owns %d partitions", m.e.Member(), n)
@@ -793,7 +797,7 @@ func TestElasticGrowthEndsFabricIncident(t *testing.T) {
 	}
 	// Host-a's member re-read the first 10 batches when it took its
 	// partitions over, then reads these 10.
-	checkFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "the members to process the new batches", func() error {
 		if n := first.e.Stats().Processed + second.e.Stats().Processed; n < 20 {
 			return fmt.Errorf("the members processed %d messages since the rebalance, want 20", n)
 		}

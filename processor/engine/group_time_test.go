@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -47,7 +48,7 @@ func TestElasticTakeoverTime(t *testing.T) {
 				StartTime:     time.Now().Add(-time.Hour),
 			}, logger.With("run", run, "m", i)))
 		}
-		checkFor(t, 40*time.Second, 20*time.Millisecond, func() error {
+		testwait.For(t, 40*time.Second, "two members sharing the partitions", func() error {
 			for _, m := range ms {
 				if len(m.e.Members()) != 2 || len(m.e.Partitions()) != schemas.DefaultPartitions/2 {
 					return fmt.Errorf("member %s sees %v, owns %v", m.e.Member(), m.e.Members(), m.e.Partitions())
@@ -60,7 +61,7 @@ func TestElasticTakeoverTime(t *testing.T) {
 		killed := time.Now()
 		ms[0].nc.Close()
 		survivor := ms[1]
-		checkFor(t, 3*DefaultMemberTTL, 20*time.Millisecond, func() error {
+		testwait.For(t, 3*DefaultMemberTTL, "the survivor owning every partition", func() error {
 			if n := len(survivor.e.Partitions()); n != schemas.DefaultPartitions {
 				return fmt.Errorf("the survivor owns %d partitions", n)
 			}

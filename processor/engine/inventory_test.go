@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -264,17 +265,18 @@ func TestInventoryReaderWithoutStreamInfo(t *testing.T) {
 		// server under load (go test runs packages side by side) may
 		// answer a read from a pending count not yet updated: then a
 		// later poll does, as the processor's syncs go on.
-		for poll := 0; len(subjects) < i+1 && poll < 40; poll++ {
-			if poll >= 2 {
-				time.Sleep(50 * time.Millisecond)
-			}
+		testwait.For(t, 5*time.Second, node+"'s inventory handed over", func() error {
 			if err := r.poll(ctx, collect, false); err != nil {
-				t.Fatal(err)
+				return testwait.Stop(err)
 			}
-		}
-		if len(subjects) != i+1 {
-			t.Fatalf("after %s's inventory: handed over %v", node, subjects)
-		}
+			switch {
+			case len(subjects) > i+1:
+				return testwait.Stop(fmt.Errorf("handed over %v", subjects))
+			case len(subjects) < i+1:
+				return fmt.Errorf("handed over %v", subjects)
+			}
+			return nil
+		})
 	}
 	if r.infoAsked != 1 {
 		t.Fatalf("asked for the stream's info %d times, want once (then paused for %v)", r.infoAsked, inventoryInfoPause)
@@ -297,8 +299,12 @@ func TestBadInventoryDeadLettered(t *testing.T) {
 	}
 	for run := range 2 {
 		// The second run starts past the dead letters' duplicate window:
-		// only what it read of the stream keeps it from copying again.
-		time.Sleep(700 * time.Millisecond)
+		// only what it read of the stream keeps it from copying again. A
+		// sleep: only wall time ends the window, and JetStream shows
+		// nothing to wait on for it.
+		if run > 0 {
+			time.Sleep(700 * time.Millisecond)
+		}
 		r := start(t, js, Config{Instances: 2, Instance: 0, Start: StartAll}, Config{Instances: 2, Instance: 1, Start: StartAll})
 		r.waitProcessed(t, batches)
 		r.stop()

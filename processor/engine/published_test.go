@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/processor"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
@@ -110,7 +111,9 @@ func TestOutageLongerThanDuplicateWindow(t *testing.T) {
 	for i := 4; i < len(levels); i++ {
 		publish(t, js, levelBatch(i, levels[i]), "")
 	}
-	time.Sleep(700 * time.Millisecond) // past the duplicate window
+	// Past the 500 ms duplicate window. A sleep: only wall time ends the
+	// window, and JetStream shows nothing to wait on for it.
+	time.Sleep(700 * time.Millisecond)
 
 	id := schemas.EventID("level", schemas.Subject{Node: "host-a", Device: "mlx5_0", Port: 1}, schemas.Millis(t0+2*5000+1))
 	check := func() {
@@ -134,7 +137,9 @@ func TestOutageLongerThanDuplicateWindow(t *testing.T) {
 	}
 	second.stop()
 
-	// Once more, nothing new: nothing is published.
+	// Once more, nothing new: nothing is published. Past the duplicate
+	// window again (a sleep, as above), so that a revision published again
+	// would be stored again and show.
 	time.Sleep(700 * time.Millisecond)
 	third := start(t, js, cfg())
 	third.waitProcessed(t, uint64(len(levels)))
@@ -180,6 +185,8 @@ func TestRestartContinuesOlderIncident(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		publish(t, js, levelBatch(i, levels[i]), "")
 	}
+	// The warm-up's start falls between the stored times of batches 3 and
+	// 4. Sleeps: wall time itself must pass on both sides of it.
 	time.Sleep(20 * time.Millisecond)
 	warmUpFrom := time.Now()
 	time.Sleep(20 * time.Millisecond)
@@ -237,7 +244,7 @@ func TestRestartResolvesIncidentNotFoundAgain(t *testing.T) {
 	}
 	r := start(t, js, Config{StartTime: from, Detectors: []processor.Detector{newLevel()}})
 	r.waitProcessed(t, 4)
-	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "the resolved revision 3", func() error {
 		if got := eventMsgIDs(t, js); got[mine+"#3"] != 1 {
 			return fmt.Errorf("events stream %v: no resolved revision 3 of %s", got, mine)
 		}

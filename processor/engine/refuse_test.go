@@ -175,7 +175,8 @@ func TestPoisonIsDeadLettered(t *testing.T) {
 	r.stop()
 
 	// Past the dead letters' duplicate window, a restart re-reads the same
-	// poison: it must know it dead-lettered it already.
+	// poison: it must know it dead-lettered it already. A sleep: only wall
+	// time ends the window, and JetStream shows nothing to wait on for it.
 	time.Sleep(700 * time.Millisecond)
 	again := start(t, js, Config{StartTime: from})
 	again.waitProcessed(t, total)
