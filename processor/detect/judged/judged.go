@@ -283,14 +283,9 @@ func (j *Engine) moved(s *processor.Sample) bool {
 func (j *Engine) OnSample(_ context.Context, port *processor.PortState, s *processor.Sample, em processor.Emitter) {
 	t := j.track()
 	subject := s.ID.Subject()
-	st, have := processor.LookupPortLocal[Port](port, j.Type)
-	if !have {
-		if !j.moved(s) {
-			return
-		}
-		st = processor.PortLocal[Port](port, j.Type)
-		// Every sample before this one was quiet: a baseline of zero.
-		st.baseN = int(min(port.Samples, uint64(j.Warm)))
+	st := j.portState(port, s)
+	if st == nil {
+		return
 	}
 	prim, sec, ok := j.read(s, nil)
 	if !ok {
@@ -317,64 +312,23 @@ func (j *Engine) OnSample(_ context.Context, port *processor.PortState, s *proce
 		pk, _ := s.CounterByID(idPortRcvPackets)
 		v.primExcess = j.Loss(port, s, st, prim, float64(pk.Delta), t.IsOpen(subject), em)
 	}
-	figure, primRate, secRate := v.figure, v.primRate, v.secRate
-	primExcess, secExcess := v.primExcess, v.secExcess
-	if j.Loss != nil && !secExcess && sec >= judgedPeerMinCount && st.baseN >= j.Warm {
-		// A sender whose NAKs rise above its own usual, if too little to
-		// judge it a subject, is evidence of a lossy receiver: the loss
-		// test finds losses of 1e-6, whose NAKs are a few a second.
-		xp, _ := s.CounterByID(idPortXmitPackets)
-		if stats.PoissonTail(sec, math.Max(st.secBase*float64(xp.Delta), judgedPeerMinExpect)) <= judgedPeerP {
-			if j.peers == nil {
-				j.peers = map[schemas.Subject]schemas.Millis{}
-			}
-			j.peers[subject] = s.Time
-		}
-	}
+	j.notePeerOfLoss(s, st, sec, v.secExcess)
 
-	if primExcess || secExcess || t.IsOpen(subject) || st.run > 0 {
+	if v.primExcess || v.secExcess || t.IsOpen(subject) || st.run > 0 {
 		// Keep the per-counter figures of a port worth telling about.
-		if st.run == 0 && (primExcess || secExcess) {
+		if st.run == 0 && (v.primExcess || v.secExcess) {
 			clear(st.total[:])
 		}
 		j.read(s, st)
 	}
-	st.Figure, st.PrimRate = figure, primRate
+	st.Figure, st.PrimRate = v.figure, v.primRate
 
-	if primExcess && j.Veto != nil && !t.IsOpen(subject) && j.Veto(s) {
-		st.run = 0
-		t.Clear(s.Time, subject, "", nil, em)
+	if v.primExcess {
+		j.onPrimaryExcess(t, s, st, v.figure, em)
 		return
 	}
-	if primExcess {
-		j.lastPrimary = max(j.lastPrimary, s.Time)
-		if st.run == 0 {
-			st.Since, st.Peak, st.told = s.Since(), 0, 0
-		}
-		st.run++
-		st.secRun = 0
-		st.Peak = math.Max(st.Peak, figure)
-		if j.Group {
-			j.groupHold(s, st, em)
-			return
-		}
-		t.Hold(s.Time, j.finding(s, st, false), em)
-		return
-	}
-	if secExcess {
-		if j.peers == nil {
-			j.peers = map[schemas.Subject]schemas.Millis{}
-		}
-		j.peers[subject] = s.Time
-		st.secRun++
-		quiet := j.lastPrimary == 0 || s.Time-j.lastPrimary > millis(j.QuietFor)
-		if t.IsOpen(subject) || (quiet && st.secRun >= j.SecondaryRun) {
-			if st.run == 0 {
-				st.Since, st.Peak, st.told = s.Since(), 0, 0
-			}
-			st.run++
-			st.Peak = math.Max(st.Peak, secRate)
-			t.Hold(s.Time, j.finding(s, st, true), em)
+	if v.secExcess {
+		if j.onSecondaryExcess(t, s, st, v.secRate, em) {
 			return
 		}
 	} else {
@@ -382,7 +336,88 @@ func (j *Engine) OnSample(_ context.Context, port *processor.PortState, s *proce
 	}
 	st.run = 0
 	j.learn(st, v)
-	t.Clear(s.Time, subject, "the counters are back to the port's usual level", map[string]any{"figure_now": sig(figure)}, em)
+	t.Clear(s.Time, subject, "the counters are back to the port's usual level", map[string]any{"figure_now": sig(v.figure)}, em)
+}
+
+// portState is the port's state, created on the first sample in which a
+// watched counter moves; nil while none has (quiet ports keep nothing).
+func (j *Engine) portState(port *processor.PortState, s *processor.Sample) *Port {
+	st, have := processor.LookupPortLocal[Port](port, j.Type)
+	if !have {
+		if !j.moved(s) {
+			return nil
+		}
+		st = processor.PortLocal[Port](port, j.Type)
+		// Every sample before this one was quiet: a baseline of zero.
+		st.baseN = int(min(port.Samples, uint64(j.Warm)))
+	}
+	return st
+}
+
+// markPeer notes the port as a peer with secondary excess now.
+func (j *Engine) markPeer(subject schemas.Subject, at schemas.Millis) {
+	if j.peers == nil {
+		j.peers = map[schemas.Subject]schemas.Millis{}
+	}
+	j.peers[subject] = at
+}
+
+// notePeerOfLoss marks a sender as a peer of a loss (with a Loss test
+// only): its NAKs rise above its own usual, if too little to judge it a
+// subject, are evidence of a lossy receiver, since the loss test finds
+// losses of 1e-6, whose NAKs are a few a second.
+func (j *Engine) notePeerOfLoss(s *processor.Sample, st *Port, sec float64, secExcess bool) {
+	if j.Loss != nil && !secExcess && sec >= judgedPeerMinCount && st.baseN >= j.Warm {
+		xp, _ := s.CounterByID(idPortXmitPackets)
+		if stats.PoissonTail(sec, math.Max(st.secBase*float64(xp.Delta), judgedPeerMinExpect)) <= judgedPeerP {
+			j.markPeer(s.ID.Subject(), s.Time)
+		}
+	}
+}
+
+// onPrimaryExcess advances the port's run on a sample with primary excess
+// and holds its incident (or its group's), unless the detector's Veto
+// keeps a pending one from holding.
+func (j *Engine) onPrimaryExcess(t *processor.Tracker, s *processor.Sample, st *Port, figure float64, em processor.Emitter) {
+	subject := s.ID.Subject()
+	if j.Veto != nil && !t.IsOpen(subject) && j.Veto(s) {
+		st.run = 0
+		t.Clear(s.Time, subject, "", nil, em)
+		return
+	}
+	j.lastPrimary = max(j.lastPrimary, s.Time)
+	if st.run == 0 {
+		st.Since, st.Peak, st.told = s.Since(), 0, 0
+	}
+	st.run++
+	st.secRun = 0
+	st.Peak = math.Max(st.Peak, figure)
+	if j.Group {
+		j.groupHold(s, st, em)
+		return
+	}
+	t.Hold(s.Time, j.finding(s, st, false), em)
+}
+
+// onSecondaryExcess records a sample with secondary excess only: the port
+// is a peer, and becomes a subject of its own (true: held) when it already
+// is one, or after SecondaryRun such samples with no primary excess
+// anywhere for QuietFor (the faulty port is not monitored).
+func (j *Engine) onSecondaryExcess(t *processor.Tracker, s *processor.Sample, st *Port, secRate float64, em processor.Emitter) bool {
+	subject := s.ID.Subject()
+	j.markPeer(subject, s.Time)
+	st.secRun++
+	quiet := j.lastPrimary == 0 || s.Time-j.lastPrimary > millis(j.QuietFor)
+	if t.IsOpen(subject) || (quiet && st.secRun >= j.SecondaryRun) {
+		if st.run == 0 {
+			st.Since, st.Peak, st.told = s.Since(), 0, 0
+		}
+		st.run++
+		st.Peak = math.Max(st.Peak, secRate)
+		t.Hold(s.Time, j.finding(s, st, true), em)
+		return true
+	}
+	return false
 }
 
 // learn moves the port's baselines toward a sample that is not in excess,
