@@ -238,10 +238,7 @@ func isRoCE(kc *processor.KnownConfig) bool { return kc.LinkLayer == "Ethernet" 
 // norm computes what the fabric's RoCE ports agree on.
 func (d *Detector) norm(fabric processor.FabricView) fabricNorm {
 	var n fabricNorm
-	mtus := map[int]int{}
-	var pfc, np, rp prioCount
-	trusts, cnps, tclasses := map[int]int{}, map[int]int{}, map[int]int{}
-	var maps [][]int
+	tally := newConfigTally()
 	n.members = map[schemas.PortID][]*processor.KnownConfig{}
 	processor.EachConfig(fabric, func(kc *processor.KnownConfig) bool {
 		if !isRoCE(kc) {
@@ -251,60 +248,14 @@ func (d *Detector) norm(fabric processor.FabricView) fabricNorm {
 			n.members[bond] = append(n.members[bond], kc)
 			return true
 		}
-		n.ports++
-		switch kc.Config.Trust {
-		case "pcp":
-			trusts[0]++
-			n.trustN++
-		case "dscp":
-			trusts[1]++
-			n.trustN++
-			if m := kc.Config.DSCPPrio; m != nil && len(*m) == schemas.NumDSCP {
-				maps = append(maps, *m)
-			}
-		}
-		if p, _, ok := kc.Config.CNPPriority(); ok {
-			cnps[p]++
-			n.cnpN++
-		}
-		if tc := kc.Config.TrafficClass; tc != nil {
-			tclasses[*tc]++
-			n.tclassN++
-		}
-		if kc.Config.MTU != nil {
-			mtus[*kc.Config.MTU]++
-			n.mtuPorts++
-		}
-		pfc.add(kc.Config.PFCEnabled)
-		np.add(kc.Config.ECNNPEnabled)
-		rp.add(kc.Config.ECNRPEnabled)
+		tally.add(&n, kc)
 		return true
 	})
-	if n.mtuPorts >= d.MinPorts {
-		best, count := 0, 0
-		for v, c := range mtus {
-			if c > count || (c == count && v < best) {
-				best, count = v, c
-			}
-		}
-		if share := float64(count) / float64(n.mtuPorts); share >= d.MajorityShare {
-			n.mtu, n.mtuShare = best, share
-		}
-	}
-	if v, share, ok := d.majority(trusts, n.trustN); ok {
-		n.trust, n.trustShare = map[int]string{0: "pcp", 1: "dscp"}[v], share
-	}
-	n.cnpPrio, n.tclass = -1, -1
-	if v, share, ok := d.majority(cnps, n.cnpN); ok {
-		n.cnpPrio, n.cnpShare = v, share
-	}
-	if v, share, ok := d.majority(tclasses, n.tclassN); ok {
-		n.tclass, n.tclassShare = v, share
-	}
+	d.settingMajorities(&n, tally)
 	// The lossless priority is PFC's; without PFC reports, the one the
 	// ECN settings agree on.
 	n.prio = -1
-	for _, c := range []*prioCount{&pfc, &np, &rp} {
+	for _, c := range []*prioCount{&tally.pfc, &tally.np, &tally.rp} {
 		if p, share := c.top(); c.known >= d.MinPorts && share >= d.MajorityShare {
 			n.prio = p
 			break
@@ -313,6 +264,86 @@ func (d *Detector) norm(fabric processor.FabricView) fabricNorm {
 	if n.prio < 0 {
 		return n
 	}
+	d.losslessAgreement(&n, tally)
+	return n
+}
+
+// configTally counts the settings the fabric's RoCE ports (LAG members
+// aside) report: the votes norm turns into the fabric's majorities.
+type configTally struct {
+	mtus, trusts, cnps, tclasses map[int]int
+	pfc, np, rp                  prioCount
+	// maps are the DSCP-to-priority maps of the ports under trust dscp.
+	maps [][]int
+}
+
+func newConfigTally() *configTally {
+	return &configTally{mtus: map[int]int{}, trusts: map[int]int{}, cnps: map[int]int{}, tclasses: map[int]int{}}
+}
+
+// add counts one port's settings, and in n the port and how many ports
+// reported each setting.
+func (c *configTally) add(n *fabricNorm, kc *processor.KnownConfig) {
+	n.ports++
+	switch kc.Config.Trust {
+	case "pcp":
+		c.trusts[0]++
+		n.trustN++
+	case "dscp":
+		c.trusts[1]++
+		n.trustN++
+		if m := kc.Config.DSCPPrio; m != nil && len(*m) == schemas.NumDSCP {
+			c.maps = append(c.maps, *m)
+		}
+	}
+	if p, _, ok := kc.Config.CNPPriority(); ok {
+		c.cnps[p]++
+		n.cnpN++
+	}
+	if tc := kc.Config.TrafficClass; tc != nil {
+		c.tclasses[*tc]++
+		n.tclassN++
+	}
+	if kc.Config.MTU != nil {
+		c.mtus[*kc.Config.MTU]++
+		n.mtuPorts++
+	}
+	c.pfc.add(kc.Config.PFCEnabled)
+	c.np.add(kc.Config.ECNNPEnabled)
+	c.rp.add(kc.Config.ECNRPEnabled)
+}
+
+// settingMajorities sets the MTU, trust, CNP priority and forced traffic
+// class a clear majority of the ports reporting each has.
+func (d *Detector) settingMajorities(n *fabricNorm, tally *configTally) {
+	if n.mtuPorts >= d.MinPorts {
+		best, count := 0, 0
+		for v, c := range tally.mtus {
+			if c > count || (c == count && v < best) {
+				best, count = v, c
+			}
+		}
+		if share := float64(count) / float64(n.mtuPorts); share >= d.MajorityShare {
+			n.mtu, n.mtuShare = best, share
+		}
+	}
+	if v, share, ok := d.majority(tally.trusts, n.trustN); ok {
+		n.trust, n.trustShare = map[int]string{0: "pcp", 1: "dscp"}[v], share
+	}
+	n.cnpPrio, n.tclass = -1, -1
+	if v, share, ok := d.majority(tally.cnps, n.cnpN); ok {
+		n.cnpPrio, n.cnpShare = v, share
+	}
+	if v, share, ok := d.majority(tally.tclasses, n.tclassN); ok {
+		n.tclass, n.tclassShare = v, share
+	}
+}
+
+// losslessAgreement sets, for the lossless priority n.prio, whether a clear
+// majority has PFC, ECN NP and ECN RP on for it (with shares and counts),
+// and the DSCPs the fabric's RoCE traffic uses.
+func (d *Detector) losslessAgreement(n *fabricNorm, tally *configTally) {
+	pfc, np, rp := &tally.pfc, &tally.np, &tally.rp
 	n.pfcShare, n.npShare, n.rpShare = pfc.share(n.prio), np.share(n.prio), rp.share(n.prio)
 	n.pfcN, n.npN, n.rpN = pfc.known, np.known, rp.known
 	n.pfc = pfc.known >= d.MinPorts && n.pfcShare >= d.MajorityShare
@@ -320,11 +351,11 @@ func (d *Detector) norm(fabric processor.FabricView) fabricNorm {
 	n.rp = rp.known >= d.MinPorts && n.rpShare >= d.MajorityShare
 	// The DSCPs the fabric's RoCE traffic uses: those a clear majority of
 	// the maps put on the lossless priority, and the forced class's.
-	n.mapN = len(maps)
+	n.mapN = len(tally.maps)
 	if n.mapN >= d.MinPorts {
 		for dscp := range schemas.NumDSCP {
 			on := 0
-			for _, m := range maps {
+			for _, m := range tally.maps {
 				if m[dscp] == n.prio {
 					on++
 				}
@@ -334,7 +365,6 @@ func (d *Detector) norm(fabric processor.FabricView) fabricNorm {
 			}
 		}
 	}
-	return n
 }
 
 // OnWatermark implements processor.FabricDetector.
