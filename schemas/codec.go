@@ -895,29 +895,52 @@ const maxExtraHint = 64
 // real port has one or two gauges, and a hostile count must not size a map.
 const maxGaugeHint = 16
 
+// decodeCounters reads a port's dictionary counters: the bitmap of those
+// present, the bitmap of those with a non-zero delta and the deltas, then
+// the flagged ones' flags and raw values.
 func decodeCounters(b []byte, p *PortSample, nExtra int, a *arena) error {
 	r := &reader{b: b}
+	bitmap, err := readCounterBitmap(r)
+	if err != nil {
+		return err
+	}
+	present := nameCounters(p, bitmap, nExtra, a)
+	if err := readDeltas(r, p, present); err != nil {
+		return err
+	}
+	return readFlags(r, p, present)
+}
+
+// readCounterBitmap reads the bitmap of the dictionary counters a port has,
+// refusing bits this build's dictionary does not have.
+func readCounterBitmap(r *reader) ([]byte, error) {
 	nBitmap, err := r.uvarint()
 	if err != nil {
-		return fmt.Errorf("counter bitmap length: %w", err)
+		return nil, fmt.Errorf("counter bitmap length: %w", err)
 	}
 	if nBitmap > uint64(len(counterDict)+7)/8 {
-		return fmt.Errorf("counter bitmap of %d bytes: written by a newer build with counters this one does not know", nBitmap)
+		return nil, fmt.Errorf("counter bitmap of %d bytes: written by a newer build with counters this one does not know", nBitmap)
 	}
 	bitmap, err := r.take(int(nBitmap))
 	if err != nil {
-		return fmt.Errorf("counter bitmap: %w", err)
+		return nil, fmt.Errorf("counter bitmap: %w", err)
 	}
 	// The last byte may name indexes past the dictionary's end (158 entries
 	// fill 19 bytes and 6 bits): such a bit is a counter this build does not
 	// know, and indexing counterDict with it would panic.
 	if n := len(bitmap); n*8 > len(counterDict) {
 		if past := bitmap[n-1] >> (len(counterDict) - (n-1)*8); past != 0 {
-			return fmt.Errorf("counter bitmap: bit %d is past the %d counters of the dictionary (written by a newer build?)",
+			return nil, fmt.Errorf("counter bitmap: bit %d is past the %d counters of the dictionary (written by a newer build?)",
 				len(counterDict)+bits.TrailingZeros8(past), len(counterDict))
 		}
 	}
-	present := 0
+	return bitmap, nil
+}
+
+// nameCounters gives p one counter per bit of bitmap, in dictionary order,
+// named from the dictionary (with room for nExtra counters by name), and
+// returns how many.
+func nameCounters(p *PortSample, bitmap []byte, nExtra int, a *arena) (present int) {
 	for _, c := range bitmap {
 		present += bits.OnesCount8(c)
 	}
@@ -936,6 +959,11 @@ func decodeCounters(b []byte, p *PortSample, nExtra int, a *arena) error {
 			j++
 		}
 	}
+	return present
+}
+
+// readDeltas reads which of the present counters moved, and their deltas.
+func readDeltas(r *reader, p *PortSample, present int) error {
 	nonzero, err := r.take((present + 7) / 8)
 	if err != nil {
 		return fmt.Errorf("non-zero bitmap of %d counters: %w", present, err)
@@ -948,6 +976,12 @@ func decodeCounters(b []byte, p *PortSample, nExtra int, a *arena) error {
 			}
 		}
 	}
+	return nil
+}
+
+// readFlags reads the flagged counters: each one's position among the
+// present counters, its flags and its raw value.
+func readFlags(r *reader, p *PortSample, present int) error {
 	flagged, err := r.uvarint()
 	if err != nil {
 		return fmt.Errorf("flag count: %w", err)
