@@ -237,30 +237,8 @@ func PortFigures(p *PortSample) Figures {
 	if p.IntervalMs <= 0 {
 		return f
 	}
-	// get returns a counter's delta, whether it was read and whether its
-	// delta measures the interval.
-	get := func(id CounterID) (delta uint64, present, ok bool) {
-		c, found := p.CounterByID(id)
-		if !found {
-			return 0, false, true
-		}
-		if !Usable(c) {
-			return 0, true, false
-		}
-		return c.Delta, true, true
-	}
-	// A data counter pinned at its 32-bit top (FlagSaturated, an
-	// Ext64Sat32 counter without PortCountersExtended) reads delta 0
-	// whatever the traffic: its throughput is unknown, not an idle link.
-	dataOK := func(id CounterID) (delta uint64, present, ok bool) {
-		delta, present, ok = get(id)
-		if c, found := p.CounterByID(id); found && c.Flags&FlagSaturated != 0 {
-			ok = false
-		}
-		return delta, present, ok
-	}
-	rcv, haveRcv, rcvOK := dataOK(figRcvData)
-	xmit, _, xmitOK := dataOK(figXmitData)
+	rcv, haveRcv, rcvOK := unpinnedDelta(p, figRcvData)
+	xmit, _, xmitOK := unpinnedDelta(p, figXmitData)
 	if rcvOK {
 		f.RcvGbps = Gbps(rcv, p.IntervalMs)
 	}
@@ -270,50 +248,88 @@ func PortFigures(p *PortSample) Figures {
 	if rcvOK && xmitOK {
 		f.Utilisation = LinkUtilisation(f.RcvGbps, f.XmitGbps, rate)
 	}
-	var tx, rx uint64
-	pausesOK := true
-	for prio := range 8 {
-		t, _, tOK := get(figTxPauseDur[prio])
-		r, _, rOK := get(figRxPauseDur[prio])
-		pausesOK = pausesOK && tOK && rOK
-		tx, rx = max(tx, t), max(rx, r)
-	}
-	for i := range figTxGlobalPauseDur {
-		t, _, tOK := get(figTxGlobalPauseDur[i])
-		r, _, rOK := get(figRxGlobalPauseDur[i])
-		pausesOK = pausesOK && tOK && rOK
-		tx, rx = max(tx, t), max(rx, r)
-	}
-	if pausesOK {
+	if tx, rx, ok := busiestPauses(p); ok {
 		links := float64(PauseLinks(p))
 		f.TxPauseFraction = PauseFraction(float64(tx)/links, p.IntervalMs)
 		f.RxPauseFraction = PauseFraction(float64(rx)/links, p.IntervalMs)
 	}
 	if p.LinkLayer != "InfiniBand" {
-		if bits, src := EthernetPHYBits(p); src != PHYBitsNone {
-			if corrected, _, ok := get(figCorrectedPhy); ok {
-				f.PreFECBER = ErrorRatio(float64(corrected), bits)
-			}
-			// The symbol errors FEC left: the PCS's count where the NIC
-			// has the statistical group, else IEEE 802.3's symbol errors
-			// during carrier (ports without it list only that one).
-			pcs, havePCS, ok := get(figPCSSymbolErr)
-			if !havePCS {
-				pcs, _, ok = get(figSymbolErrPhy)
-			}
-			if ok {
-				f.PostFECBER = ErrorRatio(float64(pcs), bits)
-			}
-		}
+		f.PreFECBER, f.PostFECBER = ethernetBERs(p)
 	}
 	if p.LinkLayer == "InfiniBand" {
-		errs, haveErrs, errsOK := get(figSymbolError)
-		if c, ok := p.CounterByID(figSymbolError); ok && c.Flags&FlagSaturated != 0 {
-			errsOK = false // pinned at its maximum: blind, not error-free
-		}
+		// A pinned symbol_error (FlagSaturated) is blind, not error-free.
+		errs, haveErrs, errsOK := unpinnedDelta(p, figSymbolError)
 		if haveErrs && errsOK && (rate > 0 || (haveRcv && rcvOK)) {
 			f.SymbolBER = ErrorRatio(float64(errs), LineBits(rate, p.IntervalMs, float64(rcv)))
 		}
 	}
 	return f
+}
+
+// figureDelta returns a counter's delta, whether it was read and whether
+// its delta measures the interval.
+func figureDelta(p *PortSample, id CounterID) (delta uint64, present, ok bool) {
+	c, found := p.CounterByID(id)
+	if !found {
+		return 0, false, true
+	}
+	if !Usable(c) {
+		return 0, true, false
+	}
+	return c.Delta, true, true
+}
+
+// unpinnedDelta is figureDelta, not ok for a counter pinned at its 32-bit
+// top (FlagSaturated, an Ext64Sat32 counter without PortCountersExtended):
+// it reads delta 0 whatever the traffic or the errors, so its throughput or
+// BER is unknown, not an idle or clean link.
+func unpinnedDelta(p *PortSample, id CounterID) (delta uint64, present, ok bool) {
+	delta, present, ok = figureDelta(p, id)
+	if c, found := p.CounterByID(id); found && c.Flags&FlagSaturated != 0 {
+		ok = false
+	}
+	return delta, present, ok
+}
+
+// busiestPauses returns the largest pause duration sent and received over
+// the priorities and the global pause; ok false when any pause counter
+// says nothing about the interval.
+func busiestPauses(p *PortSample) (tx, rx uint64, ok bool) {
+	ok = true
+	for prio := range 8 {
+		t, _, tOK := figureDelta(p, figTxPauseDur[prio])
+		r, _, rOK := figureDelta(p, figRxPauseDur[prio])
+		ok = ok && tOK && rOK
+		tx, rx = max(tx, t), max(rx, r)
+	}
+	for i := range figTxGlobalPauseDur {
+		t, _, tOK := figureDelta(p, figTxGlobalPauseDur[i])
+		r, _, rOK := figureDelta(p, figRxGlobalPauseDur[i])
+		ok = ok && tOK && rOK
+		tx, rx = max(tx, t), max(rx, r)
+	}
+	return tx, rx, ok
+}
+
+// ethernetBERs returns an Ethernet port's pre- and post-FEC bit error
+// rates, 0 (unknown) where a counter is missing or not Usable.
+func ethernetBERs(p *PortSample) (pre, post float64) {
+	bits, src := EthernetPHYBits(p)
+	if src == PHYBitsNone {
+		return 0, 0
+	}
+	if corrected, _, ok := figureDelta(p, figCorrectedPhy); ok {
+		pre = ErrorRatio(float64(corrected), bits)
+	}
+	// The symbol errors FEC left: the PCS's count where the NIC
+	// has the statistical group, else IEEE 802.3's symbol errors
+	// during carrier (ports without it list only that one).
+	pcs, havePCS, ok := figureDelta(p, figPCSSymbolErr)
+	if !havePCS {
+		pcs, _, ok = figureDelta(p, figSymbolErrPhy)
+	}
+	if ok {
+		post = ErrorRatio(float64(pcs), bits)
+	}
+	return pre, post
 }
