@@ -179,16 +179,7 @@ func ApplyStreams(ctx context.Context, js jetstream.JetStream, o ApplyOptions) (
 	for _, want := range schemas.Streams(schemas.StreamOptions{Partitions: o.Partitions, Replicas: o.Replicas, Memory: o.Memory}) {
 		st, err := js.Stream(ctx, want.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			cfg := want
-			if d, ok := o.MaxAge[want.Name]; ok {
-				cfg.MaxAge = d
-			}
-			if b, ok := o.MaxBytes[want.Name]; ok {
-				cfg.MaxBytes = b
-			}
-			if d, ok := o.Duplicates[want.Name]; ok {
-				cfg.Duplicates = d
-			}
+			cfg := newStreamConfig(want, o)
 			if _, err := js.CreateStream(ctx, cfg); err != nil {
 				return changes, fmt.Errorf("create stream %s: %w", want.Name, err)
 			}
@@ -198,53 +189,7 @@ func ApplyStreams(ctx context.Context, js jetstream.JetStream, o ApplyOptions) (
 		if err != nil {
 			return changes, fmt.Errorf("stream %s: %w", want.Name, err)
 		}
-		have := st.CachedInfo().Config
-		cfg := have
-		var these []Change
-		set := func(field, from, to string) {
-			if from != to {
-				these = append(these, Change{Stream: want.Name, Field: field, From: from, To: to})
-			}
-		}
-		if !sameSet(have.Subjects, want.Subjects) {
-			set("subjects", fmt.Sprint(have.Subjects), fmt.Sprint(want.Subjects))
-			cfg.Subjects = want.Subjects
-		}
-		if want.SubjectTransform == nil {
-			if have.SubjectTransform != nil {
-				set("subject_transform", transformString(have.SubjectTransform), "none")
-				cfg.SubjectTransform = nil
-			}
-		} else {
-			tr := *want.SubjectTransform
-			if o.Partitions == 0 {
-				// Keep a valid count; repair a missing or foreign transform
-				// with the default.
-				if n, err := partitionsOf(have); err == nil {
-					tr = *schemas.CountersStream(schemas.StreamOptions{Partitions: n}).SubjectTransform
-				}
-			}
-			if have.SubjectTransform == nil || *have.SubjectTransform != tr {
-				set("subject_transform", transformString(have.SubjectTransform), transformString(&tr))
-				cfg.SubjectTransform = &tr
-			}
-		}
-		if d, ok := o.MaxAge[want.Name]; ok {
-			set("max_age", have.MaxAge.String(), d.String())
-			cfg.MaxAge = d
-		}
-		if b, ok := o.MaxBytes[want.Name]; ok {
-			set("max_bytes", strconv.FormatInt(have.MaxBytes, 10), strconv.FormatInt(b, 10))
-			cfg.MaxBytes = b
-		}
-		if d, ok := o.Duplicates[want.Name]; ok {
-			set("duplicate_window", have.Duplicates.String(), d.String())
-			cfg.Duplicates = d
-		}
-		if o.Replicas > 0 {
-			set("num_replicas", strconv.Itoa(have.Replicas), strconv.Itoa(o.Replicas))
-			cfg.Replicas = o.Replicas
-		}
+		cfg, these := streamUpdate(st.CachedInfo().Config, want, o)
 		if len(these) == 0 {
 			continue
 		}
@@ -254,6 +199,80 @@ func ApplyStreams(ctx context.Context, js jetstream.JetStream, o ApplyOptions) (
 		changes = append(changes, these...)
 	}
 	return changes, nil
+}
+
+// newStreamConfig is a missing stream's configuration: the code's, with
+// the limits o names for it.
+func newStreamConfig(want jetstream.StreamConfig, o ApplyOptions) jetstream.StreamConfig {
+	cfg := want
+	if d, ok := o.MaxAge[want.Name]; ok {
+		cfg.MaxAge = d
+	}
+	if b, ok := o.MaxBytes[want.Name]; ok {
+		cfg.MaxBytes = b
+	}
+	if d, ok := o.Duplicates[want.Name]; ok {
+		cfg.Duplicates = d
+	}
+	return cfg
+}
+
+// streamUpdate is an existing stream's configuration have with rdmawatch's
+// subjects and partition transform and the limits o names, and the changes
+// that makes; none when all is in place.
+func streamUpdate(have, want jetstream.StreamConfig, o ApplyOptions) (jetstream.StreamConfig, []Change) {
+	cfg := have
+	var these []Change
+	set := func(field, from, to string) {
+		if from != to {
+			these = append(these, Change{Stream: want.Name, Field: field, From: from, To: to})
+		}
+	}
+	if !sameSet(have.Subjects, want.Subjects) {
+		set("subjects", fmt.Sprint(have.Subjects), fmt.Sprint(want.Subjects))
+		cfg.Subjects = want.Subjects
+	}
+	if want.SubjectTransform == nil {
+		if have.SubjectTransform != nil {
+			set("subject_transform", transformString(have.SubjectTransform), "none")
+			cfg.SubjectTransform = nil
+		}
+	} else if tr := wantTransform(have, want, o); have.SubjectTransform == nil || *have.SubjectTransform != tr {
+		set("subject_transform", transformString(have.SubjectTransform), transformString(&tr))
+		cfg.SubjectTransform = &tr
+	}
+	if d, ok := o.MaxAge[want.Name]; ok {
+		set("max_age", have.MaxAge.String(), d.String())
+		cfg.MaxAge = d
+	}
+	if b, ok := o.MaxBytes[want.Name]; ok {
+		set("max_bytes", strconv.FormatInt(have.MaxBytes, 10), strconv.FormatInt(b, 10))
+		cfg.MaxBytes = b
+	}
+	if d, ok := o.Duplicates[want.Name]; ok {
+		set("duplicate_window", have.Duplicates.String(), d.String())
+		cfg.Duplicates = d
+	}
+	if o.Replicas > 0 {
+		set("num_replicas", strconv.Itoa(have.Replicas), strconv.Itoa(o.Replicas))
+		cfg.Replicas = o.Replicas
+	}
+	return cfg, these
+}
+
+// wantTransform is the partition transform an existing stream should have:
+// the code's for o.Partitions, or without o.Partitions the stream's own
+// count when its transform is valid.
+func wantTransform(have, want jetstream.StreamConfig, o ApplyOptions) jetstream.SubjectTransformConfig {
+	tr := *want.SubjectTransform
+	if o.Partitions == 0 {
+		// Keep a valid count; repair a missing or foreign transform
+		// with the default.
+		if n, err := partitionsOf(have); err == nil {
+			tr = *schemas.CountersStream(schemas.StreamOptions{Partitions: n}).SubjectTransform
+		}
+	}
+	return tr
 }
 
 func transformString(tr *jetstream.SubjectTransformConfig) string {
