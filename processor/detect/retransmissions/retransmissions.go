@@ -229,8 +229,36 @@ func (lp *lossPort) test(kw, nw, sw, phi float64) float64 {
 // packets; it returns whether the port holds (an incident opens or stays
 // open on it) and updates the port's history when it is quiet.
 func lossJudge(port *processor.PortState, s *processor.Sample, st *judged.Port, k, n float64, open bool, em processor.Emitter) bool {
-	lp, _ := st.Loss.(*lossPort)
 	secs := float64(s.IntervalMs) / 1000
+	lp := lossPortOf(port, s, st, n, secs)
+	kw, nw, sw := lp.addSample(s, k, n, secs)
+	lp.score(port, s, kw, nw, sw, secs)
+	warm := lp.histMs >= lossWarm.Milliseconds()
+	lp.advanceSegment(s, k, n, warm)
+	lp.estimateLoss(s, kw, nw, sw, open, em)
+
+	alpha, scale := lossAlpha, 1.0
+	if open {
+		alpha, scale = lossKeepAlpha, 0.5
+	}
+	hold := warm && lp.seg && lp.p <= alpha && lp.excess >= scale*lossMinExcess &&
+		lp.lost >= scale*lossMinLoss && lp.lostPerS >= scale*lossMinLostPerS && !lp.congestion
+
+	if !warm || !hold && !open && (!lp.seg || s.Time-lp.segFrom > millis(lossRelearn)) {
+		// A quiet sample teaches the history; one whose window is in
+		// excess (even below the minimum effect) does not, so a loss that
+		// creeps in is not learnt as the port's usual, until it has
+		// lasted lossRelearn without reaching the minimum effect: then it
+		// is the port's new usual (a routing change that reorders more).
+		lp.learn(k, n, secs, s.IntervalMs)
+	}
+	return hold
+}
+
+// lossPortOf is the port's loss-test state, made on the first sample that
+// moved a counter with the history of the quiet samples before it.
+func lossPortOf(port *processor.PortState, s *processor.Sample, st *judged.Port, n, secs float64) *lossPort {
+	lp, _ := st.Loss.(*lossPort)
 	if lp == nil {
 		lp = &lossPort{}
 		st.Loss = lp
@@ -240,14 +268,25 @@ func lossJudge(port *processor.PortState, s *processor.Sample, st *judged.Port, 
 		lp.sh = math.Min(lossSpan.Seconds(), float64(port.Samples)*secs)
 		lp.histMs = int64(port.Samples) * s.IntervalMs
 	}
+	return lp
+}
+
+// addSample adds the sample to its bucket and returns the window's sums of
+// out-of-sequence packets, received packets and seconds.
+func (lp *lossPort) addSample(s *processor.Sample, k, n, secs float64) (kw, nw, sw float64) {
 	id := int64(s.Time) / lossBucketMs
 	b := &lp.buckets[id%lossBuckets]
 	if b.id != id {
 		*b = lossBucket{id: id}
 	}
 	b.k, b.n, b.s = b.k+k, b.n+n, b.s+secs
-	kw, nw, sw := lp.window(id)
+	return lp.window(id)
+}
 
+// score tests the window (kw, nw, sw) against the quiet history: the
+// history's usual per packet and per second, its dispersion, the p-value,
+// the window's ratio and excess, and its packets per second.
+func (lp *lossPort) score(port *processor.PortState, s *processor.Sample, kw, nw, sw, secs float64) {
 	lp.base, lp.baseRate = 0, 0
 	if lp.nh > 0 {
 		lp.base = lp.kh / lp.nh
@@ -262,10 +301,12 @@ func lossJudge(port *processor.PortState, s *processor.Sample, st *judged.Port, 
 	lp.excess = (kw - math.Max(lp.base*nw, lp.baseRate*sw)) / math.Max(nw, 1)
 	winSecs := math.Min(float64(lossWindowMs)/1000, float64(s.Time-port.FirstTime)/1000+secs)
 	lp.pps = nw / math.Max(winSecs, secs)
-	warm := lp.histMs >= lossWarm.Milliseconds()
+}
 
-	// The excess segment and its clumping. While the port is warming up
-	// there is none: what it shows then is its usual.
+// advanceSegment extends the excess segment with the sample while the
+// window stays significant, or ends it. While the port is warming up
+// there is none: what it shows then is its usual.
+func (lp *lossPort) advanceSegment(s *processor.Sample, k, n float64, warm bool) {
 	if warm && (lp.p <= lossSegAlpha || (lp.seg && lp.p <= lossSegEndAlpha)) {
 		if !lp.seg {
 			lp.segFrom = s.Time
@@ -278,6 +319,13 @@ func lossJudge(port *processor.PortState, s *processor.Sample, st *judged.Port, 
 	} else {
 		lp.seg, lp.segK, lp.segN, lp.segQ, lp.segM = false, 0, 0, 0, 0
 	}
+}
+
+// estimateLoss weighs the segment's clumping (re-testing the window on the
+// clumps when they are new to the port), the out-of-sequence packets per
+// loss, whether a failing link explains the segment or congestion causes
+// it, and the losses estimated from them.
+func (lp *lossPort) estimateLoss(s *processor.Sample, kw, nw, sw float64, open bool, em processor.Emitter) {
 	if clump := min(stats.PearsonIndex(lp.segK, lp.segN, lp.segQ, lp.segM, lossSegPrior), lossMaxFactor); clump > lp.phi {
 		// The excess comes in clumps its history never showed (a port
 		// with no events yet has no dispersion to learn from): judge the
@@ -302,29 +350,18 @@ func lossJudge(port *processor.PortState, s *processor.Sample, st *judged.Port, 
 	}
 	lp.lost = lp.excess / lp.factor
 	lp.lostPerS = lp.lost * lp.pps
+}
 
-	alpha, scale := lossAlpha, 1.0
-	if open {
-		alpha, scale = lossKeepAlpha, 0.5
+// learn teaches the quiet history the sample: decayed over lossSpan, with
+// its dispersion.
+func (lp *lossPort) learn(k, n, secs float64, intervalMs int64) {
+	w := math.Exp(-secs / lossSpan.Seconds())
+	mu := n * (lp.kh + 0.5) / math.Max(lp.nh, 1)
+	if lp.nh > 0 {
+		lp.disp.Add(k, mu, w)
 	}
-	hold := warm && lp.seg && lp.p <= alpha && lp.excess >= scale*lossMinExcess &&
-		lp.lost >= scale*lossMinLoss && lp.lostPerS >= scale*lossMinLostPerS && !lp.congestion
-
-	if !warm || !hold && !open && (!lp.seg || s.Time-lp.segFrom > millis(lossRelearn)) {
-		// A quiet sample teaches the history; one whose window is in
-		// excess (even below the minimum effect) does not, so a loss that
-		// creeps in is not learnt as the port's usual, until it has
-		// lasted lossRelearn without reaching the minimum effect: then it
-		// is the port's new usual (a routing change that reorders more).
-		w := math.Exp(-secs / lossSpan.Seconds())
-		mu := n * (lp.kh + 0.5) / math.Max(lp.nh, 1)
-		if lp.nh > 0 {
-			lp.disp.Add(k, mu, w)
-		}
-		lp.kh, lp.nh, lp.sh = lp.kh*w+k, lp.nh*w+n, lp.sh*w+secs
-		lp.histMs += s.IntervalMs
-	}
-	return hold
+	lp.kh, lp.nh, lp.sh = lp.kh*w+k, lp.nh*w+n, lp.sh*w+secs
+	lp.histMs += intervalMs
 }
 
 // lossEvidence adds the loss test's figures to a finding's evidence: the
