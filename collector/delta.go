@@ -213,42 +213,9 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 	}
 	ps.last = t
 
-	raws := make([]rawCounter, 0, len(pr.Counters)+len(pr.HWCounters)+len(pr.Ethtool))
-	for _, src := range [...]struct {
-		src schemas.Source
-		m   map[string]uint64
-	}{{schemas.SourceCounters, pr.Counters}, {schemas.SourceHWCounters, pr.HWCounters}, {schemas.SourceEthtool, pr.Ethtool}} {
-		for name, v := range src.m {
-			kind := schemas.KindOf(src.src, name)
-			if kind == schemas.Gauge {
-				if s.Gauges == nil {
-					s.Gauges = make(map[string]uint64)
-				}
-				s.Gauges[name] = v
-				continue
-			}
-			raws = append(raws, rawCounter{counterKey{src.src, name}, kind, v})
-		}
-	}
-	// Map order is random; sorted counters make batches, and so replay,
-	// byte-for-byte repeatable.
-	sort.Slice(raws, func(i, j int) bool {
-		if raws[i].key.src != raws[j].key.src {
-			return raws[i].key.src < raws[j].key.src
-		}
-		return raws[i].key.name < raws[j].key.name
-	})
-
-	replaced := netdevReplaced(ps, pr)
-	portZero := !baseline && looksUnreadable(ps, raws)
-	restart := restartNone
-	if !baseline && !portZero {
-		if replaced {
-			restart = restartPort
-		} else {
-			restart = looksLikePortRestart(ps, raws)
-		}
-	}
+	var raws []rawCounter
+	raws, s.Gauges = splitReading(pr)
+	restart, portZero := readingRestart(ps, pr, raws, baseline)
 	s.Counters = make([]schemas.CounterDelta, 0, len(raws))
 	if restart == restartPort {
 		e.stats.PortRestarts++
@@ -278,6 +245,55 @@ func (e *Engine) portSample(ps *portState, pr *PortReading, t time.Time) schemas
 		s.Counters = append(s.Counters, e.counterDelta(ps, rc, lim))
 	}
 	return s
+}
+
+// splitReading splits a port's reading into its counters, sorted by source
+// and name, and its gauges (nil when it has none).
+func splitReading(pr *PortReading) (raws []rawCounter, gauges map[string]uint64) {
+	raws = make([]rawCounter, 0, len(pr.Counters)+len(pr.HWCounters)+len(pr.Ethtool))
+	for _, src := range [...]struct {
+		src schemas.Source
+		m   map[string]uint64
+	}{{schemas.SourceCounters, pr.Counters}, {schemas.SourceHWCounters, pr.HWCounters}, {schemas.SourceEthtool, pr.Ethtool}} {
+		for name, v := range src.m {
+			kind := schemas.KindOf(src.src, name)
+			if kind == schemas.Gauge {
+				if gauges == nil {
+					gauges = make(map[string]uint64)
+				}
+				gauges[name] = v
+				continue
+			}
+			raws = append(raws, rawCounter{counterKey{src.src, name}, kind, v})
+		}
+	}
+	// Map order is random; sorted counters make batches, and so replay,
+	// byte-for-byte repeatable.
+	sort.Slice(raws, func(i, j int) bool {
+		if raws[i].key.src != raws[j].key.src {
+			return raws[i].key.src < raws[j].key.src
+		}
+		return raws[i].key.name < raws[j].key.name
+	})
+	return raws, gauges
+}
+
+// readingRestart says whether the port started over since its last reading
+// (a replaced netdev, or counters that look it) and whether the reading
+// looks unreadable, all zeros; neither on a baseline reading. It records
+// the reading's netdev identity in ps.
+func readingRestart(ps *portState, pr *PortReading, raws []rawCounter, baseline bool) (restart restartKind, portZero bool) {
+	replaced := netdevReplaced(ps, pr)
+	portZero = !baseline && looksUnreadable(ps, raws)
+	restart = restartNone
+	if !baseline && !portZero {
+		if replaced {
+			restart = restartPort
+		} else {
+			restart = looksLikePortRestart(ps, raws)
+		}
+	}
+	return restart, portZero
 }
 
 // netdevReplaced records the netdev identity pr was read with and says
