@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/telemetry"
@@ -18,11 +19,18 @@ import (
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
-// telemetryOf serves the sink's metrics and its readiness the way `rdmawatch
-// sink` does.
+// telemetryOf serves the sink's readiness the way `rdmawatch sink` does,
+// and the two series of its Stats these tests read, under the names the
+// command exports them by (cmd/rdmawatch/metrics_sink.go, whose tests
+// check the whole set).
 func telemetryOf(s *sink.Sink) http.Handler {
 	tel := telemetry.New("sink", "test", nil)
-	tel.RegisterSink(s.Stats)
+	errs := telemetry.Desc("sink_insert_errors_total", "INSERT attempts that failed.", "table")
+	tel.Registry().MustRegister(telemetry.Snapshot([]*prometheus.Desc{errs, telemetry.DeadLetters}, func(ch chan<- prometheus.Metric) {
+		st := s.Stats()["port_samples"]
+		ch <- prometheus.MustNewConstMetric(errs, prometheus.CounterValue, float64(st.InsertErrors), "port_samples")
+		ch <- prometheus.MustNewConstMetric(telemetry.DeadLetters, prometheus.CounterValue, float64(st.DeadLettered), "sink", schemas.StreamCounters)
+	}))
 	tel.AddCheck("clickhouse", func(context.Context) error { return s.Ready() })
 	return tel.Handler()
 }

@@ -7,21 +7,63 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/rdmawatch/rdmawatch/alert"
-	"github.com/rdmawatch/rdmawatch/internal/telemetry"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
+// alertFlags are the alert command's settings.
+type alertFlags struct {
+	cfg        alert.Config
+	labels     []string
+	secretFile string
+}
+
+// labelMap reads --label name=value pairs.
+func (o *alertFlags) labelMap() (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range o.labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want name=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// validate checks the bridge's settings by flag, then as alert.New will
+// (the targets, the label names). The secret file is read at the start.
+func (o *alertFlags) validate() error {
+	c := o.cfg
+	switch {
+	case c.ResendInterval <= 0:
+		return fmt.Errorf("--resend-interval %s: want a positive duration such as 1m", c.ResendInterval)
+	case c.MaxOpen < 0:
+		return fmt.Errorf("--max-open-incidents %d: want 0 (the default, %d) or more", c.MaxOpen, alert.DefaultMaxOpen)
+	case c.MaxAttempts < 0:
+		return fmt.Errorf("--max-attempts %d: want 0 (the default) or more", c.MaxAttempts)
+	case c.RetryMin < 0:
+		return fmt.Errorf("--retry-min %s: want 0 (the default) or more", c.RetryMin)
+	case c.RetryMax < 0:
+		return fmt.Errorf("--retry-max %s: want 0 (the default) or more", c.RetryMax)
+	case c.RetryMin > 0 && c.RetryMax > 0 && c.RetryMin > c.RetryMax:
+		return fmt.Errorf("--retry-min %s is above --retry-max %s", c.RetryMin, c.RetryMax)
+	}
+	var err error
+	if c.Labels, err = o.labelMap(); err != nil {
+		return err
+	}
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("--alertmanager, --webhook, --label: %w", err)
+	}
+	return nil
+}
+
 func newAlertCmd(g *global) *cobra.Command {
-	var (
-		cfg        alert.Config
-		labels     []string
-		secretFile string
-	)
+	var o alertFlags
 	cmd := &cobra.Command{
 		Use:   "alert",
 		Short: "Deliver incidents to Alertmanager and webhooks",
@@ -42,61 +84,55 @@ a rotated token or password keeps the consumer. A bare URL is named by its
 scheme, host and path with every secret masked.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg.Labels = map[string]string{}
-			for _, kv := range labels {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--label %q: want name=value", kv)
-				}
-				cfg.Labels[k] = v
-			}
-			if secretFile != "" {
-				secret, err := readWebhookSecret(g, secretFile)
-				if err != nil {
-					return err
-				}
-				cfg.WebhookSecret = secret
-			}
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			tel, err := serveTelemetry(cmd, g, "alert")
-			if err != nil {
-				return err
-			}
-			nc, js, err := connectJS(cmd, g, "rdmawatch-alert", schemas.StreamEvents, schemas.StreamDeadLetter)
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			b, err := alert.New(js, cfg, g.log)
-			if err != nil {
-				return err
-			}
-			tel.WatchNATS(nc)
-			tel.RegisterAlert(b.Stats)
-			tel.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Namespace: telemetry.Namespace, Name: "alert_incidents_refused_total",
-				Help: "Incident state changes not held toward Alertmanager because --max-open-incidents incidents were open (each dead-lettered, or skipped in the history read at start).",
-			}, func() float64 { return float64(b.Stats().Refused) }))
-			g.log.Info("alert bridge started", "alertmanagers", len(cfg.Alertmanagers), "webhooks", len(cfg.Webhooks), "filter", cfg.FilterSubject)
-			err = b.Run(cmd.Context())
-			g.log.Info("alert bridge stopped", "reason", stopReason(cmd, err))
-			return err
+			return runAlert(cmd, g, o)
 		},
 	}
-	registerAlertFlags(cmd.Flags(), &cfg, &labels, &secretFile)
+	registerAlertFlags(cmd.Flags(), &o)
+	g.validates(cmd, &o)
 	return cmd
 }
 
-// registerAlertFlags defines the alert bridge's flags. The defaults come
-// from the environment and may hold tokens and passwords: --help shows them
-// masked (redactDefaults, for every flag).
-func registerAlertFlags(f *pflag.FlagSet, cfg *alert.Config, labels *[]string, secretFile *string) {
-	f.StringSliceVar(&cfg.Alertmanagers, "alertmanager", splitEnv("RDMAWATCH_ALERTMANAGER"), "Alertmanager as name=URL (or a base URL), repeatable (env RDMAWATCH_ALERTMANAGER, comma separated)")
-	f.StringVar(secretFile, "webhook-secret-file", envOr("RDMAWATCH_WEBHOOK_SECRET_FILE", ""), "file holding a secret that signs every webhook request (headers Rdmawatch-Timestamp and Rdmawatch-Signature: sha256= HMAC of timestamp.body) so receivers can refuse anyone else's (env RDMAWATCH_WEBHOOK_SECRET_FILE)")
-	f.StringSliceVar(&cfg.Webhooks, "webhook", splitEnv("RDMAWATCH_WEBHOOK"), "webhook as name=URL (or a URL) receiving one JSON POST per incident state change, repeatable (env RDMAWATCH_WEBHOOK)")
-	f.StringArrayVar(labels, "label", nil, "extra label name=value on every Alertmanager alert, repeatable (e.g. fabric=pod-a)")
+// runAlert runs the bridge on settings validate checked.
+func runAlert(cmd *cobra.Command, g *global, o alertFlags) error {
+	cfg := o.cfg
+	cfg.Labels, _ = o.labelMap() // validate read them
+	if o.secretFile != "" {
+		secret, err := readWebhookSecret(g, o.secretFile)
+		if err != nil {
+			return err
+		}
+		cfg.WebhookSecret = secret
+	}
+	tel, err := serveTelemetry(cmd, g, "alert")
+	if err != nil {
+		return err
+	}
+	nc, js, err := connectJS(cmd, g, "rdmawatch-alert", schemas.StreamEvents, schemas.StreamDeadLetter)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	b, err := alert.New(js, cfg, g.log)
+	if err != nil {
+		return err
+	}
+	tel.WatchNATS(nc)
+	registerAlertMetrics(tel.Registry(), b.Stats)
+	g.log.Info("alert bridge started", "alertmanagers", len(cfg.Alertmanagers), "webhooks", len(cfg.Webhooks), "filter", cfg.FilterSubject)
+	err = b.Run(cmd.Context())
+	g.log.Info("alert bridge stopped", "reason", stopReason(cmd, err))
+	return err
+}
+
+// registerAlertFlags defines the alert bridge's flags. A target URL may
+// hold a token or a password: it comes from the command line, the
+// environment or the file, never from a default that --help would print.
+func registerAlertFlags(f *pflag.FlagSet, o *alertFlags) {
+	cfg := &o.cfg
+	f.StringSliceVar(&cfg.Alertmanagers, "alertmanager", nil, "Alertmanager as name=URL (or a base URL), repeatable; in the environment or the file, comma separated")
+	f.StringVar(&o.secretFile, "webhook-secret-file", "", "file holding a secret that signs every webhook request (headers Rdmawatch-Timestamp and Rdmawatch-Signature: sha256= HMAC of timestamp.body) so receivers can refuse anyone else's")
+	f.StringSliceVar(&cfg.Webhooks, "webhook", nil, "webhook as name=URL (or a URL) receiving one JSON POST per incident state change, repeatable; in the environment or the file, comma separated")
+	f.StringArrayVar(&o.labels, "label", nil, "extra label name=value on every Alertmanager alert, repeatable (e.g. fabric=pod-a)")
 	f.StringVar(&cfg.RunbookURL, "runbook-url", "", "runbook URL template for the runbook_url annotation; {type} is the incident type")
 	f.DurationVar(&cfg.ResendInterval, "resend-interval", time.Minute, "how often open incidents are re-sent to Alertmanager (each send holds an alert for 4 intervals)")
 	f.IntVar(&cfg.MaxOpen, "max-open-incidents", alert.DefaultMaxOpen, "open incidents held and re-sent to Alertmanager; an event opening one more goes to the dead-letter stream")
@@ -104,14 +140,6 @@ func registerAlertFlags(f *pflag.FlagSet, cfg *alert.Config, labels *[]string, s
 	f.DurationVar(&cfg.RetryMin, "retry-min", 500*time.Millisecond, "first wait before re-trying a failed delivery; doubles up to --retry-max, with jitter")
 	f.DurationVar(&cfg.RetryMax, "retry-max", time.Minute, "longest wait between delivery attempts (the event is kept in progress meanwhile)")
 	f.StringVar(&cfg.FilterSubject, "subject", "", "deliver only events on this subject filter (NATS wildcards; default every event)")
-}
-
-func splitEnv(name string) []string {
-	v := envOr(name, "")
-	if v == "" {
-		return nil
-	}
-	return strings.Split(v, ",")
 }
 
 // readWebhookSecret reads the signing secret: the file's content without

@@ -26,6 +26,38 @@ type collectorFlags struct {
 	sf          simFlags
 	spoolDir    string
 	spoolMax    int64
+	// changed reports whether a flag was given (on the command line, in
+	// the environment or the file): the simulated fleet's own speed and
+	// seed hold otherwise.
+	changed func(string) bool
+}
+
+// validate checks the collector's settings; a simulated fleet is built
+// once to check it (its scenario, its faults), which reads nothing.
+func (cf *collectorFlags) validate() error {
+	switch cf.source {
+	case "sysfs", "sim":
+	default:
+		return fmt.Errorf("--source %q: want sysfs or sim", cf.source)
+	}
+	switch {
+	case cf.node == "":
+		return fmt.Errorf("--node %q: want the host's name", cf.node)
+	case cf.interval < 100*time.Millisecond:
+		return fmt.Errorf("--interval %s: must be at least 100ms", cf.interval)
+	case cf.cfgEvery < 0:
+		return fmt.Errorf("--config-interval %s: want 0 (off) or more", cf.cfgEvery)
+	case cf.maxInFlight < 1:
+		return fmt.Errorf("--max-in-flight %d: want 1 or more", cf.maxInFlight)
+	case cf.spoolMax < 1:
+		return fmt.Errorf("--spool-max-bytes %d: want 1 or more", cf.spoolMax)
+	}
+	if cf.source == "sim" {
+		if _, err := cf.sf.build(cf.changed); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func newCollectorCmd(g *global) *cobra.Command {
@@ -35,19 +67,13 @@ func newCollectorCmd(g *global) *cobra.Command {
 		Short: "Read this host's RDMA counters (sysfs via rdmamap, ethtool) and publish deltas to JetStream",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// validate checked the settings before this runs.
 			var fleet *simFleet
-			switch cf.source {
-			case "sysfs":
-			case "sim":
+			if cf.source == "sim" {
 				var err error
-				if fleet, err = cf.sf.build(cmd.Flags().Changed); err != nil {
+				if fleet, err = cf.sf.build(cf.changed); err != nil {
 					return err
 				}
-			default:
-				return fmt.Errorf("--source %q: want sysfs or sim", cf.source)
-			}
-			if cf.interval < 100*time.Millisecond {
-				return fmt.Errorf("--interval %s: must be at least 100ms", cf.interval)
 			}
 			tel, err := serveTelemetry(cmd, g, "collector")
 			if err != nil {
@@ -62,16 +88,18 @@ func newCollectorCmd(g *global) *cobra.Command {
 			if fleet != nil {
 				err = runSimCollector(cmd.Context(), g, nc, js, fleet,
 					collector.PublisherConfig{MaxInFlight: cf.maxInFlight, Log: g.log, SpoolDir: cf.spoolDir, SpoolMaxBytes: cf.spoolMax},
-					collector.Config{OnScrape: tel.RegisterCollector(cf.source)})
+					collector.Config{OnScrape: registerCollectorMetrics(tel.Registry(), cf.source)})
 			} else {
-				err = cf.runHost(cmd, g, js, tel.RegisterCollector(cf.source), tel.AddCheck)
+				err = cf.runHost(cmd, g, js, registerCollectorMetrics(tel.Registry(), cf.source), tel.AddCheck)
 			}
 			g.log.Info("collector stopped", "reason", stopReason(cmd, err))
 			return err
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cf.node, "node", envOr("RDMAWATCH_NODE", hostname()), "node name published with every batch (env RDMAWATCH_NODE)")
+	cf.changed = f.Changed
+	g.validates(cmd, &cf)
+	f.StringVar(&cf.node, "node", hostname(), "node name published with every batch")
 	f.DurationVar(&cf.interval, "interval", 10*time.Second, "scrape interval")
 	f.BoolVar(&cf.ethtool, "ethtool", true, "read each port's netdev ethtool statistics (PFC, PHY/FEC)")
 	f.DurationVar(&cf.cfgEvery, "config-interval", collector.DefaultConfigInterval, "read each RoCE port's configuration (MTU, PFC, ECN, trust) this often, in data time; 0 turns it off")

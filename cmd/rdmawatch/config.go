@@ -18,9 +18,18 @@ import (
 
 // Configuration comes from four places, the first that sets a flag wins:
 // the command line, the environment (RDMAWATCH_<FLAG>, upper case, '-' as
-// '_'), the --config file, the flag's default. The file is YAML: the global
-// flags at the top level, each command's flags in a section named after the
-// command (a subcommand's under "parent subcommand", e.g. "events tail"):
+// '_'), the --config file, the flag's default. applyConfig is the one path
+// of the environment and of the file, for every flag of every command: no
+// flag takes its default from the environment, so --help shows the built-in
+// defaults and a variable cannot mean one thing to the default and another
+// to applyConfig. --config itself comes from the command line, else
+// RDMAWATCH_CONFIG (resolveConfigPath). After the layering each command's
+// options are checked (global.validateCommand), and `config check FILE`
+// runs the same checks on every section of FILE.
+//
+// The file is YAML: the global flags at the top level, each command's flags
+// in a section named after the command (a subcommand's under "parent
+// subcommand", e.g. "events tail"):
 //
 //	nats: nats://nats-1:4222
 //	log-format: json
@@ -40,6 +49,39 @@ const envPrefix = "RDMAWATCH_"
 // envName is the environment variable of a flag.
 func envName(flag string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// envAliasAnnotation holds the older names of a flag's variable, read
+// after RDMAWATCH_<FLAG> (--cluster: RDMAWATCH_CLICKHOUSE_CLUSTER).
+const envAliasAnnotation = "rdmawatch_env_alias"
+
+// envAlias makes flag of fs read the variable name too, after its own.
+func envAlias(fs *pflag.FlagSet, flag, name string) {
+	if err := fs.SetAnnotation(flag, envAliasAnnotation, []string{name}); err != nil {
+		panic(err) // a flag defined just before: a typo here is a bug
+	}
+}
+
+// flagEnv lists the variables of f, the first set of which applyConfig
+// takes.
+func flagEnv(f *pflag.Flag) []string {
+	return append([]string{envName(f.Name)}, f.Annotations[envAliasAnnotation]...)
+}
+
+// describeEnv ends every flag's help with its variables, "(env
+// RDMAWATCH_X)", made from flagEnv so the help names what applyConfig reads.
+func describeEnv(c *cobra.Command) {
+	describe := func(f *pflag.Flag) {
+		suffix := " (env " + strings.Join(flagEnv(f), " or ") + ")"
+		if f.Name != "help" && !strings.HasSuffix(f.Usage, suffix) {
+			f.Usage += suffix
+		}
+	}
+	c.Flags().VisitAll(describe)
+	c.PersistentFlags().VisitAll(describe)
+	for _, sub := range c.Commands() {
+		describeEnv(sub)
+	}
 }
 
 // configEntry is one key of the file with where it stood.
@@ -239,6 +281,12 @@ func applyConfig(root, cmd *cobra.Command, path string) error {
 			return err
 		}
 	}
+	return errors.Join(applyEntries(cmd, path, entries)...)
+}
+
+// applyEntries is applyConfig with the file read: an error per flag whose
+// value does not parse.
+func applyEntries(cmd *cobra.Command, path string, entries []configEntry) []error {
 	section := commandPath(cmd)
 	cmd.InheritedFlags() // merges the global flags into cmd.Flags(), as Execute does
 	var errs []error
@@ -246,11 +294,13 @@ func applyConfig(root, cmd *cobra.Command, path string) error {
 		if f.Changed || f.Name == "help" || f.Name == "config" {
 			return
 		}
-		if v, ok := os.LookupEnv(envName(f.Name)); ok && v != "" {
-			if err := setFlag(f, v, false); err != nil {
-				errs = append(errs, fmt.Errorf("environment %s=%q: %w", envName(f.Name), maskValue(f.Name, v), err))
+		for _, name := range flagEnv(f) {
+			if v, ok := os.LookupEnv(name); ok && v != "" {
+				if err := setFlag(f, v, false); err != nil {
+					errs = append(errs, fmt.Errorf("environment %s=%q: %w", name, maskValue(f.Name, v), err))
+				}
+				return
 			}
-			return
 		}
 		for _, sec := range []string{section, ""} {
 			for _, e := range entries {
@@ -263,7 +313,7 @@ func applyConfig(root, cmd *cobra.Command, path string) error {
 			}
 		}
 	})
-	return errors.Join(errs...)
+	return errs
 }
 
 // setFlag sets a flag from the environment or the file (a list flag from
@@ -289,47 +339,20 @@ func newConfigCmd(g *global) *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Check a configuration file, or print the effective configuration"}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "check FILE",
-		Short: "Check FILE: every key must name a flag and every value must parse",
-		Args:  cobra.ExactArgs(1),
+		Short: "Check FILE: every key must name a flag, every value must parse and pass its command's checks",
+		Long: `check reads FILE as every command it has a section for would at its start:
+each key must name a flag of its section's command (or a global flag), each
+value must parse, and each section's settings, layered as at a start (the
+RDMAWATCH_ variables of this environment over the file over the defaults; no
+command-line flags), must pass that command's checks: a file that a command
+would refuse at its start is refused here, with the section named.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			root := cmd.Root()
-			entries, err := readConfigFile(args[0])
+			n, err := checkConfigFile(cmd.Root(), args[0])
 			if err != nil {
 				return err
 			}
-			if err := checkConfig(root, args[0], entries); err != nil {
-				return err
-			}
-			// Parse every value into the flags of a fresh command tree,
-			// so checking changes nothing.
-			probe := newRoot()
-			var errs []error
-			for _, e := range entries {
-				if _, ok := detectorSection(e.section); ok {
-					continue
-				}
-				c, _, err := probe.Find(strings.Fields(e.section))
-				if err != nil {
-					continue
-				}
-				f := c.Flags().Lookup(e.key)
-				if f == nil {
-					f = probe.PersistentFlags().Lookup(e.key)
-				}
-				if f == nil {
-					continue // checkConfig named it
-				}
-				if err := setFlag(f, e.value, true); err != nil {
-					errs = append(errs, fmt.Errorf("%s:%d: key %q: %w", args[0], e.line, e.key, err))
-				}
-			}
-			if _, err := detectorSettings(args[0]); err != nil {
-				errs = append(errs, err)
-			}
-			if err := errors.Join(errs...); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d settings, all known\n", args[0], len(entries))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d settings, all known and valid\n", args[0], n)
 			return nil
 		},
 	})
@@ -359,6 +382,104 @@ func newConfigCmd(g *global) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// checkConfigFile is `config check`: the number of settings of path, or
+// why a command would refuse them.
+func checkConfigFile(root *cobra.Command, path string) (int, error) {
+	entries, err := readConfigFile(path)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkConfig(root, path, entries); err != nil {
+		return 0, err
+	}
+	// The top level, then every command section in the file's order.
+	sections := []string{""}
+	seen := map[string]bool{"": true}
+	for _, e := range entries {
+		if _, ok := detectorSection(e.section); !ok && !seen[e.section] {
+			seen[e.section] = true
+			sections = append(sections, e.section)
+		}
+	}
+	var errs []error
+	reported := map[string]bool{}
+	report := func(err error) {
+		if err != nil && !reported[err.Error()] {
+			reported[err.Error()] = true
+			errs = append(errs, err)
+		}
+	}
+	for _, sec := range sections {
+		// A fresh command tree for each section, so checking changes
+		// nothing and no section sees another's values.
+		g := &global{}
+		probe := newRootOf(g)
+		c := probe
+		if sec != "" {
+			if c, _, err = probe.Find(strings.Fields(sec)); err != nil {
+				return 0, err // checkConfig named every section
+			}
+		}
+		parseErrs := applyEntries(c, path, entries)
+		for _, err := range parseErrs {
+			report(err)
+		}
+		if len(parseErrs) > 0 {
+			continue
+		}
+		where := "top level"
+		if sec != "" {
+			where = "section " + sec
+		}
+		if err := g.validate(); err != nil {
+			report(fmt.Errorf("%s: %w", path, err)) // the same whatever the section
+		}
+		if err := g.validateCommand(c); err != nil {
+			report(fmt.Errorf("%s: %s: %w", path, where, err))
+		}
+	}
+	if _, err := detectorSettings(path); err != nil {
+		report(err)
+	}
+	return len(entries), errors.Join(errs...)
+}
+
+// validator is a command's options struct: validate checks the settings
+// after the layering, naming the flag and the value it refuses. It reads
+// nothing but the settings (no file, no network), so `config check` can run
+// it anywhere.
+type validator interface{ validate() error }
+
+// validates makes v the check of cmd's options.
+func (g *global) validates(cmd *cobra.Command, v validator) {
+	if g.validators == nil {
+		g.validators = map[*cobra.Command]validator{}
+	}
+	g.validators[cmd] = v
+}
+
+// validateCommand checks cmd's settings after the layering: its options,
+// then for a role the addresses it dials at its start (a one-shot command
+// checks them when it dials, after its own arguments). setUp runs it before
+// every command, config check on every section of the file.
+func (g *global) validateCommand(cmd *cobra.Command) error {
+	if v := g.validators[cmd]; v != nil {
+		if err := v.validate(); err != nil {
+			return err
+		}
+	}
+	if !roles[cmd.Name()] || cmd.Parent() != cmd.Root() {
+		return nil
+	}
+	if err := checkURLs("--nats", g.natsURL, true, natsSchemes...); err != nil {
+		return err
+	}
+	if cmd.Name() == "sink" {
+		return g.requireClickHouse()
+	}
+	return nil
 }
 
 // maskValue hides secrets in what config print shows: values of flags

@@ -55,6 +55,12 @@ func (d *deadLetterFilter) register(cmd *cobra.Command) {
 	f.IntVar(&d.limit, "limit", 0, "at most this many letters, oldest first (0: all)")
 }
 
+// validate checks the selection: filter without a use of its result.
+func (d *deadLetterFilter) validate() error {
+	_, err := d.filter(time.Now())
+	return err
+}
+
 // filter checks the flags, before anything connects.
 func (d *deadLetterFilter) filter(now time.Time) (deadletter.Filter, error) {
 	f := deadletter.Filter{Roles: d.roles, Reason: d.reason, Limit: d.limit}
@@ -132,6 +138,7 @@ reason. Only headers are read. --json prints one JSON object per line instead.`,
 		},
 	}
 	sel.register(cmd)
+	g.validates(cmd, &sel)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
@@ -338,6 +345,7 @@ Either name the letters (SEQ as ls prints it) or select them with
 		},
 	}
 	sel.register(cmd)
+	g.validates(cmd, &sel)
 	fl := cmd.Flags()
 	fl.BoolVar(&allMatching, "all-matching", false, "redrive every dead letter the filters select")
 	fl.BoolVar(&dryRun, "dry-run", false, "check and print what would be redriven; publish and delete nothing")
@@ -377,8 +385,19 @@ func redriveDeadLetters(cmd *cobra.Command, r *deadletter.Reader, seqs []uint64,
 	return nil
 }
 
+// deadLetterMetricsFlags are the settings of deadletter metrics.
+type deadLetterMetricsFlags struct{ textfile string }
+
+// validate checks --textfile: node_exporter reads only *.prom files.
+func (o *deadLetterMetricsFlags) validate() error {
+	if o.textfile != "" && !strings.HasSuffix(o.textfile, ".prom") {
+		return fmt.Errorf("--textfile %q: node_exporter's textfile collector reads only files ending in .prom", o.textfile)
+	}
+	return nil
+}
+
 func newDeadLetterMetricsCmd(g *global) *cobra.Command {
-	var textfile string
+	var o deadLetterMetricsFlags
 	cmd := &cobra.Command{
 		Use:   "metrics [--textfile FILE.prom]",
 		Short: "Print the dead-letter stream's depth in the Prometheus text format",
@@ -389,9 +408,7 @@ atomically, for node_exporter's textfile collector: run it from a timer every
 minute or so. No role exports these gauges.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if textfile != "" && !strings.HasSuffix(textfile, ".prom") {
-				return fmt.Errorf("--textfile %q: node_exporter's textfile collector reads only files ending in .prom", textfile)
-			}
+			textfile := o.textfile
 			nc, r, err := openDeadLetters(cmd, g, "rdmawatch-deadletter-metrics")
 			if err != nil {
 				return err
@@ -418,6 +435,7 @@ minute or so. No role exports these gauges.`,
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&textfile, "textfile", "", "write to this file (ending in .prom) atomically instead of printing")
+	cmd.Flags().StringVar(&o.textfile, "textfile", "", "write to this file (ending in .prom) atomically instead of printing")
+	g.validates(cmd, &o)
 	return cmd
 }

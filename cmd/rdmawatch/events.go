@@ -104,7 +104,14 @@ has printed what the stream holds. Ctrl-C ends it cleanly.`,
 	f.BoolVar(&o.json, "json", false, "one JSON object per line, as replay --events-out writes")
 	f.BoolVar(&o.follow, "follow", true, "keep waiting for new events; false: stop at the end of the stream")
 	o.filter.register(cmd)
+	g.validates(cmd, &o)
 	return cmd
+}
+
+// validate checks --since.
+func (o *tailOptions) validate() error {
+	_, err := o.consumerConfig(time.Now())
+	return err
 }
 
 func (o tailOptions) consumerConfig(now time.Time) (jetstream.OrderedConsumerConfig, error) {

@@ -30,8 +30,7 @@ import (
 // stopProfile ends a --profile-cpu profile; a no-op without one.
 var stopProfile = func() {}
 
-// global holds the settings every subcommand shares. Each address and
-// credential has a flag and an environment variable.
+// global holds the settings every subcommand shares.
 type global struct {
 	natsURL     string
 	natsCreds   string
@@ -53,18 +52,13 @@ type global struct {
 	wait, connectWait time.Duration
 	// warnedSkipVerify: the skip_verify warning is written once.
 	warnedSkipVerify bool
+	// validators are the options checks of the commands (validates).
+	validators map[*cobra.Command]validator
 }
 
 // roles wait for their services as long as it takes: a role started before
 // NATS is up must not exit only to be restarted into the same wait.
 var roles = map[string]bool{"collector": true, "processor": true, "sink": true, "alert": true}
-
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -141,29 +135,33 @@ func newRootOf(g *global) *cobra.Command {
 		newConfigCmd(g),
 	)
 	root.AddCommand(labCommands(g)...)
-	redactDefaults(root)
+	describeEnv(root)
 	return root
 }
 
 // setUp runs before every command: the configuration file and the
-// environment under the flags, the logger, the wait for services, the CPU
-// profile.
+// environment under the flags, the checks of the result, the logger, the
+// wait for services, the CPU profile. No command sets a PreRun of its own
+// (cobra would run that one instead of this), which TestEveryCommandSetsUp
+// holds.
 func (g *global) setUp(cmd *cobra.Command) error {
+	g.resolveConfigPath(cmd.Root())
 	if err := applyConfig(cmd.Root(), cmd, g.configPath); err != nil {
 		return err
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+	if err := g.validate(); err != nil {
+		return err
 	}
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(g.logLevel)) // validate checked it
 	log, err := newLogger(os.Stderr, g.logFormat, lvl)
 	if err != nil {
 		return err
 	}
 	g.log = log
 	slog.SetDefault(g.log)
-	if g.wait <= 0 {
-		return fmt.Errorf("--wait %s: want a positive duration such as 30s", g.wait)
+	if err := g.validateCommand(cmd); err != nil {
+		return err
 	}
 	if !roles[cmd.Name()] || cmd.Parent() != cmd.Root() {
 		g.connectWait = g.wait
@@ -182,24 +180,51 @@ func (g *global) setUp(cmd *cobra.Command) error {
 	return nil
 }
 
-// register defines the flags every command shares.
+// resolveConfigPath is --config, else RDMAWATCH_CONFIG: the one flag
+// applyConfig leaves alone, since it names the file applyConfig reads.
+func (g *global) resolveConfigPath(root *cobra.Command) {
+	if root.PersistentFlags().Changed("config") {
+		return
+	}
+	if v := os.Getenv(envName("config")); v != "" {
+		g.configPath = v
+	}
+}
+
+// register defines the flags every command shares. None takes its default
+// from the environment: the environment reaches every flag through
+// applyConfig, as the file does, and --help shows the built-in defaults.
 func (g *global) register(pf *pflag.FlagSet) {
-	pf.StringVar(&g.natsURL, "nats", envOr("RDMAWATCH_NATS", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env RDMAWATCH_NATS)")
-	pf.StringVar(&g.natsCreds, "nats-creds", envOr("RDMAWATCH_NATS_CREDS", ""), "NATS credentials file (env RDMAWATCH_NATS_CREDS)")
-	pf.StringVar(&g.natsNKey, "nats-nkey", envOr("RDMAWATCH_NATS_NKEY", ""), "NATS nkey seed file of the user (env RDMAWATCH_NATS_NKEY)")
-	pf.StringVar(&g.natsTLSCA, "nats-tls-ca", envOr("RDMAWATCH_NATS_TLS_CA", ""), "CA certificate(s) (PEM) that sign the NATS server's certificate (env RDMAWATCH_NATS_TLS_CA)")
-	pf.StringVar(&g.natsTLSCert, "nats-tls-cert", envOr("RDMAWATCH_NATS_TLS_CERT", ""), "client certificate (PEM) for a NATS server that verifies clients (env RDMAWATCH_NATS_TLS_CERT)")
-	pf.StringVar(&g.natsTLSKey, "nats-tls-key", envOr("RDMAWATCH_NATS_TLS_KEY", ""), "key (PEM) of --nats-tls-cert (env RDMAWATCH_NATS_TLS_KEY)")
-	pf.StringVar(&g.clickhouse, "clickhouse", envOr("RDMAWATCH_CLICKHOUSE", ""), "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default, ?secure=true for TLS (env RDMAWATCH_CLICKHOUSE)")
-	pf.StringVar(&g.chTLSCA, "clickhouse-tls-ca", envOr("RDMAWATCH_CLICKHOUSE_TLS_CA", ""), "CA certificate(s) (PEM) that sign ClickHouse's certificate, with ?secure=true in the DSN (env RDMAWATCH_CLICKHOUSE_TLS_CA)")
+	pf.StringVar(&g.natsURL, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	pf.StringVar(&g.natsCreds, "nats-creds", "", "NATS credentials file")
+	pf.StringVar(&g.natsNKey, "nats-nkey", "", "NATS nkey seed file of the user")
+	pf.StringVar(&g.natsTLSCA, "nats-tls-ca", "", "CA certificate(s) (PEM) that sign the NATS server's certificate")
+	pf.StringVar(&g.natsTLSCert, "nats-tls-cert", "", "client certificate (PEM) for a NATS server that verifies clients")
+	pf.StringVar(&g.natsTLSKey, "nats-tls-key", "", "key (PEM) of --nats-tls-cert")
+	pf.StringVar(&g.clickhouse, "clickhouse", "", "ClickHouse DSN, e.g. clickhouse://user:pass@127.0.0.1:9000/default, ?secure=true for TLS")
+	pf.StringVar(&g.chTLSCA, "clickhouse-tls-ca", "", "CA certificate(s) (PEM) that sign ClickHouse's certificate, with ?secure=true in the DSN")
 	pf.StringVar(&g.cpuProfile, "profile-cpu", "", "write a CPU profile of the whole command to this file (go tool pprof)")
-	pf.StringVar(&g.configPath, "config", envOr("RDMAWATCH_CONFIG", ""), "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it (env RDMAWATCH_CONFIG)")
-	pf.StringVar(&g.listen, "listen", envOr("RDMAWATCH_LISTEN", ""), "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 or the host's own address; an empty host (:9464) is every interface (env RDMAWATCH_LISTEN; default off)")
-	pf.StringVar(&g.webConfig, "web-config-file", envOr("RDMAWATCH_WEB_CONFIG_FILE", ""), "TLS and basic auth of --listen: a Prometheus exporter-toolkit web configuration file, as node_exporter reads (env RDMAWATCH_WEB_CONFIG_FILE)")
+	pf.StringVar(&g.configPath, "config", "", "YAML file of settings: global flags at the top, a section per command; flags and RDMAWATCH_<FLAG> variables win over it")
+	pf.StringVar(&g.listen, "listen", "", "roles (collector, processor, sink, alert): serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9464 or the host's own address; an empty host (:9464) is every interface; default off")
+	pf.StringVar(&g.webConfig, "web-config-file", "", "TLS and basic auth of --listen: a Prometheus exporter-toolkit web configuration file, as node_exporter reads")
 	pf.DurationVar(&g.wait, "wait", 30*time.Second, "one-shot commands (streams, events, migrate, ...): give up on an unreachable NATS after this long; the roles wait as long as it takes")
 	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json (one object per line)")
-	pf.StringVar(&g.logLevel, "log-level", envOr("RDMAWATCH_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env RDMAWATCH_LOG_LEVEL)")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
 
+// validate checks the global settings after layering.
+func (g *global) validate() error {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	if g.logFormat != "text" && g.logFormat != "json" {
+		return fmt.Errorf("--log-format %q: want text or json", g.logFormat)
+	}
+	if g.wait <= 0 {
+		return fmt.Errorf("--wait %s: want a positive duration such as 30s", g.wait)
+	}
+	return nil
 }
 
 func hostname() string {

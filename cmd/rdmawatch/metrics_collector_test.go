@@ -1,4 +1,4 @@
-package telemetry
+package main
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/rdmawatch/rdmawatch/collector"
+	"github.com/rdmawatch/rdmawatch/internal/telemetry"
+	"github.com/rdmawatch/rdmawatch/internal/telemetry/telemetrytest"
 )
 
 // TestCollectorMetrics: a host without RDMA devices is a gauge at 0, not a
@@ -48,18 +50,18 @@ func TestCollectorMetrics(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := New("collector", "dev", nil)
-			hook := s.RegisterCollector("sysfs")
+			s := telemetry.New("collector", "dev", nil)
+			hook := registerCollectorMetrics(s.Registry(), "sysfs")
 			for _, sc := range tc.scrapes {
 				hook(sc)
 			}
-			_, body := get(t, s.Handler(), "/metrics")
+			_, body := telemetrytest.Get(t, s.Handler(), "/metrics")
 			for _, w := range tc.want {
 				if !strings.Contains(body, w+"\n") {
 					t.Errorf("missing %s in\n%s", w, grepMetrics(body, "rdmawatch_collector_"))
 				}
 			}
-			CheckWithPromtool(t, s.Handler())
+			telemetrytest.CheckWithPromtool(t, s.Handler())
 		})
 	}
 }

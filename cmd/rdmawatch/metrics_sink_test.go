@@ -1,8 +1,9 @@
-package telemetry
+package main
 
 import (
 	"testing"
 
+	"github.com/rdmawatch/rdmawatch/internal/telemetry"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
 
@@ -11,8 +12,8 @@ import (
 // gathers without a duplicate (a duplicate made every /metrics scrape of
 // the sink fail with 500).
 func TestSinkMetricsOneSeriesPerStream(t *testing.T) {
-	s := New("sink", "test", nil)
-	s.RegisterSink(func() sink.Stats {
+	s := telemetry.New("sink", "test", nil)
+	registerSinkMetrics(s.Registry(), func() sink.Stats {
 		return sink.Stats{
 			"port_samples": {Rows: 10},
 			"inventory":    {Rows: 2, Pending: 1, DeadLettered: 1},

@@ -46,6 +46,7 @@ data the database holds.`,
 		},
 	}
 	rf.register(cmd)
+	g.validates(cmd, &rf)
 	cmd.Flags().StringVar(&out, "out", "postmortem", "directory for report.md and the SVG plots")
 	return cmd
 }

@@ -24,11 +24,35 @@ type processorFlags struct {
 	group, member       string
 	memberTTL           time.Duration
 	maxPortsPerNode     int
+	// changed reports whether a flag was given (command line, environment
+	// or file): --group refuses --instance and --instances.
+	changed func(string) bool
+}
+
+// validate checks the processor's settings before it reads the topology
+// or connects.
+func (o *processorFlags) validate() error {
+	switch {
+	case o.maxPortsPerNode < 1:
+		return fmt.Errorf("--max-ports-per-node %d: want 1 or more", o.maxPortsPerNode)
+	case o.instances < 1 || o.instance < 0 || o.instance >= o.instances:
+		return fmt.Errorf("--instance %d of --instances %d: want 0 <= instance < instances", o.instance, o.instances)
+	case o.group != "" && (o.changed("instance") || o.changed("instances")):
+		return errors.New("--group shares the partitions among its live members: drop --instance and --instances")
+	case o.memberTTL <= 0:
+		return fmt.Errorf("--member-ttl %s: want a positive duration such as %s", o.memberTTL, engine.DefaultMemberTTL)
+	case o.lateness < 0:
+		return fmt.Errorf("--allowed-lateness %s: want 0 (adapt) or more", o.lateness)
+	case o.warmup < 0:
+		return fmt.Errorf("--warmup %s: want 0 or more", o.warmup)
+	}
+	return nil
 }
 
 func (o *processorFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.topologyPath, "topology", envOr("RDMAWATCH_TOPOLOGY", ""), "fabric topology file, format v1 (env RDMAWATCH_TOPOLOGY)")
+	o.changed = f.Changed
+	f.StringVar(&o.topologyPath, "topology", "", "fabric topology file, format v1")
 	f.IntVar(&o.instance, "instance", 0, "this instance's index, from 0")
 	f.IntVar(&o.instances, "instances", 1, "number of processor instances sharing the partitions")
 	f.StringVar(&o.group, "group", "", "share the partitions with the live members of this processor group instead of --instance/--instances: a join or a leave moves only the partitions balance needs; a member that dies is taken over about --member-ttl after its last heartbeat, then its windows are rebuilt (warm-up)")
@@ -58,6 +82,7 @@ duplicate window.`,
 		},
 	}
 	o.register(cmd)
+	g.validates(cmd, &o)
 	return cmd
 }
 
@@ -68,16 +93,8 @@ type processorRole interface {
 	Stats() engine.Stats
 }
 
+// runProcessor runs the role on settings validate checked.
 func runProcessor(cmd *cobra.Command, g *global, o processorFlags) error {
-	if o.maxPortsPerNode < 1 {
-		return fmt.Errorf("--max-ports-per-node %d: want 1 or more", o.maxPortsPerNode)
-	}
-	if o.instances < 1 || o.instance < 0 || o.instance >= o.instances {
-		return fmt.Errorf("--instance %d of --instances %d: want 0 <= instance < instances", o.instance, o.instances)
-	}
-	if o.group != "" && (cmd.Flags().Changed("instance") || cmd.Flags().Changed("instances")) {
-		return errors.New("--group shares the partitions among its live members: drop --instance and --instances")
-	}
 	topo, err := loadTopology(o.topologyPath)
 	if err != nil {
 		return err
@@ -111,7 +128,7 @@ func runProcessor(cmd *cobra.Command, g *global, o processorFlags) error {
 		return err
 	}
 	tel.WatchNATS(nc)
-	tel.RegisterProcessor(p.Stats, partitions)
+	registerProcessorMetrics(tel.Registry(), p.Stats, partitions)
 	tel.AddCheck("partitions", func(context.Context) error {
 		if p.Stats().PartitionsOwned == 0 {
 			return errors.New("owns no partition yet")

@@ -66,6 +66,12 @@ func (r *rangeFlags) register(cmd *cobra.Command) {
 	f.IntVar(&r.port, "port", 0, "only this port (with --node and --device)")
 }
 
+// validate checks --from and --to.
+func (r *rangeFlags) validate() error {
+	_, err := r.params(time.Now().UTC())
+	return err
+}
+
 func (r *rangeFlags) params(now time.Time) (report.Params, error) {
 	from, err := parseTimeFlag("from", r.from, now)
 	if err != nil {
@@ -124,6 +130,20 @@ func (o *queryFlags) register(cmd *cobra.Command) {
 	o.ef.register(cmd, "events: ", "only incidents whose latest state is one of these (open, update, resolved)")
 }
 
+// validate checks the range and the output format; the filters a query
+// takes are checked against it once NAME is known (refuseUnused).
+func (o *queryFlags) validate() error {
+	switch o.format {
+	case report.FormatTable, report.FormatJSON, report.FormatCSV:
+	default:
+		return fmt.Errorf("--format %q: want %s, %s or %s", o.format, report.FormatTable, report.FormatJSON, report.FormatCSV)
+	}
+	if o.rf.limit < 0 {
+		return fmt.Errorf("--limit %d: want 0 or more", o.rf.limit)
+	}
+	return o.rf.validate()
+}
+
 func newQueryCmd(g *global) *cobra.Command {
 	var o queryFlags
 	cmd := &cobra.Command{
@@ -143,6 +163,7 @@ its subject as --node/--device/--port, for port_timeline.`,
 		},
 	}
 	o.register(cmd)
+	g.validates(cmd, &o)
 	return cmd
 }
 

@@ -17,11 +17,26 @@ import (
 	"github.com/rdmawatch/rdmawatch/schemas/trace"
 )
 
+// replayFlags are the settings of replay.
+type replayFlags struct {
+	tracePath, topologyPath, eventsOut string
+	processors, partitions             int
+}
+
+// validate checks the counts; --trace and --events-out are required at
+// the start (they are the invocation's, not settings).
+func (o *replayFlags) validate() error {
+	if o.processors < 1 {
+		return fmt.Errorf("--processors %d: want 1 or more", o.processors)
+	}
+	if o.partitions < 1 {
+		return fmt.Errorf("--partitions %d: want 1 or more", o.partitions)
+	}
+	return nil
+}
+
 func newReplayCmd(g *global) *cobra.Command {
-	var (
-		tracePath, topologyPath, eventsOut string
-		processors, partitions             int
-	)
+	var o replayFlags
 	cmd := &cobra.Command{
 		Use:   "replay --trace FILE --topology FILE --events-out FILE [--clickhouse DSN]",
 		Short: "Run the real pipeline in one process over a recorded trace, in data time",
@@ -31,22 +46,22 @@ and, with --clickhouse, the sink. Time is the data's time: the same input gives
 the same events. A malformed line stops it with a non-zero exit naming the line.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if tracePath == "" {
+			if o.tracePath == "" {
 				return fmt.Errorf("--trace is required")
 			}
-			if eventsOut == "" {
+			if o.eventsOut == "" {
 				return fmt.Errorf("--events-out is required")
 			}
-			topo, err := loadTopology(topologyPath)
+			topo, err := loadTopology(o.topologyPath)
 			if err != nil {
 				return err
 			}
-			tr, err := trace.Open(tracePath)
+			tr, err := trace.Open(o.tracePath)
 			if err != nil {
 				return err
 			}
 			defer tr.Close()
-			out, commit, err := createAtomic(eventsOut)
+			out, commit, err := createAtomic(o.eventsOut)
 			if err != nil {
 				return err
 			}
@@ -55,8 +70,8 @@ the same events. A malformed line stops it with a non-zero exit naming the line.
 				Topology:   topo,
 				EventsOut:  out,
 				ClickHouse: g.clickhouse,
-				Processors: processors,
-				Partitions: partitions,
+				Processors: o.processors,
+				Partitions: o.partitions,
 				Log:        g.log,
 			})
 			// Events decided before a malformed line are kept either way.
@@ -70,11 +85,12 @@ the same events. A malformed line stops it with a non-zero exit naming the line.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tracePath, "trace", "", "trace file, format v1 (JSON Lines, .gz read as gzip)")
-	f.StringVar(&topologyPath, "topology", "", "fabric topology, format v1 (JSON)")
-	f.StringVar(&eventsOut, "events-out", "", "where to write the events, one JSON object per line")
-	f.IntVar(&processors, "processors", 1, "processor instances sharing the partitions")
-	f.IntVar(&partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream")
+	f.StringVar(&o.tracePath, "trace", "", "trace file, format v1 (JSON Lines, .gz read as gzip)")
+	f.StringVar(&o.topologyPath, "topology", "", "fabric topology, format v1 (JSON)")
+	f.StringVar(&o.eventsOut, "events-out", "", "where to write the events, one JSON object per line")
+	f.IntVar(&o.processors, "processors", 1, "processor instances sharing the partitions")
+	f.IntVar(&o.partitions, "partitions", schemas.DefaultPartitions, "partitions of the counters stream")
+	g.validates(cmd, &o)
 	return cmd
 }
 

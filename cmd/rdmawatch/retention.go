@@ -10,12 +10,29 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
 
+// retentionFlags are the settings of retention.
+type retentionFlags struct {
+	r      chdb.Retention
+	dryRun bool
+	now    string
+}
+
+// validate checks the limits and --now.
+func (o *retentionFlags) validate() error {
+	for _, c := range []struct {
+		flag string
+		v    time.Duration
+	}{{"raw", o.r.Raw}, {"minute", o.r.Minute}, {"hour", o.r.Hour}, {"day", o.r.Day}} {
+		if c.v < 0 {
+			return fmt.Errorf("--%s %s: want 0 (forever) or more", c.flag, c.v)
+		}
+	}
+	_, err := parseTimeFlag("now", o.now, time.Now())
+	return err
+}
+
 func newRetentionCmd(g *global) *cobra.Command {
-	var (
-		r      = chdb.DefaultRetention
-		dryRun bool
-		now    string
-	)
+	o := retentionFlags{r: chdb.DefaultRetention}
 	cmd := &cobra.Command{
 		Use:   "retention [--raw 336h] [--minute 2160h] [--hour 17520h] [--day 43800h] [--dry-run]",
 		Short: "Drop the ClickHouse partitions older than each table's retention",
@@ -35,8 +52,8 @@ replicas, also to one that is down now).`,
 				return err
 			}
 			at := time.Now().UTC()
-			if now != "" {
-				t, err := parseTimeFlag("now", now, at)
+			if o.now != "" {
+				t, err := parseTimeFlag("now", o.now, at)
 				if err != nil {
 					return err
 				}
@@ -47,7 +64,7 @@ replicas, also to one that is down now).`,
 				return err
 			}
 			defer conn.Close()
-			parts, err := chdb.ApplyRetention(cmd.Context(), conn, r, at, dryRun)
+			parts, err := chdb.ApplyRetention(cmd.Context(), conn, o.r, at, o.dryRun)
 			out := cmd.OutOrStdout()
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "table\tpartition\trows\tbytes\taction")
@@ -60,7 +77,7 @@ replicas, also to one that is down now).`,
 				if p.Dropped {
 					dropped++
 					action = "dropped"
-					if dryRun {
+					if o.dryRun {
 						action = "would drop"
 					}
 				}
@@ -71,7 +88,7 @@ replicas, also to one that is down now).`,
 				return err
 			}
 			verb := "dropped"
-			if dryRun {
+			if o.dryRun {
 				verb = "would drop"
 			}
 			fmt.Fprintf(out, "%s %d of %d partitions\n", verb, dropped, len(parts))
@@ -79,11 +96,12 @@ replicas, also to one that is down now).`,
 		},
 	}
 	f := cmd.Flags()
-	f.DurationVar(&r.Raw, "raw", r.Raw, "keep port_samples this long (0: forever)")
-	f.DurationVar(&r.Minute, "minute", r.Minute, "keep rollup_minute this long (0: forever)")
-	f.DurationVar(&r.Hour, "hour", r.Hour, "keep rollup_hour this long (0: forever)")
-	f.DurationVar(&r.Day, "day", r.Day, "keep rollup_day this long (0: forever)")
-	f.BoolVar(&dryRun, "dry-run", false, "only print what would be dropped")
-	f.StringVar(&now, "now", "", "the time to count from instead of the clock (RFC 3339), e.g. for a test")
+	f.DurationVar(&o.r.Raw, "raw", o.r.Raw, "keep port_samples this long (0: forever)")
+	f.DurationVar(&o.r.Minute, "minute", o.r.Minute, "keep rollup_minute this long (0: forever)")
+	f.DurationVar(&o.r.Hour, "hour", o.r.Hour, "keep rollup_hour this long (0: forever)")
+	f.DurationVar(&o.r.Day, "day", o.r.Day, "keep rollup_day this long (0: forever)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "only print what would be dropped")
+	f.StringVar(&o.now, "now", "", "the time to count from instead of the clock (RFC 3339), e.g. for a test")
+	g.validates(cmd, &o)
 	return cmd
 }

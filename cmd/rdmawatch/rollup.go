@@ -9,8 +9,22 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 )
 
+// rollupFlags are the range of rollup.
+type rollupFlags struct{ from, to string }
+
+// validate checks that --from and --to read as times; --from is required
+// at the start (a range to roll is the invocation's, not a setting).
+func (o *rollupFlags) validate() error {
+	now := time.Now().UTC()
+	if _, err := parseTimeFlag("from", o.from, now); err != nil {
+		return err
+	}
+	_, err := parseTimeFlag("to", o.to, now)
+	return err
+}
+
 func newRollupCmd(g *global) *cobra.Command {
-	var from, to string
+	var o rollupFlags
 	cmd := &cobra.Command{
 		Use:   "rollup --from T [--to T]",
 		Short: "Roll port_samples into the minute, hour and day rollups over a time range, by hand",
@@ -29,14 +43,14 @@ zone) for the day rollup.`,
 				return err
 			}
 			now := time.Now().UTC()
-			start, err := parseTimeFlag("from", from, now)
+			start, err := parseTimeFlag("from", o.from, now)
 			if err != nil {
 				return err
 			}
 			if start.IsZero() {
 				return fmt.Errorf("--from is required: the start of the range to roll (RFC 3339, a date, or a duration back from now)")
 			}
-			end, err := parseTimeFlag("to", to, now)
+			end, err := parseTimeFlag("to", o.to, now)
 			if err != nil {
 				return err
 			}
@@ -73,7 +87,8 @@ zone) for the day rollup.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&from, "from", "", "start of the range (RFC 3339, a date, or a duration back from now: 6h, 7d)")
-	cmd.Flags().StringVar(&to, "to", "", "end of the range (default now)")
+	cmd.Flags().StringVar(&o.from, "from", "", "start of the range (RFC 3339, a date, or a duration back from now: 6h, 7d)")
+	cmd.Flags().StringVar(&o.to, "to", "", "end of the range (default now)")
+	g.validates(cmd, &o)
 	return cmd
 }

@@ -26,12 +26,28 @@ import (
 	"github.com/rdmawatch/rdmawatch/sim"
 )
 
+// runFlags are the settings of run.
+type runFlags struct {
+	tracePath, topologyPath, eventsOut string
+	sf                                 simFlags
+	noProgress                         bool
+	// changed reports whether a flag was given: the simulated fleet's own
+	// speed and seed hold otherwise.
+	changed func(string) bool
+}
+
+// validate checks the live fleet's settings (without --trace), building it
+// once, which reads nothing.
+func (o *runFlags) validate() error {
+	if o.tracePath != "" {
+		return nil
+	}
+	_, err := o.sf.build(o.changed)
+	return err
+}
+
 func newRunCmd(g *global) *cobra.Command {
-	var (
-		tracePath, topologyPath, eventsOut string
-		sf                                 simFlags
-		noProgress                         bool
-	)
+	var o runFlags
 	cmd := &cobra.Command{
 		Use:   "run [--trace FILE]",
 		Short: "The main job on the embedded default: embedded NATS, the local ClickHouse, a live simulated fleet",
@@ -51,14 +67,14 @@ added with --inject, or on demand while it runs with a NATS request to
 With --trace it replays a recorded trace as fast as the machine allows.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			topo, err := loadTopology(topologyPath)
+			topo, err := loadTopology(o.topologyPath)
 			if err != nil {
 				return err
 			}
 			stdout := cmd.OutOrStdout()
 			var evOut io.Writer
-			if eventsOut != "" {
-				f, err := os.Create(eventsOut)
+			if o.eventsOut != "" {
+				f, err := os.Create(o.eventsOut)
 				if err != nil {
 					return err
 				}
@@ -68,22 +84,24 @@ With --trace it replays a recorded trace as fast as the machine allows.`,
 			if g.clickhouse == "" {
 				fmt.Fprintln(stdout, "no ClickHouse DSN (--clickhouse or RDMAWATCH_CLICKHOUSE): events only, nothing stored")
 			}
-			if tracePath != "" {
-				return runTrace(cmd, g, tracePath, topo, evOut)
+			if o.tracePath != "" {
+				return runTrace(cmd, g, o.tracePath, topo, evOut)
 			}
-			fleet, err := sf.build(cmd.Flags().Changed)
+			fleet, err := o.sf.build(o.changed)
 			if err != nil {
 				return err
 			}
-			return runLive(cmd.Context(), g, fleet, topo, evOut, stdout, cmd.ErrOrStderr(), !noProgress)
+			return runLive(cmd.Context(), g, fleet, topo, evOut, stdout, cmd.ErrOrStderr(), !o.noProgress)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tracePath, "trace", "", "replay this trace (format v1) instead of running the live simulated fleet")
-	f.StringVar(&topologyPath, "topology", "", "fabric topology, format v1 (default with the live fleet: its own)")
-	f.StringVar(&eventsOut, "events-out", "", "also write the events here, one JSON object per line")
-	f.BoolVar(&noProgress, "no-progress", false, "do not print the progress line")
-	sf.register(cmd)
+	o.changed = f.Changed
+	f.StringVar(&o.tracePath, "trace", "", "replay this trace (format v1) instead of running the live simulated fleet")
+	f.StringVar(&o.topologyPath, "topology", "", "fabric topology, format v1 (default with the live fleet: its own)")
+	f.StringVar(&o.eventsOut, "events-out", "", "also write the events here, one JSON object per line")
+	f.BoolVar(&o.noProgress, "no-progress", false, "do not print the progress line")
+	o.sf.register(cmd)
+	g.validates(cmd, &o)
 	return cmd
 }
 

@@ -37,8 +37,18 @@ type clusterFlags struct {
 }
 
 func (c *clusterFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.name, "cluster", envOr("RDMAWATCH_CLICKHOUSE_CLUSTER", ""), "ClickHouse cluster (remote_servers) for cluster mode: DDL ON CLUSTER, Replicated *_local tables under Distributed ones (env RDMAWATCH_CLICKHOUSE_CLUSTER)")
+	cmd.Flags().StringVar(&c.name, "cluster", "", "ClickHouse cluster (remote_servers) for cluster mode: DDL ON CLUSTER, Replicated *_local tables under Distributed ones")
+	// The variable's first name, kept for the deployments that set it.
+	envAlias(cmd.Flags(), "cluster", "RDMAWATCH_CLICKHOUSE_CLUSTER")
 	cmd.Flags().StringVar(&c.zkPath, "cluster-zookeeper-path", chdb.DefaultZooKeeperPath, "cluster mode: ZooKeeper path of the replicated tables, the table name appended")
+}
+
+// validate checks the cluster settings: cluster mode needs a ZooKeeper path.
+func (c *clusterFlags) validate() error {
+	if c.name != "" && c.zkPath == "" {
+		return fmt.Errorf("--cluster-zookeeper-path %q: cluster mode (--cluster %s) needs a path, e.g. %s", c.zkPath, c.name, chdb.DefaultZooKeeperPath)
+	}
+	return nil
 }
 
 // ensureAndMigrate creates the DSN's database (on every node in cluster
@@ -104,97 +114,144 @@ func openSinkCluster(ctx context.Context, js jetstream.JetStream, dsn string, cl
 	return s, func() { conn.Close() }, nil
 }
 
+// sinkFlags are the sink command's settings.
+type sinkFlags struct {
+	batchRows  int
+	blockRows  int
+	maxPending int
+	flush      time.Duration
+	rollup     sink.Config // RollupEvery, RollupDelay, RollupLookback
+	cluster    clusterFlags
+	maxBehind  time.Duration
+}
+
+func (o *sinkFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.IntVar(&o.batchRows, "batch-rows", sink.DefaultBatchRows, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
+	f.IntVar(&o.blockRows, "block-rows", 0, "rows per INSERT block at most: a flush larger than this goes in several (0: twice --batch-rows, so a flush goes in one)")
+	f.IntVar(&o.maxPending, "max-ack-pending", sink.DefaultMaxAckPending, "messages each consumer holds unacknowledged at most; a flush takes at most half, the other half is pulled meanwhile (the rows held are bounded by two flushes of batch-rows, whatever the message size)")
+	f.DurationVar(&o.flush, "flush-interval", sink.DefaultFlushInterval, "longest time rows wait before an INSERT")
+	f.DurationVar(&o.rollup.RollupEvery, "rollup-every", sink.DefaultRollupEvery, "how often the sink rolls the minutes, hours and days it stored samples of into rollup_minute, rollup_hour and rollup_day (negative: this sink does not roll; `rdmawatch rollup` rolls by hand)")
+	f.DurationVar(&o.rollup.RollupDelay, "rollup-delay", sink.DefaultRollupDelay, "how far data time (the newest sample stored) must be past a minute's end before it is rolled; rows that come later roll it again")
+	f.DurationVar(&o.rollup.RollupLookback, "rollup-lookback", sink.DefaultRollupLookback, "at a start, roll again the minutes from the newest rolled one minus this (the sink before may have died with them pending)")
+	f.DurationVar(&o.maxBehind, "max-behind", schemas.DefaultMaxBehind, "dead-letter a counters message with a sample dated more than this before JetStream stored it (port_samples has a partition per day; 0: no bound, e.g. for a simulated scenario dated in the past)")
+	o.cluster.register(cmd)
+}
+
+// config is the sink.Config of the flags, without the DSN and the hooks.
+func (o *sinkFlags) config() sink.Config {
+	return sink.Config{BatchRows: o.batchRows, BlockRows: o.blockRows, MaxAckPending: o.maxPending, FlushInterval: o.flush,
+		RollupEvery: o.rollup.RollupEvery, RollupDelay: o.rollup.RollupDelay, RollupLookback: o.rollup.RollupLookback,
+		MaxBehind: o.maxBehind}
+}
+
+// validate checks the sink's settings by flag, then as sink.New will (the
+// rules between them: the rollup lookback against the delay).
+func (o *sinkFlags) validate() error {
+	for _, c := range []struct {
+		flag string
+		v    int
+	}{{"batch-rows", o.batchRows}, {"block-rows", o.blockRows}, {"max-ack-pending", o.maxPending}} {
+		if c.v < 0 {
+			return fmt.Errorf("--%s %d: want 0 (the default) or more", c.flag, c.v)
+		}
+	}
+	for _, c := range []struct {
+		flag string
+		v    time.Duration
+	}{{"flush-interval", o.flush}, {"rollup-delay", o.rollup.RollupDelay}, {"rollup-lookback", o.rollup.RollupLookback}, {"max-behind", o.maxBehind}} {
+		if c.v < 0 {
+			return fmt.Errorf("--%s %s: want 0 or more", c.flag, c.v)
+		}
+	}
+	if err := o.config().Validate(); err != nil {
+		return fmt.Errorf("sink settings (--rollup-*, --batch-rows, ...): %w", err)
+	}
+	return o.cluster.validate()
+}
+
 func newSinkCmd(g *global) *cobra.Command {
-	var (
-		batchRows  int
-		blockRows  int
-		maxPending int
-		flush      time.Duration
-		rollup     sink.Config
-		cluster    clusterFlags
-		maxBehind  time.Duration
-	)
+	var o sinkFlags
 	cmd := &cobra.Command{
 		Use:   "sink",
 		Short: "Write counter samples, events and inventory from JetStream to ClickHouse",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.requireClickHouse(); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			tel, err := serveTelemetry(cmd, g, "sink")
-			if err != nil {
-				return err
-			}
-			nc, js, err := connectJS(cmd, g, "rdmawatch-sink", schemas.StreamCounters, schemas.StreamEvents, schemas.StreamInventory, schemas.StreamDeadLetter)
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			tel.WatchNATS(nc)
-			// Not ready from the start until the sink writes: the check
-			// answers why while the connection is being made, then the
-			// sink's own Ready.
-			ready := &sinkReadiness{}
-			ready.waiting(errors.New("not connected yet"))
-			tel.AddCheck("clickhouse", func(context.Context) error { return ready.err() })
-			// No migrations here: the sink needs only SELECT and INSERT;
-			// an admin runs `rdmawatch migrate`. A ClickHouse that is not up
-			// yet is waited for, and so is a database not created yet (as
-			// the sink waits for the tables); one that answers with another
-			// error (password, permissions) is not.
-			conn, err := retry.Do(ctx, g.log, "clickhouse", retry.Policy{}, func(ctx context.Context) (driver.Conn, error) {
-				conn, err := chdb.Open(ctx, g.clickhouse, g.chOptions()...)
-				var exc *ch.Exception
-				switch {
-				case errors.As(err, &exc) && exc.Code == codeUnknownDatabase:
-					err = fmt.Errorf("%w (waiting for it: an admin runs `rdmawatch migrate`)", err)
-				case errors.As(err, &exc) || errors.Is(err, chdb.ErrInvalidOption):
-					err = retry.Permanent(err)
-				}
-				if err != nil {
-					ready.waiting(fmt.Errorf("not connected yet: %w", err))
-				}
-				return conn, err
-			})
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			s, err := sink.New(js, conn, sink.Config{DSN: g.clickhouse, BatchRows: batchRows, BlockRows: blockRows, MaxAckPending: maxPending, FlushInterval: flush,
-				RollupEvery: rollup.RollupEvery, RollupDelay: rollup.RollupDelay, RollupLookback: rollup.RollupLookback, ObserveInsert: tel.SinkInsertObserver(),
-				MaxBehind: maxBehind}, g.log)
-			if err != nil {
-				return err
-			}
-			tel.RegisterSink(s.Stats)
-			tel.RegisterSinkRollups(s.RollupStats)
-			// The dead-letter stream's depth, read at every scrape: the
-			// sink serves it because it runs wherever storage runs (one
-			// exporter of it per deployment, not one per collector).
-			if dl, err := deadletter.Open(ctx, js); err != nil {
-				g.log.Warn("dead-letter depth not served", "err", err)
-			} else {
-				tel.Registry().MustRegister(deadletter.DepthCollector(dl))
-			}
-			ready.connected(s)
-			g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
-			err = s.Run(ctx)
-			g.log.Info("sink stopped", "reason", stopReason(cmd, err))
-			return err
+			return runSink(cmd, g, o)
 		},
 	}
-	cmd.Flags().IntVar(&batchRows, "batch-rows", sink.DefaultBatchRows, "rows per flush at most (fewer, larger INSERTs cost ClickHouse far less per row than many small ones)")
-	cmd.Flags().IntVar(&blockRows, "block-rows", 0, "rows per INSERT block at most: a flush larger than this goes in several (0: twice --batch-rows, so a flush goes in one)")
-	cmd.Flags().IntVar(&maxPending, "max-ack-pending", sink.DefaultMaxAckPending, "messages each consumer holds unacknowledged at most; a flush takes at most half, the other half is pulled meanwhile (the rows held are bounded by two flushes of batch-rows, whatever the message size)")
-	cmd.Flags().DurationVar(&flush, "flush-interval", sink.DefaultFlushInterval, "longest time rows wait before an INSERT")
-	cmd.Flags().DurationVar(&rollup.RollupEvery, "rollup-every", sink.DefaultRollupEvery, "how often the sink rolls the minutes, hours and days it stored samples of into rollup_minute, rollup_hour and rollup_day (negative: this sink does not roll; `rdmawatch rollup` rolls by hand)")
-	cmd.Flags().DurationVar(&rollup.RollupDelay, "rollup-delay", sink.DefaultRollupDelay, "how far data time (the newest sample stored) must be past a minute's end before it is rolled; rows that come later roll it again")
-	cmd.Flags().DurationVar(&rollup.RollupLookback, "rollup-lookback", sink.DefaultRollupLookback, "at a start, roll again the minutes from the newest rolled one minus this (the sink before may have died with them pending)")
-	cmd.Flags().DurationVar(&maxBehind, "max-behind", schemas.DefaultMaxBehind, "dead-letter a counters message with a sample dated more than this before JetStream stored it (port_samples has a partition per day; 0: no bound, e.g. for a simulated scenario dated in the past)")
-	cluster.register(cmd)
+	o.register(cmd)
+	g.validates(cmd, &o)
 	return cmd
+}
+
+// runSink runs the role on settings validateCommand checked (a ClickHouse
+// DSN among them).
+func runSink(cmd *cobra.Command, g *global, o sinkFlags) error {
+	ctx := cmd.Context()
+	tel, err := serveTelemetry(cmd, g, "sink")
+	if err != nil {
+		return err
+	}
+	nc, js, err := connectJS(cmd, g, "rdmawatch-sink", schemas.StreamCounters, schemas.StreamEvents, schemas.StreamInventory, schemas.StreamDeadLetter)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	tel.WatchNATS(nc)
+	// Not ready from the start until the sink writes: the check answers
+	// why while the connection is being made, then the sink's own Ready.
+	ready := &sinkReadiness{}
+	ready.waiting(errors.New("not connected yet"))
+	tel.AddCheck("clickhouse", func(context.Context) error { return ready.err() })
+	conn, err := openSinkClickHouse(ctx, g, ready)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	cfg := o.config()
+	cfg.DSN, cfg.ObserveInsert = g.clickhouse, sinkInsertObserver(tel.Registry())
+	s, err := sink.New(js, conn, cfg, g.log)
+	if err != nil {
+		return err
+	}
+	registerSinkMetrics(tel.Registry(), s.Stats)
+	registerSinkRollupMetrics(tel.Registry(), s.RollupStats)
+	// The dead-letter stream's depth, read at every scrape: the sink
+	// serves it because it runs wherever storage runs (one exporter of it
+	// per deployment, not one per collector).
+	if dl, err := deadletter.Open(ctx, js); err != nil {
+		g.log.Warn("dead-letter depth not served", "err", err)
+	} else {
+		tel.Registry().MustRegister(deadletter.DepthCollector(dl))
+	}
+	ready.connected(s)
+	g.log.Info("sink started", "nats", natsURLForLog(g), "clickhouse", redact.String(g.clickhouse))
+	err = s.Run(ctx)
+	g.log.Info("sink stopped", "reason", stopReason(cmd, err))
+	return err
+}
+
+// openSinkClickHouse connects the sink to ClickHouse. No migrations here:
+// the sink needs only SELECT and INSERT; an admin runs `rdmawatch migrate`.
+// A ClickHouse that is not up yet is waited for, and so is a database not
+// created yet (as the sink waits for the tables); one that answers with
+// another error (password, permissions) is not. ready says why meanwhile.
+func openSinkClickHouse(ctx context.Context, g *global, ready *sinkReadiness) (driver.Conn, error) {
+	return retry.Do(ctx, g.log, "clickhouse", retry.Policy{}, func(ctx context.Context) (driver.Conn, error) {
+		conn, err := chdb.Open(ctx, g.clickhouse, g.chOptions()...)
+		var exc *ch.Exception
+		switch {
+		case errors.As(err, &exc) && exc.Code == codeUnknownDatabase:
+			err = fmt.Errorf("%w (waiting for it: an admin runs `rdmawatch migrate`)", err)
+		case errors.As(err, &exc) || errors.Is(err, chdb.ErrInvalidOption):
+			err = retry.Permanent(err)
+		}
+		if err != nil {
+			ready.waiting(fmt.Errorf("not connected yet: %w", err))
+		}
+		return conn, err
+	})
 }
 
 // codeUnknownDatabase is ClickHouse's UNKNOWN_DATABASE: the sink's database
@@ -302,5 +359,6 @@ every shard. See internal/chdb/README.md.`,
 	}
 	cmd.Flags().StringVar(&topologyPath, "topology", "", "fabric topology, format v1 (JSON), to load for the per-leaf queries")
 	cluster.register(cmd)
+	g.validates(cmd, &cluster)
 	return cmd
 }

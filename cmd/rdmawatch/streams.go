@@ -42,6 +42,18 @@ func (s *streamsApplyFlags) register(cmd *cobra.Command) {
 	f.StringArrayVar(&s.duplicates, "duplicates", nil, "STREAM=DURATION: set a stream's duplicate window, how long a Nats-Msg-Id is remembered, e.g. RDMAWATCH_COUNTERS=10m (repeatable; at most the max age)")
 }
 
+// validate checks the counts and the per-stream limits.
+func (s *streamsApplyFlags) validate() error {
+	if s.partitions < 0 {
+		return fmt.Errorf("--partitions %d: want 0 (keep the current count) or more", s.partitions)
+	}
+	if s.replicas < 0 {
+		return fmt.Errorf("--replicas %d: want 0 (keep) or more", s.replicas)
+	}
+	_, err := s.options()
+	return err
+}
+
 // options checks the per-stream limits and turns the flags into
 // natsutil.ApplyOptions.
 func (s *streamsApplyFlags) options() (natsutil.ApplyOptions, error) {
@@ -126,6 +138,7 @@ processors afterwards so they read the new count.`,
 		},
 	}
 	s.register(cmd)
+	g.validates(cmd, &s)
 	return cmd
 }
 

@@ -1,14 +1,9 @@
 package telemetry
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +11,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/rdmawatch/rdmawatch/internal/natsembed"
+	"github.com/rdmawatch/rdmawatch/internal/telemetry/telemetrytest"
 	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	body, _ := io.ReadAll(rec.Body)
-	return rec.Code, string(body)
+	return telemetrytest.Get(t, h, path)
 }
 
 func TestHealthAndReadiness(t *testing.T) {
@@ -95,28 +88,5 @@ func TestWatchNATS(t *testing.T) {
 
 // TestMetricsPassPromtool runs Prometheus's own linter over the output.
 func TestMetricsPassPromtool(t *testing.T) {
-	CheckWithPromtool(t, New("processor", "dev", nil).Handler())
-}
-
-// CheckWithPromtool lints what h serves on /metrics with `promtool check
-// metrics`; it skips without promtool, unless RDMAWATCH_REQUIRE_PROMTOOL=1
-// (make test installs Debian's prometheus package, which ships it).
-func CheckWithPromtool(t *testing.T, h http.Handler) {
-	t.Helper()
-	path, err := exec.LookPath("promtool")
-	if err != nil {
-		msg := "promtool not installed (apt-get install prometheus; deploy/tools.sh does)"
-		if os.Getenv("RDMAWATCH_REQUIRE_PROMTOOL") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	_, body := get(t, h, "/metrics")
-	cmd := exec.Command(path, "check", "metrics")
-	cmd.Stdin = strings.NewReader(body)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out.String())
-	}
+	telemetrytest.CheckWithPromtool(t, New("processor", "dev", nil).Handler())
 }
