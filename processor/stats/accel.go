@@ -105,66 +105,95 @@ func AccelFit(t, k, b []float64, t0, tauMin, tauMax float64) AccelResult {
 	if n < 3 || kTot <= 0 || tauMin <= 0 || tauMax <= tauMin {
 		return res
 	}
-	h := make([]float64, n)
-	x := make([]float64, n)
+	f := accelFitter{h: make([]float64, n), x: make([]float64, n), k: k, b: b}
 	for i := range t {
-		h[i] = t[i] - t0
+		f.h[i] = t[i] - t0
 	}
-	fitAt := func(rate float64, c0, s0 float64) (c, s, ll float64) {
-		for i := range h {
-			x[i] = accelG(rate, h[i])
-		}
-		return poissonLogLinear(x, k, b, c0, s0)
-	}
-	c, s, ll := fitAt(0, math.NaN(), 0)
+	c, s, ll := f.at(0, math.NaN(), 0)
 	res.LinC, res.LinS, res.LinLogLik = c, s, ll
 	res.Profile = make([]AccelPoint, 0, accelGrid+1)
 	res.Profile = append(res.Profile, AccelPoint{0, c, s, ll})
 	res.C, res.S, res.R, res.LogLik = c, s, 0, ll
-	rates := make([]float64, accelGrid)
-	lls := make([]float64, accelGrid)
-	best := -1
+	rates, best := f.grid(&res, tauMin, tauMax)
+	if best >= 0 {
+		f.refine(&res, rates, best)
+	}
+	res.Dispersion = accelDispersion(&res, f.h, k, b)
+	res.OK = true
+	return res
+}
+
+// accelFitter holds the points of one AccelFit: h the times from T0, x
+// the scratch for g(h) at the rate being fitted.
+type accelFitter struct {
+	h, x, k, b []float64
+}
+
+// at is the best level and slope at one rate, from c0, s0, and their
+// log-likelihood.
+func (f *accelFitter) at(rate float64, c0, s0 float64) (c, s, ll float64) {
+	for i := range f.h {
+		f.x[i] = accelG(rate, f.h[i])
+	}
+	return poissonLogLinear(f.x, f.k, f.b, c0, s0)
+}
+
+// grid fits every rate of the geometric grid from 1/tauMax to 1/tauMin,
+// adding each to the profile and keeping the best in res; best is the
+// index of the best rate, -1 when the straight line stays best.
+func (f *accelFitter) grid(res *AccelResult, tauMin, tauMax float64) (rates []float64, best int) {
+	rates = make([]float64, accelGrid)
+	best = -1
 	for j := range rates {
 		tau := tauMax * math.Pow(tauMin/tauMax, float64(j)/float64(accelGrid-1))
 		rates[j] = 1 / tau
-		cj, sj, llj := fitAt(rates[j], res.LinC, res.LinS)
-		lls[j] = llj
+		cj, sj, llj := f.at(rates[j], res.LinC, res.LinS)
 		res.Profile = append(res.Profile, AccelPoint{rates[j], cj, sj, llj})
 		if llj > res.LogLik {
 			res.C, res.S, res.R, res.LogLik = cj, sj, rates[j], llj
 			best = j
 		}
 	}
-	if best >= 0 {
-		lo, hi := rates[max(0, best-1)], rates[min(accelGrid-1, best+1)]
-		if best == 0 {
-			lo = rates[0] / 2
+	return rates, best
+}
+
+// refine searches R by golden section on ln R between the neighbours of
+// the best grid rate (below the grid's first, down to half of it), keeping
+// the best fit in res.
+func (f *accelFitter) refine(res *AccelResult, rates []float64, best int) {
+	lo, hi := rates[max(0, best-1)], rates[min(accelGrid-1, best+1)]
+	if best == 0 {
+		lo = rates[0] / 2
+	}
+	// Golden section on ln R between the neighbours.
+	const g = 0.6180339887498949
+	a, z := math.Log(lo), math.Log(hi)
+	eval := func(lr float64) float64 {
+		cj, sj, llj := f.at(math.Exp(lr), res.C, res.S)
+		if llj > res.LogLik {
+			res.C, res.S, res.R, res.LogLik = cj, sj, math.Exp(lr), llj
 		}
-		// Golden section on ln R between the neighbours.
-		const g = 0.6180339887498949
-		a, z := math.Log(lo), math.Log(hi)
-		eval := func(lr float64) float64 {
-			cj, sj, llj := fitAt(math.Exp(lr), res.C, res.S)
-			if llj > res.LogLik {
-				res.C, res.S, res.R, res.LogLik = cj, sj, math.Exp(lr), llj
-			}
-			return llj
-		}
-		p, q := z-g*(z-a), a+g*(z-a)
-		fp, fq := eval(p), eval(q)
-		for it := 0; it < accelRefineIter; it++ {
-			if fp > fq {
-				z, q, fq = q, p, fp
-				p = z - g*(z-a)
-				fp = eval(p)
-			} else {
-				a, p, fp = p, q, fq
-				q = a + g*(z-a)
-				fq = eval(q)
-			}
+		return llj
+	}
+	p, q := z-g*(z-a), a+g*(z-a)
+	fp, fq := eval(p), eval(q)
+	for it := 0; it < accelRefineIter; it++ {
+		if fp > fq {
+			z, q, fq = q, p, fp
+			p = z - g*(z-a)
+			fp = eval(p)
+		} else {
+			a, p, fp = p, q, fq
+			q = a + g*(z-a)
+			fq = eval(q)
 		}
 	}
-	// Dispersion under the chosen fit.
+}
+
+// accelDispersion is the dispersion under the chosen fit (see
+// AccelResult.Dispersion): 1 with 5 or fewer points of expected count
+// accelMinMean or more.
+func accelDispersion(res *AccelResult, h, k, b []float64) float64 {
 	var pearson, rr, r2 float64
 	m := 0
 	prev, havePrev := 0.0, false
@@ -183,14 +212,13 @@ func AccelFit(t, k, b []float64, t0, tauMin, tauMax float64) AccelResult {
 		prev, havePrev = r, true
 		m++
 	}
-	res.Dispersion = 1
+	dispersion := 1.0
 	if m > 3+2 {
-		res.Dispersion = max(1, pearson/float64(m-3))
+		dispersion = max(1, pearson/float64(m-3))
 		rho := min(accelMaxRho, max(0, rr/r2))
-		res.Dispersion *= (1 + rho) / (1 - rho)
+		dispersion *= (1 + rho) / (1 - rho)
 	}
-	res.OK = true
-	return res
+	return dispersion
 }
 
 // poissonLogLinear fits k_i ~ Poisson(b_i exp(c + s x_i)) by Newton's
