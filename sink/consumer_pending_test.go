@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -56,7 +57,7 @@ func TestSinkConsumerPendingIsTheBacklog(t *testing.T) {
 		publishBatch(t, js, b, jetstream.WithMsgID(b.MsgID()))
 	}
 	want := uint64(batches - cfg.MaxAckPending)
-	chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "the counts during the outage", func() error {
 		st := s.Stats()["port_samples"]
 		if st.ConsumerPending != want || st.Pending != cfg.MaxAckPending {
 			return fmt.Errorf("ClickHouse away: consumer pending %d, held %d; want %d and %d", st.ConsumerPending, st.Pending, want, cfg.MaxAckPending)
@@ -75,7 +76,7 @@ func TestSinkConsumerPendingIsTheBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCount(t, conn, "port_samples", "", 2+2*batches)
-	chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "nothing pending on the consumer", func() error {
 		if st := s.Stats()["port_samples"]; st.ConsumerPending != 0 {
 			return fmt.Errorf("ClickHouse back and the rows written: consumer pending %d, want 0", st.ConsumerPending)
 		}

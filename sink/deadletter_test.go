@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
@@ -26,7 +27,7 @@ func deadLetters(t *testing.T, js jetstream.JetStream, want int) map[string]dead
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, fmt.Sprintf("%d dead letters", want), func() error {
 		st, err := js.Stream(ctx, schemas.StreamDeadLetter)
 		if err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
@@ -133,7 +134,7 @@ func publishInventory(t *testing.T, js jetstream.JetStream, inv *schemas.Invento
 // waitCount polls until table holds want rows (FINAL) matching where.
 func waitCount(t *testing.T, conn driver.Conn, table, where string, want uint64) {
 	t.Helper()
-	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, fmt.Sprintf("%d rows in %s where %q", want, table, where), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		n, err := chtest.Count(ctx, conn, table, where)
@@ -161,7 +162,7 @@ func consumerInfo(js jetstream.JetStream, stream, consumer string) (*jetstream.C
 // waitDrained polls until the sink's consumer has acked everything.
 func waitDrained(t *testing.T, js jetstream.JetStream, stream, consumer string) {
 	t.Helper()
-	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, "consumer "+consumer+" drained", func() error {
 		info, err := consumerInfo(js, stream, consumer)
 		if err != nil {
 			return err
@@ -408,7 +409,7 @@ func TestSinkFlushesOnShutdown(t *testing.T) {
 
 	publishBatch(t, js, testBatch())
 	// Wait until the sink holds the message unacked.
-	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "the sink to hold the message unacked", func() error {
 		info, err := consumerInfo(js, schemas.StreamCounters, "test-sink-counters")
 		if err != nil {
 			return err
@@ -459,7 +460,20 @@ func TestSinkBacklogEndsWithoutWaiting(t *testing.T) {
 	// Now the sink is idle and its last flush was not full: one more
 	// message waits for the interval.
 	publishBatch(t, js, batchAt("gpu-late", 1, 2, t0))
-	time.Sleep(2 * time.Second) // four pulls' worth of waiting (maxFetchWait)
+	// From when the sink holds the message, four pulls' worth of waiting
+	// (maxFetchWait, 500 ms) come back short without flushing it. The
+	// sleep must stay a sleep: it proves that no flush comes in that time.
+	testwait.For(t, 10*time.Second, "the sink to hold the lone message", func() error {
+		info, err := consumerInfo(js, schemas.StreamCounters, "test-sink-counters")
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 1 {
+			return fmt.Errorf("%d undelivered, %d unacked; want 0 and 1", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if n, err := chtest.Count(ctx, conn, "port_samples", "node = 'gpu-late'"); err != nil || n != 0 {
@@ -575,7 +589,7 @@ func TestSinkSurvivesClickHouseRestart(t *testing.T) {
 	// redelivery would show in the consumer's counts if the sink did not
 	// keep its messages in progress.
 	stoppedAt := time.Now()
-	chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+	testwait.For(t, 20*time.Second, "an outage past the ack wait, every message held", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c, err := js.Consumer(ctx, schemas.StreamCounters, "test-sink-counters")

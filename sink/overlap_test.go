@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -68,7 +69,7 @@ func TestSinkPullsWhileInserting(t *testing.T) {
 				return info.NumAckPending, nil
 			}
 			if tc.exact {
-				chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+				testwait.For(t, 30*time.Second, "the messages handed out during the first insert", func() error {
 					n, err := handedOut()
 					if err == nil && n != tc.handedOut {
 						err = fmt.Errorf("%d messages handed out during the first insert, want %d", n, tc.handedOut)
@@ -83,7 +84,8 @@ func TestSinkPullsWhileInserting(t *testing.T) {
 				}
 				// The fetcher would have pulled the whole backlog in this
 				// time without the bound (the case above does in well under
-				// a second).
+				// a second). Sleeps between the checks, not a wait: the
+				// loop proves the bound holds for two seconds.
 				for range 20 {
 					n, err := handedOut()
 					if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -68,7 +69,7 @@ func TestDecodePanicDeadLettered(t *testing.T) {
 	if reason := m.Headers().Get(schemas.HeaderDeadReason); string(m.Data()) != "boom" || !strings.Contains(reason, "panic while decoding") || !strings.Contains(reason, "index out of range") {
 		t.Errorf("dead letter %q, reason %q", m.Data(), reason)
 	}
-	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "the poison counted and dead-lettered", func() error {
 		if _, st := p.snapshot(); st.Poison != 1 || st.DeadLettered != 1 {
 			return fmt.Errorf("stats %+v", st)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/telemetry"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
@@ -61,7 +62,7 @@ func metric(t *testing.T, h http.Handler, series string) float64 {
 // readyz waits until /readyz answers code with a body that has want.
 func readyz(t *testing.T, h http.Handler, code int, want string) {
 	t.Helper()
-	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, fmt.Sprintf("/readyz %d with %q", code, want), func() error {
 		got, body := get(h, "/readyz")
 		if got != code || !strings.Contains(body, want) {
 			return fmt.Errorf("/readyz %d %q, want %d with %q", got, strings.TrimSpace(body), code, want)
@@ -112,7 +113,7 @@ func TestSinkReadyzThroughAnOutage(t *testing.T) {
 	// Idle, the probe finds the outage.
 	readyz(t, h, http.StatusServiceUnavailable, "clickhouse: clickhouse does not answer")
 	publishBatch(t, js, batchAt("gpu-001", 2, 2, now+10_000))
-	chtest.Eventually(t, 30*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 30*time.Second, "the failed calls counted", func() error {
 		if n := metric(t, h, errs); n < 2 {
 			return fmt.Errorf("%s %v during the outage, want the failed calls counted", errs, n)
 		}

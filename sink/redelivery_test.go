@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 	"github.com/rdmawatch/rdmawatch/sink"
 )
@@ -162,7 +163,7 @@ func waitRollupsEqualRaw(t *testing.T, conn driver.Conn) {
 		{"toStartOfHour(ts)", "port_hour_v", "hour"},
 	} {
 		want := rollupBuckets(t, conn, fmt.Sprintf(fromRaw, c.bucket))
-		chtest.Eventually(t, 30*time.Second, 100*time.Millisecond, func() error {
+		testwait.For(t, 30*time.Second, c.view+" equal to port_samples FINAL", func() error {
 			got := rollupBuckets(t, conn, fmt.Sprintf(fromRollup, c.col, c.view, c.col))
 			if len(want) == 0 || !reflect.DeepEqual(got, want) {
 				return fmt.Errorf("%s differs from port_samples FINAL:\n%s\nwant\n%s", c.view, strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -275,20 +276,22 @@ func TestSinkNeedsNoDDL(t *testing.T) {
 	publishEvent(t, js, testEvent())
 	publishInventory(t, js, testInventory())
 
-	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "the sink not ready, naming the migration", func() error {
 		if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "rdmawatch migrate") {
 			return fmt.Errorf("Ready() = %v before the migration, want not ready naming `rdmawatch migrate`", err)
 		}
 		return nil
 	})
-	time.Sleep(3 * cfg.RetryMax) // a few rounds of waiting, nothing created
+	// A few rounds of waiting, nothing created. A sleep: it proves that the
+	// sink creates nothing in that time.
+	time.Sleep(3 * cfg.RetryMax)
 	if err := chdb.CheckSchema(ctx, admin); err == nil {
 		t.Fatal("the sink created the schema")
 	}
 	if _, err := chdb.Migrate(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	chtest.Eventually(t, 10*time.Second, 20*time.Millisecond, s.Ready)
+	testwait.For(t, 10*time.Second, "the sink ready after the migration", s.Ready)
 	waitCount(t, admin, "port_samples", "", 2)
 	waitCount(t, admin, "events", "", 1)
 	waitCount(t, admin, "inventory", "", 2)
@@ -329,7 +332,7 @@ func TestSinkInsertTimeoutLandsOnce(t *testing.T) {
 			if err := conn.QueryRow(ctx, "SELECT count() FROM port_samples").Scan(&raw); err != nil {
 				t.Fatal(err)
 			}
-			chtest.Eventually(t, 20*time.Second, 100*time.Millisecond, func() error {
+			testwait.For(t, 20*time.Second, "port_minute_v counting every sample", func() error {
 				if err := conn.QueryRow(ctx, "SELECT sum(samples) FROM port_minute_v").Scan(&minute); err != nil || minute != uint64(ports) {
 					return fmt.Errorf("port_minute_v: %d samples, %v", minute, err)
 				}
