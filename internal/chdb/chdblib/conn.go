@@ -445,18 +445,31 @@ func assign(dst reflect.Value, v any, typ string) error {
 		return nil
 	}
 	if dst.Type() == timeType {
-		s := fmt.Sprint(v)
-		layout := "2006-01-02 15:04:05.999999999"
-		if strings.HasPrefix(typ, "Date") && !strings.HasPrefix(typ, "DateTime") {
-			layout = "2006-01-02"
-		}
-		t, err := time.ParseInLocation(layout, s, time.UTC)
-		if err != nil {
-			return err
-		}
-		dst.Set(reflect.ValueOf(t))
-		return nil
+		return assignTime(dst, v, typ)
 	}
+	return assignValue(dst, v, typ)
+}
+
+// assignTime parses a Date or DateTime value, which JSON carries as text
+// in UTC, into the time.Time dst.
+func assignTime(dst reflect.Value, v any, typ string) error {
+	s := fmt.Sprint(v)
+	layout := "2006-01-02 15:04:05.999999999"
+	if strings.HasPrefix(typ, "Date") && !strings.HasPrefix(typ, "DateTime") {
+		layout = "2006-01-02"
+	}
+	t, err := time.ParseInLocation(layout, s, time.UTC)
+	if err != nil {
+		return err
+	}
+	dst.Set(reflect.ValueOf(t))
+	return nil
+}
+
+// assignValue converts a non-null value into a dst of a basic kind or a
+// slice. A scalar is parsed from its text, the same whether JSON carried
+// it as a string or as a number.
+func assignValue(dst reflect.Value, v any, typ string) error {
 	text := fmt.Sprint(v)
 	switch dst.Kind() {
 	case reflect.String:
@@ -485,21 +498,28 @@ func assign(dst reflect.Value, v any, typ string) error {
 		}
 		dst.SetFloat(f)
 	case reflect.Slice:
-		items, ok := v.([]any)
-		if !ok {
-			return fmt.Errorf("%v is not an array", v)
-		}
-		elem, _ := inner(typ, "Array")
-		s := reflect.MakeSlice(dst.Type(), len(items), len(items))
-		for i, it := range items {
-			if err := assign(s.Index(i), it, elem); err != nil {
-				return err
-			}
-		}
-		dst.Set(s)
+		return assignArray(dst, v, typ)
 	default:
 		return fmt.Errorf("cannot scan into %s", dst.Type())
 	}
+	return nil
+}
+
+// assignArray converts an Array(T) value into the slice dst, element by
+// element.
+func assignArray(dst reflect.Value, v any, typ string) error {
+	items, ok := v.([]any)
+	if !ok {
+		return fmt.Errorf("%v is not an array", v)
+	}
+	elem, _ := inner(typ, "Array")
+	s := reflect.MakeSlice(dst.Type(), len(items), len(items))
+	for i, it := range items {
+		if err := assign(s.Index(i), it, elem); err != nil {
+			return err
+		}
+	}
+	dst.Set(s)
 	return nil
 }
 
