@@ -75,48 +75,95 @@ func Read(s *schemas.PortSample) Reading {
 	r.Links = schemas.PauseLinks(s)
 	sec := float64(s.IntervalMs) / 1000
 	links := float64(r.Links)
-	var txDur, txFrames, rxDur, rxFrames [slots]float64
-	var txOK [slots]bool
-	const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
-	// read files one pause counter of a slot (k: 0 tx duration, 1 tx
-	// frames, 2 rx duration, 3 rx frames); false when it says nothing
-	// about this interval, which makes the whole reading invalid.
-	read := func(slot, k int, id schemas.CounterID) bool {
-		c, ok := s.CounterByID(id)
-		if !ok {
-			return true
-		}
-		if c.Flags&unusable != 0 {
-			return false
-		}
-		v := float64(c.Delta)
-		switch k {
-		case 0:
-			txDur[slot], txOK[slot] = txDur[slot]+v, true
-		case 1:
-			txFrames[slot] += v
-		case 2:
-			rxDur[slot] += v
-		default:
-			rxFrames[slot] += v
-		}
-		return true
+	var ps pauseSlots
+	if !ps.readAll(s) {
+		return Reading{}
 	}
+	r.readCongestion(s, sec)
+	for slot := range slots {
+		if !ps.txOK[slot] {
+			continue
+		}
+		prio := slot
+		if slot == globalSlot {
+			prio = GlobalPrio
+		}
+		if f := schemas.PauseFraction(ps.txDur[slot]/links, s.IntervalMs); !r.Valid || f > r.TxFraction {
+			r.Valid, r.Prio, r.TxFraction, r.TxFramesPerS = true, prio, f, ps.txFrames[slot]/links/sec
+		}
+		if f := schemas.PauseFraction(ps.rxDur[slot]/links, s.IntervalMs); f > r.RxFraction {
+			r.RxFraction, r.RxFramesPerS = f, ps.rxFrames[slot]/links/sec
+		}
+	}
+	r.Utilisation = -1
+	if gbps := rateGbps(s.Rate); gbps > 0 && r.RcvKnown {
+		r.Utilisation, _ = schemas.RcvUtilisation(r.RcvGbps, gbps)
+	}
+	return r
+}
+
+// unusable are the flags of a counter whose delta says nothing about the
+// interval: a baseline, a reset or a held reading.
+const unusable = schemas.FlagFirst | schemas.FlagReset | schemas.FlagHeld
+
+// pauseSlots are a sample's pause durations and frames per slot (the
+// eight priorities and the global pause), summed over the counters that
+// name a slot, and which slots have a tx duration.
+type pauseSlots struct {
+	txDur, txFrames, rxDur, rxFrames [slots]float64
+	txOK                             [slots]bool
+}
+
+// readAll files every pause counter of the sample into its slot; false
+// when one says nothing about this interval, which makes the whole
+// reading invalid.
+func (ps *pauseSlots) readAll(s *schemas.PortSample) bool {
 	for p := range 8 {
 		for k, id := range [4]schemas.CounterID{idTxPauseDuration[p], idTxPause[p], idRxPauseDuration[p], idRxPause[p]} {
-			if !read(p, k, id) {
-				return Reading{}
+			if !ps.read(s, p, k, id) {
+				return false
 			}
 		}
 	}
 	// The global pause, under either driver's names (a port lists one).
 	for n := range idTxGlobalPauseDuration {
 		for k, id := range [4]schemas.CounterID{idTxGlobalPauseDuration[n], idTxGlobalPause[n], idRxGlobalPauseDuration[n], idRxGlobalPause[n]} {
-			if !read(globalSlot, k, id) {
-				return Reading{}
+			if !ps.read(s, globalSlot, k, id) {
+				return false
 			}
 		}
 	}
+	return true
+}
+
+// read files one pause counter of a slot (k: 0 tx duration, 1 tx
+// frames, 2 rx duration, 3 rx frames); false when it says nothing
+// about this interval, which makes the whole reading invalid.
+func (ps *pauseSlots) read(s *schemas.PortSample, slot, k int, id schemas.CounterID) bool {
+	c, ok := s.CounterByID(id)
+	if !ok {
+		return true
+	}
+	if c.Flags&unusable != 0 {
+		return false
+	}
+	v := float64(c.Delta)
+	switch k {
+	case 0:
+		ps.txDur[slot], ps.txOK[slot] = ps.txDur[slot]+v, true
+	case 1:
+		ps.txFrames[slot] += v
+	case 2:
+		ps.rxDur[slot] += v
+	default:
+		ps.rxFrames[slot] += v
+	}
+	return true
+}
+
+// readCongestion reads the storm watchdog's deltas, the receive rate and
+// the ECN and CNP rates, each only from a usable counter.
+func (r *Reading) readCongestion(s *schemas.PortSample, sec float64) {
 	if c, ok := s.CounterByID(idStormWarning); ok && c.Flags&unusable == 0 {
 		r.StormWarn = c.Delta
 	}
@@ -136,26 +183,6 @@ func Read(s *schemas.PortSample) Reading {
 	if c, ok := s.CounterByID(idCNPHandled); ok && c.Flags&unusable == 0 {
 		r.CNPHandledPerS = float64(c.Delta) / sec
 	}
-	for slot := range slots {
-		if !txOK[slot] {
-			continue
-		}
-		prio := slot
-		if slot == globalSlot {
-			prio = GlobalPrio
-		}
-		if f := schemas.PauseFraction(txDur[slot]/links, s.IntervalMs); !r.Valid || f > r.TxFraction {
-			r.Valid, r.Prio, r.TxFraction, r.TxFramesPerS = true, prio, f, txFrames[slot]/links/sec
-		}
-		if f := schemas.PauseFraction(rxDur[slot]/links, s.IntervalMs); f > r.RxFraction {
-			r.RxFraction, r.RxFramesPerS = f, rxFrames[slot]/links/sec
-		}
-	}
-	r.Utilisation = -1
-	if gbps := rateGbps(s.Rate); gbps > 0 && r.RcvKnown {
-		r.Utilisation, _ = schemas.RcvUtilisation(r.RcvGbps, gbps)
-	}
-	return r
 }
 
 // TxFraction is the share of the sample's interval the port paused
