@@ -9,7 +9,11 @@
 // A wait polls at once, then after 1 ms, and doubles the pause up to 50 ms:
 // a condition that holds quickly is seen quickly, and one that takes
 // seconds is seen within 50 ms of holding, which the tests that time a
-// takeover or a restart rely on. The last poll is at the time limit.
+// takeover or a restart rely on. A poll that itself takes longer than the
+// pause (queries over a replicated table) is followed by a pause as long
+// as it took, so that polling keeps at most half of the time busy on a
+// machine the system under test shares. The last poll is at the time
+// limit.
 package testwait
 
 import (
@@ -55,10 +59,12 @@ func Poll(total time.Duration, what string, ok func() error) error {
 	deadline := start.Add(total)
 	pause := firstPause
 	for {
+		began := time.Now()
 		err := ok()
 		if err == nil {
 			return nil
 		}
+		took := time.Since(began)
 		waited := time.Since(start).Round(time.Millisecond)
 		var s stopped
 		if errors.As(err, &s) {
@@ -71,7 +77,7 @@ func Poll(total time.Duration, what string, ok func() error) error {
 			}
 			return fmt.Errorf("timed out after %v waiting for %s: %w", waited, what, err)
 		}
-		time.Sleep(min(pause, left))
+		time.Sleep(min(max(pause, took), left))
 		pause = min(2*pause, maxPause)
 	}
 }

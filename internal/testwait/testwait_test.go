@@ -166,6 +166,26 @@ func TestPollSeesLateConditionQuickly(t *testing.T) {
 	}
 }
 
+// A slow check is followed by a pause as long as it took: polling keeps at
+// most about half of the time busy. Polls of 200 ms over 2 s are then about
+// six (one each 400 ms, and the last at the time limit), where the 50 ms
+// pauses alone would make nine.
+func TestPollPausesAfterASlowCheck(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	err := Poll(2*time.Second, "a slow check", func() error {
+		calls++
+		time.Sleep(200 * time.Millisecond)
+		return errors.New("not yet there")
+	})
+	if err == nil {
+		t.Fatal("a check that never holds: Poll returned nil")
+	}
+	if calls > 7 {
+		t.Errorf("%d polls of 200 ms in 2 s, want at most 7: the pauses are shorter than the polls", calls)
+	}
+}
+
 func TestStopNil(t *testing.T) {
 	t.Parallel()
 	if err := Stop(nil); err != nil {
