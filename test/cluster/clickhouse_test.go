@@ -18,6 +18,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -210,19 +211,15 @@ func TestClickHouseReplicaKilled(t *testing.T) {
 	// Read through the Distributed table of the replica that was not
 	// killed, and wait for replication to bring both local tables level.
 	final := fmt.Sprintf("SELECT count() FROM %s.port_samples FINAL", db)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testwait.For(t, 90*time.Second, "every row under FINAL, on both replicas", func() error {
 		got := count(t, ctx, conns[1], final)
 		l1 := count(t, ctx, conns[0], fmt.Sprintf("SELECT count() FROM %s.port_samples_local FINAL", db))
 		l2 := count(t, ctx, conns[1], fmt.Sprintf("SELECT count() FROM %s.port_samples_local FINAL", db))
-		if got >= uint64(total) && l1 >= uint64(total) && l2 >= uint64(total) {
-			break
+		if got < uint64(total) || l1 < uint64(total) || l2 < uint64(total) {
+			return fmt.Errorf("%d rows under FINAL through the Distributed table, replicas %d and %d, want %d", got, l1, l2, total)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 90 s: %d rows under FINAL through the Distributed table, replicas %d and %d, want %d", got, l1, l2, total)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("all rows visible %v after the last publish", time.Since(lastPublish))
 	for i, conn := range conns {
 		dist := count(t, ctx, conn, final)

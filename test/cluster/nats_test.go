@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -146,18 +147,17 @@ func TestNATSClusterNodeKilled(t *testing.T) {
 	t.Logf("published %d batches in %v (kill at %v, restart at %v)", total, time.Since(start), killedAt, restartedAt)
 
 	// The restarted node catches up: every replica current.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testwait.For(t, 60*time.Second, "every replica current", func() error {
 		info, err = stream.Info(ctx)
-		if err == nil && info.Cluster != nil && len(info.Cluster.Replicas) == 2 &&
-			info.Cluster.Replicas[0].Current && info.Cluster.Replicas[1].Current {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas not current after 60 s: %+v (%v)", info, err)
+		if info.Cluster == nil || len(info.Cluster.Replicas) != 2 ||
+			!info.Cluster.Replicas[0].Current || !info.Cluster.Replicas[1].Current {
+			return fmt.Errorf("stream %+v", info)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	lost, dups := countBatches(t, ctx, js, info.State.Msgs, nodes, perNode)
 	t.Logf("stream holds %d messages; %d batches lost, %d duplicated", info.State.Msgs, lost, dups)
@@ -175,7 +175,7 @@ func countBatches(t *testing.T, ctx context.Context, js jetstream.JetStream, sto
 	t.Helper()
 	var seen map[string]int
 	read := 0
-	waitFor(t, 30*time.Second, func() error {
+	testwait.For(t, 30*time.Second, "the whole counters stream read", func() error {
 		seen, read = map[string]int{}, 0
 		c, err := js.OrderedConsumer(ctx, schemas.StreamCounters, jetstream.OrderedConsumerConfig{})
 		if err != nil {

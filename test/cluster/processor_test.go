@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	_ "github.com/rdmawatch/rdmawatch/processor/detect/all" // every detector registers itself
 	"github.com/rdmawatch/rdmawatch/processor/engine"
 	"github.com/rdmawatch/rdmawatch/schemas"
@@ -162,7 +163,7 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, 30*time.Second, func() error { return covered(members) })
+	testwait.For(t, 30*time.Second, "every partition owned", func() error { return covered(members) })
 
 	const nodes = 30
 	downs := map[string][]int{}
@@ -202,7 +203,7 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 		return s.CachedInfo().State.Msgs
 	}
 	publish(0, 11)
-	waitFor(t, 30*time.Second, func() error {
+	testwait.For(t, 30*time.Second, "the opens", func() error {
 		if n := events(); n != uint64(len(flapping)) {
 			return fmt.Errorf("%d events, want %d opens", n, len(flapping))
 		}
@@ -216,7 +217,7 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 	script(t, env, "nats-cluster.sh", "kill", "2")
 	survivors := members[1:]
 	publish(11, 30)
-	waitFor(t, 30*time.Second, func() error { return covered(survivors) })
+	testwait.For(t, 30*time.Second, "the survivors owning every partition", func() error { return covered(survivors) })
 	takeover := time.Since(killed)
 	t.Logf("processor p0 and NATS node n2 killed; p0's partitions taken over after %v", takeover)
 	script(t, env, "nats-cluster.sh", "start", "2")
@@ -226,17 +227,19 @@ func TestProcessorGroupOnNATSCluster(t *testing.T) {
 	want := uint64(3 * len(flapping))
 	// The survivors rebuild from the stream while the cluster elects new
 	// leaders after the node's return: give them two minutes.
-	waitFor(t, 120*time.Second, func() error {
+	testwait.For(t, 120*time.Second, "every revision", func() error {
 		if n := events(); n != want {
 			return fmt.Errorf("%d events, want %d%s", n, want, describe(survivors))
 		}
 		return nil
 	})
-	time.Sleep(time.Second) // a late duplicate would show now
+	// A late duplicate would show now. A sleep: it proves that none comes
+	// in that time; there is nothing to wait for.
+	time.Sleep(time.Second)
 	// Read the whole stream back; a fetch right after a node's return can
 	// come back short, so read until the stream's count is in hand.
 	var all []jetstream.Msg
-	waitFor(t, 30*time.Second, func() error {
+	testwait.For(t, 30*time.Second, "the whole events stream read", func() error {
 		all = all[:0]
 		c, err := js.OrderedConsumer(ctx, schemas.StreamEvents, jetstream.OrderedConsumerConfig{})
 		if err != nil {
@@ -297,19 +300,4 @@ func describe(ms []*groupMember) string {
 			m.e.Member(), m.e.Members(), m.e.Partitions(), m.e.Rebalances(), st.Processed, st.Samples, st.StaleSamples, st.Events, st.KnownEvents, st.DuplicateEvents, st.Watermark, st.Incidents, st.OpenIncidents)
 	}
 	return b.String()
-}
-
-func waitFor(t *testing.T, total time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", total, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

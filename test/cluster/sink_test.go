@@ -18,6 +18,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -159,7 +160,7 @@ func TestSinksShareDurableOnClusters(t *testing.T) {
 		defer conns[i].Close()
 	}
 	final := "SELECT count() FROM port_samples FINAL"
-	waitFor(t, 90*time.Second, func() error {
+	testwait.For(t, 90*time.Second, "every row under FINAL, on both replicas", func() error {
 		if !sinks[1].running() {
 			t.Fatalf("sink-b exited")
 		}
@@ -174,7 +175,7 @@ func TestSinksShareDurableOnClusters(t *testing.T) {
 	t.Logf("all rows in %v after the kills", time.Since(killedAt))
 
 	// The survivor acked everything: nothing pending on the shared durable.
-	waitFor(t, 30*time.Second, func() error {
+	testwait.For(t, 30*time.Second, "nothing pending on the shared durable", func() error {
 		c, err := js.Consumer(ctx, schemas.StreamCounters, "rdmawatch-sink-counters")
 		if err != nil {
 			return err

@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 // TestRetentionAndTopologyOnCluster runs `rdmawatch migrate --cluster
@@ -85,7 +86,7 @@ func TestRetentionAndTopologyOnCluster(t *testing.T) {
 				{"SELECT count() FROM topology_ports FINAL WHERE fabric = 'pod-a'", topo.ports},
 			} {
 				// The other replica gets the rows by replication.
-				waitFor(t, 30*time.Second, func() error {
+				testwait.For(t, 30*time.Second, "the rows replicated", func() error {
 					if n := count(t, ctx, conn, q.query); n != q.want {
 						return fmt.Errorf("replica %d, topology %d: %s: %d, want %d", r+1, i+1, q.query, n, q.want)
 					}
@@ -108,7 +109,7 @@ FROM numbers(%d)`, start, rows)); err != nil {
 		t.Fatal(err)
 	}
 	for r, conn := range conns {
-		waitFor(t, 30*time.Second, func() error {
+		testwait.For(t, 30*time.Second, "the rows on both replicas", func() error {
 			if n := count(t, ctx, conn, "SELECT count() FROM port_samples_local"); n != rows {
 				return fmt.Errorf("replica %d holds %d rows, want %d", r+1, n, rows)
 			}
@@ -141,7 +142,7 @@ FROM numbers(%d)`, start, rows)); err != nil {
 			{"port_samples", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
 		} {
 			// The drop reaches the other replica through replication.
-			waitFor(t, 30*time.Second, func() error {
+			testwait.For(t, 30*time.Second, "the drop replicated", func() error {
 				var lo, hi string
 				var n uint64
 				q := fmt.Sprintf("SELECT toString(toDate(min(%s))), toString(toDate(max(%s))), count() FROM (SELECT * FROM %s FINAL)", tc.col, tc.col, tc.table)
