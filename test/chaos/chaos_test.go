@@ -25,6 +25,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -442,7 +443,7 @@ func metricSum(ctx context.Context, url, metric string) (float64, error) {
 // lastDataTime is the data time of the newest batch on the counters stream.
 func lastDataTime(ctx context.Context, js jetstream.JetStream) (time.Time, error) {
 	var out time.Time
-	err := waitUntil(20*time.Second, 200*time.Millisecond, nil, func() error {
+	err := testwait.Poll(20*time.Second, "a batch on the counters stream", func() error {
 		s, err := js.Stream(ctx, schemas.StreamCounters)
 		if err != nil {
 			return err
@@ -470,11 +471,12 @@ func lastDataTime(ctx context.Context, js jetstream.JetStream) (time.Time, error
 
 // waitDrained waits until the sink's consumers have nothing pending or
 // unacknowledged and the events stream has stopped growing (the processors
-// are through the counters stream), stable for a few seconds. The ack wait
-// of a killed sink's messages (60 s) bounds how long this can take.
+// are through the counters stream), stable for 5 s. The ack wait of a
+// killed sink's messages (60 s) bounds how long this can take.
 func waitDrained(ctx context.Context, js jetstream.JetStream, procMetrics []string) error {
-	stable, lastEvents, lastProcessed := 0, uint64(0), -1.0
-	return waitUntil(3*time.Minute, time.Second, nil, func() error {
+	var stableSince time.Time // zero: not stable
+	lastEvents, lastProcessed := uint64(0), -1.0
+	return testwait.Poll(3*time.Minute, "the pipeline drained", func() error {
 		// The processors first: a processor catching up after its outage
 		// may decide nothing for seconds while it reads minutes of data,
 		// and the events stream alone would look settled.
@@ -482,29 +484,29 @@ func waitDrained(ctx context.Context, js jetstream.JetStream, procMetrics []stri
 		for _, u := range procMetrics {
 			v, err := metricSum(ctx, u, "rdmawatch_processor_samples_processed_total")
 			if err != nil {
-				stable = 0
+				stableSince = time.Time{}
 				return err
 			}
 			processed += v
 		}
 		if processed != lastProcessed {
-			stable, lastProcessed = 0, processed
+			stableSince, lastProcessed = time.Time{}, processed
 			return fmt.Errorf("the processors are still processing (%.0f samples)", processed)
 		}
 		for _, name := range []string{"counters", "events", "inventory"} {
 			stream := map[string]string{"counters": schemas.StreamCounters, "events": schemas.StreamEvents, "inventory": schemas.StreamInventory}[name]
 			c, err := js.Consumer(ctx, stream, "rdmawatch-sink-"+name)
 			if err != nil {
-				stable = 0
+				stableSince = time.Time{}
 				return fmt.Errorf("sink consumer %s: %w", name, err)
 			}
 			info, err := c.Info(ctx)
 			if err != nil {
-				stable = 0
+				stableSince = time.Time{}
 				return err
 			}
 			if info.NumPending > 0 || info.NumAckPending > 0 {
-				stable = 0
+				stableSince = time.Time{}
 				return fmt.Errorf("sink consumer %s: %d pending, %d unacknowledged", name, info.NumPending, info.NumAckPending)
 			}
 		}
@@ -517,12 +519,14 @@ func waitDrained(ctx context.Context, js jetstream.JetStream, procMetrics []stri
 			return err
 		}
 		if info.State.LastSeq != lastEvents {
-			stable, lastEvents = 0, info.State.LastSeq
+			stableSince, lastEvents = time.Time{}, info.State.LastSeq
 			return fmt.Errorf("events stream still growing (%d)", lastEvents)
 		}
-		stable++
-		if stable < 5 {
-			return fmt.Errorf("stable for %d s", stable)
+		if stableSince.IsZero() {
+			stableSince = time.Now()
+		}
+		if stable := time.Since(stableSince); stable < 5*time.Second {
+			return fmt.Errorf("stable for %v", stable.Round(time.Second))
 		}
 		return nil
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -210,34 +211,39 @@ func runPoison(ctx context.Context, t *testing.T, dsn string, port int, p poison
 		}
 		return nil
 	}
+	// orDied ends a wait at once when a role died: what it waits for may
+	// then never come.
+	orDied := func(err error) error {
+		if err != nil {
+			if d := died(); d != nil {
+				return testwait.Stop(fmt.Errorf("%v (and %v)", d, err))
+			}
+		}
+		return err
+	}
 	// The good message is stored once the sink got past the poison; the
 	// dead letter was due before it (both roles read in stream order), so a
 	// little grace after that is enough.
-	goodErr := waitUntil(20*time.Second, 100*time.Millisecond, died, func() error {
+	goodErr := testwait.Poll(20*time.Second, "the good message stored", func() error {
 		n, err := count(goodTable, goodNode)
-		if err != nil {
-			return err
+		if err == nil && n == 0 {
+			err = fmt.Errorf("the good message published after the poison (node %s) is not in %s", goodNode, goodTable)
 		}
-		if n == 0 {
-			return fmt.Errorf("the good message published after the poison (node %s) is not in %s", goodNode, goodTable)
-		}
-		return nil
+		return orDied(err)
 	})
 	var letters []deadLetter
-	dlErr := waitUntil(3*time.Second, 100*time.Millisecond, died, func() error {
+	dlErr := testwait.Poll(3*time.Second, "the dead letter", func() error {
 		letters, err = deadLettersFor(ctx, js, p.stream, seq)
-		if err != nil {
-			return err
+		if err == nil && len(letters) == 0 {
+			err = fmt.Errorf("no dead letter for %s seq %d", p.stream, seq)
 		}
-		if len(letters) == 0 {
-			return fmt.Errorf("no dead letter for %s seq %d", p.stream, seq)
-		}
-		return nil
+		return orDied(err)
 	})
 
 	if died() != nil {
 		// One role died: give the other a moment to show whether the same
-		// message kills it too.
+		// message kills it too. A sleep: the other surviving it is what
+		// it shows, and there is nothing to wait for.
 		time.Sleep(2 * time.Second)
 	}
 	logs := func() string {

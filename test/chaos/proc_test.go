@@ -242,28 +242,6 @@ func (w *teeWriter) Write(p []byte) (int, error) {
 	return w.a.Write(p)
 }
 
-// waitUntil polls fn until it returns nil or total passes; it returns fn's
-// last error. stop, when it returns an error, ends the wait early (a role
-// that died).
-func waitUntil(total, step time.Duration, stop func() error, fn func() error) error {
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if stop != nil {
-			if serr := stop(); serr != nil {
-				return fmt.Errorf("%v (and %v)", serr, err)
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: %w", total, err)
-		}
-		time.Sleep(step)
-	}
-}
-
 // streamsApplyArgs is `rdmawatch streams apply` when the binary has it (the
 // admin step that creates the streams so roles need no rights to), else nil.
 func streamsApplyArgs(natsURL string) []string {
