@@ -591,90 +591,123 @@ func (p *Processor) apply(ctx context.Context, msg jetstream.Msg, storedMs int64
 // unknown) from the part-th owned partition (-1: unknown). It returns why
 // samples were refused, "" when none was.
 func (p *Processor) process(ctx context.Context, b *schemas.CounterBatch, storedMs int64, part int) string {
-	// The counters are added once per batch: an atomic add per sample costs
-	// more than the bookkeeping it does.
-	var samples, stale, late uint64
-	var refused implausible
-	var tooMany tooManyPorts
-	limit := p.aheadLimit(storedMs)
-	newest := schemas.Millis(0)
-	nodePorts := p.fabric.byNode[b.Node]
-	portLimit, limitKnown := -1, false
+	bt := batchTally{limit: p.aheadLimit(storedMs), storedMs: storedMs, nodePorts: p.fabric.byNode[b.Node], portLimit: -1}
 	for i := range b.Ports {
-		ps := &b.Ports[i]
-		t := schemas.Millis(ps.TimeMs)
-		if t == 0 {
-			t = schemas.Millis(b.TimeMs)
-		}
-		if t <= 0 || (limit > 0 && t > limit) {
-			// Before anything is touched: an implausible time must not
-			// reach a port's LastTime nor the watermark.
-			refused.add(schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}, t, p.maxTime, storedMs)
-			continue
-		}
-		id := schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}
-		port := find(nodePorts, ps.Device, ps.Port)
-		if port == nil {
-			if portLimit < 0 {
-				portLimit, limitKnown = p.portLimit(b.Node, t)
-			}
-			if len(nodePorts) >= portLimit {
-				// Before anything is touched: a port beyond the
-				// node's bound takes no memory (ports.go).
-				tooMany.add(ps.Device, ps.Port, len(nodePorts), portLimit, limitKnown)
-				continue
-			}
-			port = p.fabric.get(id)
-			nodePorts = p.fabric.byNode[b.Node]
-			p.st.ports.Store(uint64(len(p.fabric.ports)))
-		}
-		if port.Samples > 0 && t <= port.LastTime {
-			stale++
-			continue
-		}
-		samples++
-		if t < p.fabric.wm {
-			late++
-		}
-		p.sample = processor.Sample{ID: id, Time: t, PortSample: ps}
-		s := &p.sample
-		for _, d := range p.portDets {
-			d.OnSample(ctx, port, s, (*emitter)(p))
-		}
-		port.Observe(s)
-		p.intervals.observe(ps.IntervalMs)
-		newest = max(newest, t)
+		p.processSample(ctx, b, &b.Ports[i], &bt)
 	}
 	p.sample = processor.Sample{} // keep no reference to the batch
-	p.maxTime = max(p.maxTime, newest)
-	if samples > 0 {
-		p.st.samples.Add(samples)
-		if part >= 0 {
-			ps := &p.st.parts[part]
-			ps.samples.Add(samples)
-			if int64(newest) > ps.dataTime.Load() {
-				ps.dataTime.Store(int64(newest))
-			}
-		}
-	}
-	if stale > 0 {
-		p.st.stale.Add(stale)
-	}
-	if late > 0 {
-		p.st.late.Add(late)
-	}
-	if refused.n > 0 {
-		p.st.implausible.Add(uint64(refused.n))
-	}
-	reason := refused.reason(len(b.Ports))
-	if tooMany.n > 0 {
-		p.st.portsRefused.Add(uint64(tooMany.n))
+	p.maxTime = max(p.maxTime, bt.newest)
+	p.addTally(&bt, part)
+	reason := bt.refused.reason(len(b.Ports))
+	if bt.tooMany.n > 0 {
+		p.st.portsRefused.Add(uint64(bt.tooMany.n))
 		if p.refusedOnce(b.Node, ReasonPortsPerNode) {
-			reason = joinReasons(reason, tooMany.reason(b.Node, len(b.Ports)))
+			reason = joinReasons(reason, bt.tooMany.reason(b.Node, len(b.Ports)))
 		}
 	}
 	p.advance(ctx)
 	return reason
+}
+
+// batchTally is what process keeps over one batch. The counters are added
+// once per batch (addTally): an atomic add per sample costs more than the
+// bookkeeping it does.
+type batchTally struct {
+	limit    schemas.Millis // the latest plausible time (0: none)
+	storedMs int64
+	// nodePorts are the batch node's ports; portLimit the node's bound on
+	// them (-1 until a new port asks for it), limitKnown as portLimit says.
+	nodePorts            []nodePort
+	portLimit            int
+	limitKnown           bool
+	samples, stale, late uint64
+	newest               schemas.Millis
+	refused              implausible
+	tooMany              tooManyPorts
+}
+
+// processSample runs the port detectors over one sample of the batch,
+// unless its time is implausible, its port is beyond the node's bound or
+// it is no newer than the port's last.
+func (p *Processor) processSample(ctx context.Context, b *schemas.CounterBatch, ps *schemas.PortSample, bt *batchTally) {
+	t := schemas.Millis(ps.TimeMs)
+	if t == 0 {
+		t = schemas.Millis(b.TimeMs)
+	}
+	if t <= 0 || (bt.limit > 0 && t > bt.limit) {
+		// Before anything is touched: an implausible time must not
+		// reach a port's LastTime nor the watermark.
+		bt.refused.add(schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}, t, p.maxTime, bt.storedMs)
+		return
+	}
+	id := schemas.PortID{Node: b.Node, Device: ps.Device, Port: ps.Port}
+	port := p.samplePort(id, ps, t, bt)
+	if port == nil {
+		return
+	}
+	if port.Samples > 0 && t <= port.LastTime {
+		bt.stale++
+		return
+	}
+	bt.samples++
+	if t < p.fabric.wm {
+		bt.late++
+	}
+	p.sample = processor.Sample{ID: id, Time: t, PortSample: ps}
+	s := &p.sample
+	for _, d := range p.portDets {
+		d.OnSample(ctx, port, s, (*emitter)(p))
+	}
+	port.Observe(s)
+	p.intervals.observe(ps.IntervalMs)
+	bt.newest = max(bt.newest, t)
+}
+
+// samplePort is the state of the sample's port, made for a port not seen
+// before; nil when that port is beyond the node's bound.
+func (p *Processor) samplePort(id schemas.PortID, ps *schemas.PortSample, t schemas.Millis, bt *batchTally) *processor.PortState {
+	port := find(bt.nodePorts, ps.Device, ps.Port)
+	if port != nil {
+		return port
+	}
+	if bt.portLimit < 0 {
+		bt.portLimit, bt.limitKnown = p.portLimit(id.Node, t)
+	}
+	if len(bt.nodePorts) >= bt.portLimit {
+		// Before anything is touched: a port beyond the
+		// node's bound takes no memory (ports.go).
+		bt.tooMany.add(ps.Device, ps.Port, len(bt.nodePorts), bt.portLimit, bt.limitKnown)
+		return nil
+	}
+	port = p.fabric.get(id)
+	bt.nodePorts = p.fabric.byNode[id.Node]
+	p.st.ports.Store(uint64(len(p.fabric.ports)))
+	return port
+}
+
+// addTally adds the batch's samples (to its partition's too, with its
+// newest data time), stale and late samples and implausible times to the
+// processor's counters.
+func (p *Processor) addTally(bt *batchTally, part int) {
+	if bt.samples > 0 {
+		p.st.samples.Add(bt.samples)
+		if part >= 0 {
+			ps := &p.st.parts[part]
+			ps.samples.Add(bt.samples)
+			if int64(bt.newest) > ps.dataTime.Load() {
+				ps.dataTime.Store(int64(bt.newest))
+			}
+		}
+	}
+	if bt.stale > 0 {
+		p.st.stale.Add(bt.stale)
+	}
+	if bt.late > 0 {
+		p.st.late.Add(bt.late)
+	}
+	if bt.refused.n > 0 {
+		p.st.implausible.Add(uint64(bt.refused.n))
+	}
 }
 
 // joinReasons joins the refusals of one message for its dead letter.
