@@ -847,27 +847,82 @@ func (d *Detector) OnWatermark(_ context.Context, fabric processor.FabricView, w
 // returns) would look like a gap that crept up unseen.
 func (d *Detector) evalFabric(fabric processor.FabricView, end schemas.Millis, em processor.Emitter) {
 	_, t := d.trackers()
+	w := d.newFabricWindow(end)
+	forget := schemas.Millis(d.ForgetSilentAfter.Milliseconds())
+	spanMs := float64(w.to - w.from)
+	wp := w.sumPorts(fabric, forget, spanMs)
+	w.allowUnknown(wp.unknown, wp.unknownMs, spanMs)
+	blindShare := d.allowBlind(&w, wp.monitoredTx, end-forget)
+	if w.sent <= 0 || w.sent < d.MinFabricLost {
+		// Even losing every CNP would prove nothing: the window shows
+		// neither loss nor balance.
+		return
+	}
+	b := d.balanceOf(&w)
+	if b.balanced {
+		// The CNPs seen balance: no gap yet, for the step test.
+		d.fab.lastBalanced = end
+	}
+	if b.conclusive {
+		if b.balanced {
+			d.fab.balanced++
+			if d.fab.balanced >= d.BalancedEvaluations {
+				d.fab.proven = true
+			}
+			d.learnBlind(blindShare, float64(end-d.fab.lastShared)/1000)
+			d.learnShares(wp.covered, w.sent, float64(end-d.fab.lastShared)/1000)
+			d.fab.lastShared = end
+		} else {
+			d.fab.balanced = 0
+		}
+	}
+	subject := schemas.Subject{}
+	switch {
+	case d.fab.proven && b.lossy &&
+		(t.Active() > 0 || end-d.fab.lastBalanced <= schemas.Millis(d.StepWithin.Milliseconds())):
+		t.Hold(end, d.fabricFinding(&w, b.gap, b.gapLow, end), em)
+	case b.conclusive && b.gap < d.MinGap/clearGapDivisor:
+		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, b.gap, b.gapLow), em)
+	}
+}
+
+// newFabricWindow is the empty window of whole buckets that ends at end:
+// FabricWindow long, but at least four of the slowest intervals (a window
+// of two 30 s readings is mostly their edges), at most what the buckets
+// hold.
+func (d *Detector) newFabricWindow(end schemas.Millis) fabricWindow {
 	width := schemas.Millis(bucketWidth.Milliseconds())
 	span := schemas.Millis(d.FabricWindow.Milliseconds())
-	// At least four of the slowest intervals (a window of two 30 s readings
-	// is mostly their edges), at most what the buckets hold.
 	span = min(max(span, 4*d.fab.slowestMs), schemas.Millis(buckets-2)*width)
 	span = max(width, span-span%width)
 	w := fabricWindow{from: end - span, to: end, buckets: min(buckets-2, int(span/width))}
 	w.from = end - schemas.Millis(w.buckets)*width
-	forget := schemas.Millis(d.ForgetSilentAfter.Milliseconds())
-	spanMs := float64(w.to - w.from)
-	var covered []known
-	var unknown []*portState
-	var unknownMs []float64
-	var monitoredTx float64
+	return w
+}
+
+// windowPorts are the window's ports sorted for the balance: those whose
+// samples cover the window (covered, with their CNPs) and those whose
+// interval is partly unknown (unknown, with how long), and the monitored
+// ports' transmitted bytes.
+type windowPorts struct {
+	covered     []known
+	unknown     []*portState
+	unknownMs   []float64
+	monitoredTx float64
+}
+
+// sumPorts adds every port's CNPs of the window, in all and per bucket,
+// to w; a port silent for forget before the window no longer counts.
+func (w *fabricWindow) sumPorts(fabric processor.FabricView, forget schemas.Millis, spanMs float64) windowPorts {
+	width := schemas.Millis(bucketWidth.Milliseconds())
+	var wp windowPorts
 	fabric.Ports(func(p *processor.PortState) bool {
 		st, ok := processor.LookupPortLocal[portState](p, schemas.TypeCNPECNImbalance)
 		if !ok || (p.LastTime < w.from-forget) {
 			return true
 		}
 		w.ports++
-		monitoredTx += st.tx.Sum(w.from, w.to)
+		wp.monitoredTx += st.tx.Sum(w.from, w.to)
 		pw := st.window(w.from, w.to)
 		w.sent += pw.c[npSent]
 		w.handled += pw.c[rpHandled]
@@ -879,20 +934,28 @@ func (d *Detector) evalFabric(fabric processor.FabricView, end schemas.Millis, e
 		}
 		if ms := spanMs - pw.coveredMs; ms > float64(width)/coverageSlackDivisor {
 			w.uncovered++
-			unknown = append(unknown, st)
-			unknownMs = append(unknownMs, ms)
+			wp.unknown = append(wp.unknown, st)
+			wp.unknownMs = append(wp.unknownMs, ms)
 		} else {
-			covered = append(covered, known{st, pw.c[npSent], pw.c[rpHandled] + pw.c[rpIgnored]})
+			wp.covered = append(wp.covered, known{st, pw.c[npSent], pw.c[rpHandled] + pw.c[rpIgnored]})
 		}
 		return true
 	})
-	w.allowUnknown(unknown, unknownMs, spanMs)
-	blindShare := d.allowBlind(&w, monitoredTx, end-forget)
-	if w.sent <= 0 || w.sent < d.MinFabricLost {
-		// Even losing every CNP would prove nothing: the window shows
-		// neither loss nor balance.
-		return
-	}
+	return wp
+}
+
+// fabricBalance is what a window's CNPs say: the gap between sent and
+// received as a share of sent, and its lower bound beyond the CNPs the
+// unknown and blind ports may have received (gapLow); whether the unknown
+// ports leave it conclusive, and whether it is lossy or balanced.
+type fabricBalance struct {
+	gap, gapLow                 float64
+	conclusive, lossy, balanced bool
+}
+
+// balanceOf weighs the window's gap against the noise of its counts (see
+// evalFabric).
+func (d *Detector) balanceOf(w *fabricWindow) fabricBalance {
 	// The noise of the window's counts, as for a Poisson count.
 	sigma := math.Sqrt(w.sent)
 	recv := w.handled + w.ign
@@ -902,31 +965,7 @@ func (d *Detector) evalFabric(fabric processor.FabricView, end schemas.Millis, e
 	gapLow := lostLow / w.sent
 	lossy := gapLow >= d.MinGap && lostLow >= max(d.MinFabricLost, d.FabricSigmas*sigma)
 	balanced := math.Abs(w.sent-recv) <= max(d.BalanceTolerance*w.sent, d.BalanceSigmas*sigma) && gap < d.MinGap
-	if balanced {
-		// The CNPs seen balance: no gap yet, for the step test.
-		d.fab.lastBalanced = end
-	}
-	if conclusive {
-		if balanced {
-			d.fab.balanced++
-			if d.fab.balanced >= d.BalancedEvaluations {
-				d.fab.proven = true
-			}
-			d.learnBlind(blindShare, float64(end-d.fab.lastShared)/1000)
-			d.learnShares(covered, w.sent, float64(end-d.fab.lastShared)/1000)
-			d.fab.lastShared = end
-		} else {
-			d.fab.balanced = 0
-		}
-	}
-	subject := schemas.Subject{}
-	switch {
-	case d.fab.proven && lossy &&
-		(t.Active() > 0 || end-d.fab.lastBalanced <= schemas.Millis(d.StepWithin.Milliseconds())):
-		t.Hold(end, d.fabricFinding(&w, gap, gapLow, end), em)
-	case conclusive && gap < d.MinGap/clearGapDivisor:
-		t.Clear(end, subject, fmt.Sprintf("the reaction points have received the CNPs sent for %s", d.FabricResolveAfter), d.fabricEvidence(&w, gap, gapLow), em)
-	}
+	return fabricBalance{gap: gap, gapLow: gapLow, conclusive: conclusive, lossy: lossy, balanced: balanced}
 }
 
 // allowBlind adds what the blind RoCE ports may have received beyond
