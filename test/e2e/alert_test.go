@@ -24,6 +24,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/alert"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -90,7 +91,7 @@ func runAlertmanager(t *testing.T, webConfig, creds string) string {
 			t.Logf("alertmanager log:\n%s", logs.String())
 		}
 	})
-	waitUntil(t, 30*time.Second, "alertmanager ready", func() bool {
+	testwait.Until(t, 30*time.Second, "alertmanager ready", func() bool {
 		resp, err := http.Get("http://" + creds + addr + "/-/ready")
 		if err != nil {
 			return false
@@ -109,14 +110,6 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitUntil fails the test when ok is still false after total.
-func waitUntil(t *testing.T, total time.Duration, what string, ok func() bool) {
-	t.Helper()
-	if !waitFor(t, total, ok) {
-		t.Fatalf("timed out after %s waiting for %s", total, what)
-	}
 }
 
 type amAlert struct {
@@ -252,7 +245,7 @@ func TestAlertBridgeAlertmanagerAndWebhook(t *testing.T) {
 			t.Logf("alert bridge log:\n%s", bridgeLog.String())
 		}
 	})
-	waitUntil(t, 30*time.Second, "the bridge's two consumers", func() bool {
+	testwait.Until(t, 30*time.Second, "the bridge's two consumers", func() bool {
 		st, err := js.Stream(ctx, schemas.StreamEvents)
 		if err != nil {
 			return false
@@ -271,7 +264,7 @@ func TestAlertBridgeAlertmanagerAndWebhook(t *testing.T) {
 	for _, ev := range firing {
 		want[ev.ID] = ev
 	}
-	waitUntil(t, 60*time.Second, "every incident firing in alertmanager", func() bool {
+	testwait.Until(t, 60*time.Second, "every incident firing in alertmanager", func() bool {
 		got := activeAlerts(t, am)
 		for id := range want {
 			if got[id].Status.State != "active" {
@@ -309,7 +302,7 @@ func TestAlertBridgeAlertmanagerAndWebhook(t *testing.T) {
 	publishEvents(t, js, resolved)
 	// Well inside the 2-minute hold of the last send: only the resolved
 	// event itself can end the alerts this early.
-	waitUntil(t, 20*time.Second, "resolved incidents gone from alertmanager's active alerts", func() bool {
+	testwait.Until(t, 20*time.Second, "resolved incidents gone from alertmanager's active alerts", func() bool {
 		got := activeAlerts(t, am)
 		for _, ev := range resolved {
 			if _, ok := got[ev.ID]; ok {
@@ -319,7 +312,7 @@ func TestAlertBridgeAlertmanagerAndWebhook(t *testing.T) {
 		return true
 	})
 
-	waitUntil(t, 60*time.Second, "the webhook to accept every revision", func() bool {
+	testwait.Until(t, 60*time.Second, "the webhook to accept every revision", func() bool {
 		_, accepted := hook.snapshot()
 		return len(accepted) == len(evs)
 	})

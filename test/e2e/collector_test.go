@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/collector/sysfstest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -50,18 +53,6 @@ func startCollector(t *testing.T, argv []string) *bytes.Buffer {
 	return &out
 }
 
-func waitFor(t *testing.T, total time.Duration, fn func() bool) bool {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for time.Now().Before(deadline) {
-		if fn() {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fn()
-}
-
 // TestCollectorWithoutDevices: this host has no RDMA devices; the collector
 // says so once and keeps running.
 func TestCollectorWithoutDevices(t *testing.T) {
@@ -73,10 +64,17 @@ func TestCollectorWithoutDevices(t *testing.T) {
 	}
 	url, _ := embeddedJS(t)
 	out := startCollector(t, []string{bin, "collector", "--nats", url, "--interval", "200ms", "--node", "e2e-empty"})
-	if !waitFor(t, 10*time.Second, func() bool { return strings.Contains(out.String(), "no RDMA devices") }) {
-		t.Fatalf("no clear 'no RDMA devices' message:\n%s", out.String())
+	if err := testwait.Poll(10*time.Second, "a clear 'no RDMA devices' message", func() error {
+		if !strings.Contains(out.String(), "no RDMA devices") {
+			return errors.New("not logged")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
 	}
-	time.Sleep(time.Second) // several more intervals: still running, said once
+	// Several more intervals: still running, said once. A sleep: it proves
+	// the message is not repeated in that time.
+	time.Sleep(time.Second)
 	if n := strings.Count(out.String(), "keeps running"); n != 1 {
 		t.Errorf("'no RDMA devices' said %d times, want once:\n%s", n, out.String())
 	}
@@ -112,20 +110,23 @@ exec "$@"`
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var batches []*schemas.CounterBatch
-	ok := waitFor(t, 20*time.Second, func() bool {
+	err = testwait.Poll(20*time.Second, "three batches from the collector on the fixture tree", func() error {
 		s, err := js.Stream(ctx, schemas.StreamCounters)
 		if err != nil {
-			return false
+			return err
 		}
 		info, err := s.Info(ctx)
-		if err != nil || info.State.Msgs < 3 {
-			return false
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs < 3 {
+			return fmt.Errorf("%d batches on the stream", info.State.Msgs)
 		}
 		batches = batches[:0]
 		for seq := uint64(1); seq <= 3; seq++ {
 			m, err := s.GetMsg(ctx, seq)
 			if err != nil {
-				return false
+				return err
 			}
 			b, err := schemas.DecodeBatch(m.Data)
 			if err != nil {
@@ -133,10 +134,10 @@ exec "$@"`
 			}
 			batches = append(batches, b)
 		}
-		return true
+		return nil
 	})
-	if !ok {
-		t.Fatalf("no batches from the collector on the fixture tree:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out.String())
 	}
 	first := batches[0]
 	if first.Node != "e2e-fixture" {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 // runLive runs `rdmawatch run` (live mode) with args and env, and returns
@@ -168,14 +170,15 @@ func TestRunLiveInterrupt(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "progress: data") {
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-done
-			t.Fatalf("no progress line after 30 s\n%s", stderr.String())
+	if err := testwait.Poll(30*time.Second, "a progress line", func() error {
+		if !strings.Contains(stderr.String(), "progress: data") {
+			return errors.New("none yet")
 		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}); err != nil {
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	_ = cmd.Process.Signal(syscall.SIGINT)
 	select {

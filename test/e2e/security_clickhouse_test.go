@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 // What rdmawatch's ClickHouse users may do, measured on the real 18.16
@@ -433,7 +434,7 @@ func startVictim(t *testing.T, ctx context.Context, root driver.Conn) *victimQue
 		_ = chRun(context.Background(), root, "KILL QUERY WHERE query_id = '"+v.id+"'")
 		<-v.done
 	})
-	chtest.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "the victim query running", func() error {
 		var n uint64
 		if err := root.QueryRow(ctx, "SELECT count() FROM system.processes WHERE query_id = '"+v.id+"'").Scan(&n); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -48,7 +49,7 @@ func TestSecurityCollectorFlood(t *testing.T) {
 		_, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 		return body
 	}
-	waitUntil(t, 90*time.Second, "the sink stores the fleet's samples", func() bool {
+	testwait.Until(t, 90*time.Second, "the sink stores the fleet's samples", func() bool {
 		v, _ := metricValue(metrics(sinkPort), "rdmawatch_sink_rows_inserted_total")
 		return v > 0
 	})
@@ -100,7 +101,7 @@ func TestSecurityCollectorFlood(t *testing.T) {
 	}
 
 	// The processor: bounded, refusals counted.
-	waitUntil(t, 2*time.Minute, "the processor refuses the flood's ports", func() bool {
+	testwait.Until(t, 2*time.Minute, "the processor refuses the flood's ports", func() bool {
 		v, _ := metricValue(metrics(procPort), `rdmawatch_processor_samples_refused_total{reason="ports_per_node"}`)
 		return v > 0
 	})
@@ -108,7 +109,7 @@ func TestSecurityCollectorFlood(t *testing.T) {
 		t.Errorf("the processor tracks %v ports after 153 600 flooded (bound: 256 per node without an inventory)", v)
 	}
 	// The sink: the far-off samples dead-lettered, no partition per day.
-	waitUntil(t, 2*time.Minute, "the sink dead-letters the far-off days", func() bool {
+	testwait.Until(t, 2*time.Minute, "the sink dead-letters the far-off days", func() bool {
 		v, _ := metricValue(metrics(sinkPort), `rdmawatch_dead_letters_total{role="sink",stream="RDMAWATCH_COUNTERS"}`)
 		return v >= 3
 	})
@@ -128,13 +129,15 @@ func TestSecurityCollectorFlood(t *testing.T) {
 	}
 	// The fleet goes on: the flap on gpu-002 is found and stored, and both
 	// roles stay ready.
-	chtest.Eventually(t, 3*time.Minute, time.Second, func() error {
+	if err := testwait.Poll(3*time.Minute, "a link_flap of gpu-002 stored", func() error {
 		n, err := chtest.Count(ctx, conn, "events", "type = 'link_flap' AND subject_node = 'gpu-002'")
 		if err != nil || n == 0 {
-			return fmt.Errorf("no link_flap of gpu-002 stored (%d, %v)\nprocessor:\n%s", n, err, processor.out.String())
+			return fmt.Errorf("%d events, %v", n, err)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatalf("%v\nprocessor:\n%s", err, processor.out.String())
+	}
 	for name, port := range map[string]int{"processor": procPort, "sink": sinkPort} {
 		if code, body := httpGet(fmt.Sprintf("http://127.0.0.1:%d/readyz", port)); code != 200 {
 			t.Errorf("%s /readyz %d after the flood: %s", name, code, body)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 // natsProc is a real nats-server, configured by a config file as an
@@ -126,18 +127,23 @@ func startRole(t *testing.T, name string, env []string, args ...string) *role {
 // output after total, or as soon as the process exits without it.
 func (r *role) waitLog(substr string, total time.Duration) {
 	r.t.Helper()
-	deadline := time.After(total)
-	for !strings.Contains(r.out.String(), substr) {
+	err := testwait.Poll(total, fmt.Sprintf("%s to log %q", r.name, substr), func() error {
+		if strings.Contains(r.out.String(), substr) {
+			return nil
+		}
 		select {
 		case <-r.done:
+			// It may have logged it on its way out.
 			if strings.Contains(r.out.String(), substr) {
-				return
+				return nil
 			}
-			r.t.Fatalf("%s exited (%v) before logging %q:\n%s", r.name, r.err, substr, r.out.String())
-		case <-deadline:
-			r.t.Fatalf("%s did not log %q in %v:\n%s", r.name, substr, total, r.out.String())
-		case <-time.After(50 * time.Millisecond):
+			return testwait.Stop(fmt.Errorf("it exited (%v)", r.err))
+		default:
+			return errors.New("not logged yet")
 		}
+	})
+	if err != nil {
+		r.t.Fatalf("%v:\n%s", err, r.out.String())
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -111,20 +112,24 @@ func TestSecurityLeastPrivilege(t *testing.T) {
 	alerter := startRole(t, "alert", []string{natsAs(natsPort, "rdmawatch-alert", natsAlertPW)}, "alert", "--webhook", "http://127.0.0.1:14525/hook")
 
 	conn := chtest.Open(t, chAdmin)
-	chtest.Eventually(t, 2*time.Minute, 250*time.Millisecond, func() error {
+	if err := testwait.Poll(2*time.Minute, "rows in every table", func() error {
 		for _, table := range []string{"port_samples", "inventory", "events"} {
 			if n, err := chtest.Count(ctx, conn, table, ""); err != nil || n == 0 {
-				return fmt.Errorf("%s: %d rows, %v\nprocessor:\n%s\nsink:\n%s", table, n, err, processor.out.String(), sink.out.String())
+				return fmt.Errorf("%s: %d rows, %v", table, n, err)
 			}
 		}
 		return nil
-	})
-	chtest.Eventually(t, time.Minute, 250*time.Millisecond, func() error {
+	}); err != nil {
+		t.Fatalf("%v\nprocessor:\n%s\nsink:\n%s", err, processor.out.String(), sink.out.String())
+	}
+	if err := testwait.Poll(time.Minute, "a post from the alert bridge", func() error {
 		if hooks.Load() == 0 {
-			return fmt.Errorf("the alert bridge posted nothing:\n%s", alerter.out.String())
+			return errors.New("it posted nothing")
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatalf("%v:\n%s", err, alerter.out.String())
+	}
 	if b, _ := hookBody.Load().(string); !strings.Contains(b, "link_flap") {
 		t.Errorf("webhook body without the link_flap event: %s", b)
 	}

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -46,12 +48,14 @@ func TestSecurityResilientStart(t *testing.T) {
 		}
 		return n
 	}
-	chtest.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
+	if err := testwait.Poll(time.Minute, "rows in port_samples", func() error {
 		if n := rows(); n == 0 {
-			return fmt.Errorf("no rows in port_samples:\n%s\n%s", collector.out.String(), sink.out.String())
+			return errors.New("none")
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatalf("%v:\n%s\n%s", err, collector.out.String(), sink.out.String())
+	}
 	for _, r := range []*role{collector, sink} {
 		for _, w := range []string{"nats reachable", "attempts="} {
 			if !strings.Contains(r.out.String(), w) {
@@ -63,6 +67,8 @@ func TestSecurityResilientStart(t *testing.T) {
 	// A broker outage: visible in the logs, survived without a restart.
 	ns.Stop()
 	collector.waitLog("nats disconnected", 10*time.Second)
+	// A sleep: the outage itself must last, for the reconnect to report
+	// its length.
 	time.Sleep(1500 * time.Millisecond)
 	ns.Start()
 	collector.waitLog("nats reconnected", 30*time.Second)
@@ -71,7 +77,7 @@ func TestSecurityResilientStart(t *testing.T) {
 		t.Errorf("reconnect without the outage's length:\n%s", collector.out.String())
 	}
 	before := rows()
-	chtest.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
+	testwait.For(t, time.Minute, "rows stored after the outage", func() error {
 		if n := rows(); n <= before {
 			return fmt.Errorf("port_samples stays at %d rows after the outage", n)
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/alert"
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -63,7 +64,7 @@ func TestSecuritySecretsNeverPrinted(t *testing.T) {
 		r.waitLog(" started", 30*time.Second)
 	}
 	conn := chtest.Open(t, chAdmin)
-	chtest.Eventually(t, time.Minute, 250*time.Millisecond, func() error {
+	testwait.For(t, time.Minute, "rows in port_samples", func() error {
 		if n, err := chtest.Count(ctxT(t, 10*time.Second), conn, "port_samples", ""); err != nil || n == 0 {
 			return fmt.Errorf("port_samples: %d rows, %v", n, err)
 		}
@@ -225,7 +226,7 @@ func TestSecurityAlertSecretsNeverPrinted(t *testing.T) {
 	}
 
 	bridge := startAlert(hookPathTok)
-	waitUntil(t, 30*time.Second, "the bridge's four consumers", func() bool { return len(consumers()) == 4 })
+	testwait.Until(t, 30*time.Second, "the bridge's four consumers", func() bool { return len(consumers()) == 4 })
 	// Data time ten minutes ahead of the clock (a simulator at --speed 10,
 	// a fast host clock): Alertmanager must fire the incident, not refuse it.
 	ahead := alertEvent(1, schemas.StateOpen, time.Now().Add(10*time.Minute))
@@ -246,10 +247,10 @@ func TestSecurityAlertSecretsNeverPrinted(t *testing.T) {
 	}
 
 	amAuth := "http://" + amUser + ":" + amPW + "@" + am
-	waitUntil(t, 60*time.Second, "the incident ahead of the clock firing in alertmanager", func() bool {
+	testwait.Until(t, 60*time.Second, "the incident ahead of the clock firing in alertmanager", func() bool {
 		return activeAlerts(t, amAuth)[ahead.ID].Status.State == "active"
 	})
-	waitUntil(t, 60*time.Second, "the webhook to accept both open incidents", func() bool {
+	testwait.Until(t, 60*time.Second, "the webhook to accept both open incidents", func() bool {
 		return hookAccepted(ahead.MsgID()) && hookAccepted(open.MsgID())
 	})
 	dl, err := js.Stream(ctxT(t, 10*time.Second), schemas.StreamDeadLetter)
@@ -258,11 +259,13 @@ func TestSecurityAlertSecretsNeverPrinted(t *testing.T) {
 	}
 	// Every event is refused by the wrong password and the absent webhook:
 	// each has its dead letter (the stream keeps one per event).
-	waitUntil(t, 60*time.Second, "four dead letters", func() bool {
+	testwait.Until(t, 60*time.Second, "four dead letters", func() bool {
 		info, err := dl.Info(ctxT(t, 10*time.Second))
 		return err == nil && info.State.Msgs == 4
 	})
-	time.Sleep(2500 * time.Millisecond) // a re-send to both Alertmanagers, logged
+	// A re-send round (every 2 s) to both Alertmanagers, the refused one
+	// logged.
+	bridge.waitLog("re-sending open incidents", 30*time.Second)
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", listen))
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +283,7 @@ func TestSecurityAlertSecretsNeverPrinted(t *testing.T) {
 	missed := alertEvent(4, schemas.StateOpen, time.Now())
 	publishEvents(t, js, []schemas.Event{missed})
 	bridge = startAlert(hookPathTk2)
-	waitUntil(t, 60*time.Second, "the event published while the bridge was down, delivered with the rotated token", func() bool {
+	testwait.Until(t, 60*time.Second, "the event published while the bridge was down, delivered with the rotated token", func() bool {
 		return hookAccepted(missed.MsgID())
 	})
 	bridge.stop()

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -58,7 +59,7 @@ func TestSecurityStreamsOwnedByAdmin(t *testing.T) {
 	processor.waitLog("processor started", 30*time.Second)
 	sink.waitLog("sink started", 30*time.Second)
 	conn := chtest.Open(t, dsn)
-	chtest.Eventually(t, time.Minute, 200*time.Millisecond, func() error {
+	testwait.For(t, time.Minute, "rows in port_samples", func() error {
 		if n, err := chtest.Count(ctx, conn, "port_samples", ""); err != nil || n == 0 {
 			return errorf("port_samples: %d rows, %v", n, err)
 		}

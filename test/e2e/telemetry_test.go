@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/test/deploy"
 )
 
@@ -71,14 +72,14 @@ func TestRolesServeMetricsAndReadiness(t *testing.T) {
 	}
 	url := func(role, path string) string { return "http://" + listen(role) + path }
 	for role := range ports {
-		waitUntil(t, 30*time.Second, role+" /healthz", func() bool { code, _ := httpGet(url(role, "/healthz")); return code == 200 })
+		testwait.Until(t, 30*time.Second, role+" /healthz", func() bool { code, _ := httpGet(url(role, "/healthz")); return code == 200 })
 		if code, body := httpGet(url(role, "/readyz")); code != http.StatusServiceUnavailable {
 			t.Errorf("%s /readyz without NATS: %d %s, want 503", role, code, body)
 		}
 	}
 	ns.Start()
 	for role := range ports {
-		waitUntil(t, 60*time.Second, role+" ready", func() bool { code, _ := httpGet(url(role, "/readyz")); return code == 200 })
+		testwait.Until(t, 60*time.Second, role+" ready", func() bool { code, _ := httpGet(url(role, "/readyz")); return code == 200 })
 	}
 	moving := map[string][]string{
 		"collector": {"rdmawatch_collector_batches_published_total", "rdmawatch_collector_samples_published_total", "rdmawatch_collector_scrape_duration_seconds_count"},
@@ -88,7 +89,7 @@ func TestRolesServeMetricsAndReadiness(t *testing.T) {
 	}
 	for role, names := range moving {
 		for _, name := range names {
-			waitUntil(t, 90*time.Second, role+" "+name+" > 0", func() bool {
+			testwait.Until(t, 90*time.Second, role+" "+name+" > 0", func() bool {
 				_, body := httpGet(url(role, "/metrics"))
 				v, ok := metricValue(body, name)
 				return ok && v > 0
@@ -169,7 +170,7 @@ func TestProcessorGroupTakeover(t *testing.T) {
 		v, _ := metricValue(body, "rdmawatch_processor_partitions_owned")
 		return v
 	}
-	waitUntil(t, 60*time.Second, "two members splitting 16 partitions", func() bool {
+	testwait.Until(t, 60*time.Second, "two members splitting 16 partitions", func() bool {
 		a, b := owned(0), owned(1)
 		return a > 0 && b > 0 && a+b == 16
 	})
@@ -177,7 +178,7 @@ func TestProcessorGroupTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	waitUntil(t, 30*time.Second, "the survivor owning every partition", func() bool { return owned(0) == 16 })
+	testwait.Until(t, 30*time.Second, "the survivor owning every partition", func() bool { return owned(0) == 16 })
 	t.Logf("partitions taken over %s after kill -9", time.Since(began).Round(100*time.Millisecond))
 	roles[0].stop()
 }
