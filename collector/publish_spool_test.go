@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -75,6 +77,17 @@ func outageBatch(seq uint64) *schemas.CounterBatch {
 		{Device: "mlx5_0", Port: 1, TimeMs: ms},
 		{Device: "mlx5_0", Port: 2, TimeMs: ms},
 	}}
+}
+
+// outageWarned waits until the publisher has logged that NATS does not
+// acknowledge its publishes.
+func outageWarned(logs *syncBuffer) error {
+	return testwait.Poll(10*time.Second, "the outage WARN", func() error {
+		if !strings.Contains(logs.String(), "NATS does not acknowledge publishes") {
+			return errors.New("not logged")
+		}
+		return nil
+	})
 }
 
 // streamIDs returns the Nats-Msg-Id of every message on the counters stream.
@@ -226,16 +239,20 @@ func TestPublisherLogsOutageAndRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	restarted := make(chan struct{})
+	// The outage lasts until the publisher has warned of it, which Flush
+	// does while it waits: hence a goroutine.
+	warned := make(chan error, 1)
 	go func() {
-		defer close(restarted)
-		time.Sleep(time.Second)
+		err := outageWarned(&logs)
 		broker.start()
+		warned <- err
 	}()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err = pub.Flush(fctx)
-	<-restarted
+	if werr := <-warned; werr != nil {
+		t.Fatalf("%v:\n%s", werr, logs.String())
+	}
 	if err != nil {
 		t.Fatalf("Flush across the outage: %v\n%s", err, logs.String())
 	}
@@ -380,9 +397,13 @@ func TestCollectorStoppedDuringOutageSpools(t *testing.T) {
 	go func() {
 		done <- New(&endless{}, eng, pub, Config{Interval: 20 * time.Millisecond, Log: log, FlushTimeout: 500 * time.Millisecond}).Run(ctx)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Some batches stored before the outage; batches waiting for their
+	// acks, the outage warned of, when the collector stops.
+	testwait.Until(t, 10*time.Second, "batches on the stream before the outage", func() bool { return len(streamIDs(t, js)) > 0 })
 	broker.stop()
-	time.Sleep(time.Second)
+	if err := outageWarned(&logs); err != nil {
+		t.Fatalf("%v:\n%s", err, logs.String())
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("collector stopped with %v\n%s", err, logs.String())
