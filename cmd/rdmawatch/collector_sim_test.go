@@ -20,6 +20,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/collector"
 	"github.com/rdmawatch/rdmawatch/internal/natsembed"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -147,25 +148,17 @@ func TestSimCollectorSpools(t *testing.T) {
 		}
 		return ids
 	}
-	waitFor := func(what string, d time.Duration, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(d)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after %v: %s", d, what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
 
 	// First run: publishes, then NATS goes away, then the collector stops.
 	nc, js := connect()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := run(ctx, nc, js)
-	waitFor("batches on the stream", 20*time.Second, func() bool { return len(counters(js)) >= 8 })
+	testwait.Until(t, 20*time.Second, "batches on the stream", func() bool { return len(counters(js)) >= 8 })
 	srv.Shutdown()
 	srv = nil
-	time.Sleep(time.Second) // batches pile up unacknowledged
+	// Batches pile up unacknowledged. A sleep: the outage itself must last
+	// while the collector goes on making batches.
+	time.Sleep(time.Second)
 	cancel()
 	select {
 	case err := <-done:
@@ -187,7 +180,7 @@ func TestSimCollectorSpools(t *testing.T) {
 	nc, js = connect()
 	ctx, cancel = context.WithCancel(context.Background())
 	done = run(ctx, nc, js)
-	waitFor("the spool emptied", 30*time.Second, func() bool { return len(spooledIDs(t, spool)) == 0 })
+	testwait.Until(t, 30*time.Second, "the spool emptied", func() bool { return len(spooledIDs(t, spool)) == 0 })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("second run: %v", err)

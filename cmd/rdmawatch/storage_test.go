@@ -15,6 +15,7 @@ import (
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
 	"github.com/rdmawatch/rdmawatch/internal/natsutil/natstest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 	"github.com/rdmawatch/rdmawatch/schemas"
 )
 
@@ -69,7 +70,7 @@ func TestSinkReadyzWaitsForTheDatabase(t *testing.T) {
 
 	readyz := func(code int, want ...string) {
 		t.Helper()
-		chtest.Eventually(t, 60*time.Second, 100*time.Millisecond, func() error {
+		testwait.For(t, 60*time.Second, fmt.Sprintf("/readyz %d", code), func() error {
 			select {
 			case err := <-done:
 				t.Fatalf("sink stopped: %v", err)
