@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 // CheckSchema tells a role without DDL rights whether an admin migrated the
@@ -36,7 +37,7 @@ func TestCheckSchema(t *testing.T) {
 	if err := conn.Exec(ctx, "ALTER TABLE schema_migrations DELETE WHERE version = 5"); err != nil {
 		t.Fatal(err)
 	}
-	chtest.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "CheckSchema to name the forgotten step", func() error {
 		err := chdb.CheckSchema(ctx, conn)
 		if !errors.Is(err, chdb.ErrSchemaNotReady) || !strings.Contains(err.Error(), "0005_rollups.sql") {
 			return fmt.Errorf("without 0005: CheckSchema = %v, want it named", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmawatch/rdmawatch/internal/chdb"
 	"github.com/rdmawatch/rdmawatch/internal/chdb/chtest"
+	"github.com/rdmawatch/rdmawatch/internal/testwait"
 )
 
 func TestMigrateTwice(t *testing.T) {
@@ -98,7 +99,7 @@ func TestMigrateRerunsCutShortStep(t *testing.T) {
 	if err := conn.Exec(ctx, "ALTER TABLE schema_migrations DELETE WHERE version >= 4"); err != nil {
 		t.Fatal(err)
 	}
-	chtest.Eventually(t, 10*time.Second, 50*time.Millisecond, func() error {
+	testwait.For(t, 10*time.Second, "the forgotten steps gone from schema_migrations", func() error {
 		var n uint64
 		if err := conn.QueryRow(ctx, "SELECT count() FROM schema_migrations WHERE version >= 4").Scan(&n); err != nil {
 			return err
