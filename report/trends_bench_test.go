@@ -24,13 +24,15 @@ const EnvBenchTrends = "RDMAWATCH_BENCH_TRENDS"
 // over the last 30, 90 and 365 days of PORTSxDAYS hourly rollups in a
 // private database (8 ports a node, 32 ports a leaf, as a GPU fabric), one
 // port-hour a row as the sink's hour roll writes it, with incidents, and
-// the day rollup rolled from those hours by the sink's own day roll
-// (chdb.Roll, schemas/ddl/rollups/day.sql), which the day buckets read. The
-// time to generate the rows and to roll the days is logged: the figures in
-// BENCHMARKS.md carry both. Each window also runs the query as it was
-// before the histograms of migration 0019 (testdata/trends_exact_days.sql:
-// the exact quantile states the roll still writes) on the same rows, the
-// two alternating, so the speed-up is measured side by side in one run.
+// the day and group-day rollups rolled from those hours by the sink's own
+// day roll (chdb.Roll: schemas/ddl/rollups/day.sql, day_group.sql), which
+// the day buckets read. The time to generate the rows and to roll the
+// days is logged: the figures in BENCHMARKS.md carry both. Each window also
+// runs the query as it was before the group-days of migration 0020
+// (testdata/trends_port_days.sql: the port-days' histogram bins) and before
+// the histograms of 0019 (testdata/trends_exact_days.sql: the exact quantile
+// states the roll still writes) on the same rows, in rotation, so the
+// speed-ups are measured side by side in one run.
 func BenchmarkTrends(b *testing.B) {
 	spec := os.Getenv(EnvBenchTrends)
 	if spec == "" {
@@ -124,12 +126,25 @@ FROM numbers(%d)`, func() string { n, _, _ := portExpr("(number * 7919 % " + str
 	if err != nil {
 		b.Fatal(err)
 	}
-	data, err := os.ReadFile("testdata/trends_exact_days.sql")
-	if err != nil {
-		b.Fatal(err)
+	// The query before migration 0020 (the port-days' histogram bins) and
+	// before 0019 (their exact quantile states), on the same rows.
+	earlier := func(file string) chdb.Query {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := q
+		e.SQL = stripComments(string(data))
+		return e
 	}
-	exact := q
-	exact.SQL = stripComments(string(data))
+	variants := []struct {
+		name string
+		q    chdb.Query
+	}{
+		{"group-days", q},
+		{"port-days", earlier("testdata/trends_port_days.sql")},
+		{"exact", earlier("testdata/trends_exact_days.sql")},
+	}
 	for _, window := range []int{30, 90, 365} {
 		if window > days {
 			continue
@@ -144,29 +159,29 @@ FROM numbers(%d)`, func() string { n, _, _ := portExpr("(number * 7919 % " + str
 				}
 				return time.Since(t1), len(res.Rows)
 			}
-			var histTotal, exactTotal time.Duration
+			totals := make([]time.Duration, len(variants))
 			for i := 0; i < b.N; i++ {
-				// Alternated, the exact query first on even runs: neither
-				// always reads the other's warm cache.
-				var h, e time.Duration
-				var hr, er int
-				if i%2 == 0 {
-					e, er = run(exact)
-					h, hr = run(q)
-				} else {
-					h, hr = run(q)
-					e, er = run(exact)
+				// Each run starts with the next variant: none always
+				// reads the others' warm cache.
+				took := make([]time.Duration, len(variants))
+				rows := make([]int, len(variants))
+				for k := range variants {
+					v := (i + k) % len(variants)
+					took[v], rows[v] = run(variants[v].q)
+					totals[v] += took[v]
 				}
-				if hr != er {
-					b.Fatalf("%d days: %d rows from the histograms, %d from the exact states", window, hr, er)
+				for v := range variants {
+					if rows[v] != rows[0] {
+						b.Fatalf("%d days: %d rows from the %s query, %d from the %s one", window, rows[0], variants[0].name, rows[v], variants[v].name)
+					}
 				}
-				histTotal += h
-				exactTotal += e
-				b.Logf("%d days: %d rows in %s from the histograms, %s from the exact states (%.1fx)",
-					window, hr, h.Round(time.Millisecond), e.Round(time.Millisecond), e.Seconds()/h.Seconds())
+				b.Logf("%d days: %d rows in %s from the group-days, %s from the port-days' bins (%.1fx), %s from their exact states (%.1fx)",
+					window, rows[0], took[0].Round(time.Millisecond), took[1].Round(time.Millisecond), took[1].Seconds()/took[0].Seconds(),
+					took[2].Round(time.Millisecond), took[2].Seconds()/took[0].Seconds())
 			}
-			b.ReportMetric(histTotal.Seconds()/float64(b.N), "s/hist")
-			b.ReportMetric(exactTotal.Seconds()/float64(b.N), "s/exact")
+			for v, name := range []string{"s/group", "s/portdays", "s/exact"} {
+				b.ReportMetric(totals[v].Seconds()/float64(b.N), name)
+			}
 		})
 	}
 }

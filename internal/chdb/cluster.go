@@ -52,18 +52,21 @@ type Cluster struct {
 // shard). A migration that creates a table not listed here fails to
 // rewrite, so a new table has to choose its key.
 var ShardingKeys = map[string]string{
-	migrationsTable:  "version",
-	"port_samples":   "cityHash64(node)",
-	"events":         "cityHash64(id)",
-	"inventory":      "cityHash64(node)",
-	"port_minute":    "cityHash64(node)",
-	"port_hour":      "cityHash64(node)",
-	"rollup_minute":  "cityHash64(node)",
-	"rollup_hour":    "cityHash64(node)",
-	"rollup_day":     "cityHash64(node)",
-	"topology_ports": "cityHash64(node)",
-	"topology_links": "cityHash64(a)",
-	"port_config":    "cityHash64(node)",
+	migrationsTable: "version",
+	"port_samples":  "cityHash64(node)",
+	"events":        "cityHash64(id)",
+	"inventory":     "cityHash64(node)",
+	"port_minute":   "cityHash64(node)",
+	"port_hour":     "cityHash64(node)",
+	"rollup_minute": "cityHash64(node)",
+	"rollup_hour":   "cityHash64(node)",
+	"rollup_day":    "cityHash64(node)",
+	// A group's rows of every roll on one shard, so FINAL and trends'
+	// newest-roll filter see them together.
+	"rollup_day_group": "cityHash64(grp)",
+	"topology_ports":   "cityHash64(node)",
+	"topology_links":   "cityHash64(a)",
+	"port_config":      "cityHash64(node)",
 }
 
 // LocalSuffix names the per-node table under a Distributed one.

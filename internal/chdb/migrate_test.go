@@ -48,7 +48,7 @@ func TestMigrateTwice(t *testing.T) {
 	tables := chtest.Strings(t, conn, "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name")
 	want := []string{"counter_dictionary", "events", "events_latest", "inventory", "inventory_latest",
 		"port_config", "port_hour", "port_hour_v", "port_minute", "port_minute_v",
-		"port_samples", "rollup_day", "rollup_hour", "rollup_minute", "schema_migrations", "topology_links", "topology_ports"}
+		"port_samples", "rollup_day", "rollup_day_group", "rollup_hour", "rollup_minute", "schema_migrations", "topology_links", "topology_ports"}
 	if !reflect.DeepEqual(tables, want) {
 		t.Fatalf("tables %v, want %v", tables, want)
 	}

@@ -15,7 +15,7 @@ type Retention struct {
 	Raw    time.Duration // port_samples (day partitions)
 	Minute time.Duration // rollup_minute, and port_minute before 0012 (day partitions)
 	Hour   time.Duration // rollup_hour, and port_hour before 0012 (month partitions)
-	Day    time.Duration // rollup_day (month partitions)
+	Day    time.Duration // rollup_day and rollup_day_group (month partitions)
 }
 
 // DefaultRetention: raw 14 days, minute rollup 90 days, hour rollup 2
@@ -43,6 +43,7 @@ var retained = []struct {
 	{"rollup_minute", "20060102", func(r Retention) time.Duration { return r.Minute }},
 	{"rollup_hour", "200601", func(r Retention) time.Duration { return r.Hour }},
 	{"rollup_day", "200601", func(r Retention) time.Duration { return r.Day }},
+	{"rollup_day_group", "200601", func(r Retention) time.Duration { return r.Day }},
 	// The rollups of releases before 0012, no longer written: their data
 	// ages out like the rollups'.
 	{"port_minute", "20060102", func(r Retention) time.Duration { return r.Minute }},

@@ -24,7 +24,9 @@ import (
 // bookkeeping beyond which ranges may have changed.
 
 // rollup_day (migration 0017) holds one row per port per day rolled from
-// the hours, so trends by day or week read a 24th of the rows.
+// the hours, so trends by day or week read a 24th of the rows; rolling a
+// day also rolls its groups into rollup_day_group (0020, day_group.sql),
+// so trends over the whole fabric read a row per group-day.
 
 // Rollup names one of the rollups.
 type Rollup string
@@ -53,36 +55,47 @@ func (r Rollup) Step() time.Duration {
 	return time.Minute
 }
 
-func (r Rollup) stmt() (string, error) {
+// files are the statements that roll r, in order: a day's groups are
+// rolled from its port-days, so after them.
+func (r Rollup) files() []string {
+	if r == Day {
+		return []string{"day", "day_group"}
+	}
+	return []string{string(r)}
+}
+
+func (r Rollup) stmts() ([]string, error) {
 	stmts, err := rollupStmts()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	s, ok := stmts[r]
 	if !ok {
-		return "", fmt.Errorf("no rollup %q: minute, hour or day", r)
+		return nil, fmt.Errorf("no rollup %q: minute, hour or day", r)
 	}
 	return s, nil
 }
 
 // rollupStmts reads the roll statements once (a sink rolls every few
 // seconds), comments and blank lines dropped.
-var rollupStmts = sync.OnceValues(func() (map[Rollup]string, error) {
-	out := map[Rollup]string{}
+var rollupStmts = sync.OnceValues(func() (map[Rollup][]string, error) {
+	out := map[Rollup][]string{}
 	for _, r := range Rollups {
-		data, err := fs.ReadFile(ddl.Rollups, path.Join("rollups", string(r)+".sql"))
-		if err != nil {
-			return nil, fmt.Errorf("rollup %s: %w", r, err)
-		}
-		var b strings.Builder
-		for _, line := range strings.Split(string(data), "\n") {
-			if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
-				continue
+		for _, name := range r.files() {
+			data, err := fs.ReadFile(ddl.Rollups, path.Join("rollups", name+".sql"))
+			if err != nil {
+				return nil, fmt.Errorf("rollup %s: %w", r, err)
 			}
-			b.WriteString(line)
-			b.WriteByte('\n')
+			var b strings.Builder
+			for _, line := range strings.Split(string(data), "\n") {
+				if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "--") {
+					continue
+				}
+				b.WriteString(line)
+				b.WriteByte('\n')
+			}
+			out[r] = append(out[r], b.String())
 		}
-		out[r] = b.String()
 	}
 	return out, nil
 })
@@ -97,7 +110,7 @@ const unrolledSearch = 7 * 24 * time.Hour
 // rows are written through the Distributed table synchronously, so a roll
 // that returns nil has them on their shards.
 func Roll(ctx context.Context, conn Conn, r Rollup, from, to time.Time) error {
-	stmt, err := r.stmt()
+	stmts, err := r.stmts()
 	if err != nil {
 		return err
 	}
@@ -110,8 +123,10 @@ func Roll(ctx context.Context, conn Conn, r Rollup, from, to time.Time) error {
 		return nil
 	}
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
-	if err := conn.Exec(ctx, stmt, ch.Named("from", from.Unix()), ch.Named("to", to.Unix())); err != nil {
-		return fmt.Errorf("roll %s rollup of %s..%s: %w", r, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+	for i, stmt := range stmts {
+		if err := conn.Exec(ctx, stmt, ch.Named("from", from.Unix()), ch.Named("to", to.Unix())); err != nil {
+			return fmt.Errorf("roll %s rollup (%s.sql) of %s..%s: %w", r, r.files()[i], from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
+		}
 	}
 	return nil
 }

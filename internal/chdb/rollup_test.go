@@ -56,12 +56,17 @@ func TestTrendsDaysRolledBeforeHistograms(t *testing.T) {
 	if _, err := chdb.MigrateUpTo(ctx, conn, 18); err != nil {
 		t.Fatal(err)
 	}
-	applied, err := chdb.Migrate(ctx, conn)
+	applied, err := chdb.MigrateUpTo(ctx, conn, 19)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(applied) == 0 || !strings.HasPrefix(applied[len(applied)-1], "0019_") {
 		t.Fatalf("applied %v, want 0019 last", applied)
+	}
+	// 0020 rolls the group-days from those port-days: their fewest hours
+	// are 0, so the buckets read from it are NULL alike.
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
 	}
 	q, err := chdb.QueryByName("trends")
 	if err != nil {
@@ -143,4 +148,93 @@ func TestTrendsDaysRolledBeforeHistograms(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("both rolled again", "week", []string{"03-02 n1 ports 1 worst 1e-09 " + num, "03-02 n2 ports 1 worst 1e-09 " + num})
+}
+
+// TestTrendsGroupsOfTheRoll: without --node, trends' whole days come from
+// rollup_day_group, grouped by the topology loaded when the day was rolled.
+// A port moved to another leaf counts in its old leaf until its day is
+// rolled again, and then only in the new one: a group the move emptied is
+// left out (each day's newest roll only), not summed with the new.
+func TestTrendsGroupsOfTheRoll(t *testing.T) {
+	t.Parallel()
+	conn := chtest.Open(t, chtest.NewDatabase(t, chtest.DSN(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := chdb.Migrate(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	mon := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	insertHours(ctx, t, conn, mon, 24, []string{"n1", "n2"}, 0.25, 1000)
+	cable := func(leaf1, leaf2 string) {
+		t.Helper()
+		if err := conn.Exec(ctx, "ALTER TABLE topology_ports DROP PARTITION 'f'"); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Exec(ctx, fmt.Sprintf(`INSERT INTO topology_ports (fabric, node, device, port, switch, switch_port, tier, rack, loaded_at)
+SELECT 'f', concat('n', toString(number + 1)), 'mlx5_0', toUInt16(1), ['%s', '%s'][number + 1], concat('swp', toString(number + 1)), 'leaf', '', now()
+FROM numbers(2)`, leaf1, leaf2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := chdb.QueryByName("trends")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(node string) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, q.SQL,
+			ch.Named("from", mon.Unix()), ch.Named("to", mon.Add(24*time.Hour).Unix()),
+			ch.Named("node", node), ch.Named("by", "leaf"), ch.Named("bucket", "day"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		idx := map[string]int{}
+		for i, c := range rows.Columns() {
+			idx[c] = i
+		}
+		var out []string
+		for rows.Next() {
+			vals := make([]any, len(rows.Columns()))
+			for i, ct := range rows.ColumnTypes() {
+				vals[i] = reflect.New(ct.ScanType()).Interface()
+			}
+			if err := rows.Scan(vals...); err != nil {
+				t.Fatal(err)
+			}
+			p50 := *vals[idx["utilisation_p50"]].(**float64)
+			out = append(out, fmt.Sprintf("%s ports %d p50 %v", *vals[idx["group"]].(*string), *vals[idx["ports"]].(*uint64), *p50))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(out, ", ")
+	}
+	check := func(when, node, want string) {
+		t.Helper()
+		if got := read(node); got != want {
+			t.Errorf("%s (--node %q): %s, want %s", when, node, got, want)
+		}
+	}
+	roll := func() {
+		t.Helper()
+		// rolled_at has whole seconds: a roll in the same second as the
+		// one before would leave both current, so wait for the next one.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+		if err := chdb.Roll(ctx, conn, chdb.Day, mon, mon.Add(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cable("leaf-a", "leaf-a")
+	roll()
+	check("both on leaf-a", "", "leaf-a ports 2 p50 0.25")
+	cable("leaf-b", "leaf-b")
+	check("moved, not rolled again", "", "leaf-a ports 2 p50 0.25")
+	// --node reads the port-days, grouped by the topology loaded now.
+	check("moved, not rolled again", "n1", "leaf-b ports 1 p50 0.25")
+	roll()
+	check("moved and rolled again", "", "leaf-b ports 2 p50 0.25")
+	cable("leaf-a", "leaf-b")
+	roll()
+	check("split and rolled again", "", "leaf-a ports 1 p50 0.25, leaf-b ports 1 p50 0.25")
 }

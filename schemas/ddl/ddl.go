@@ -22,9 +22,10 @@ var Queries embed.FS
 // QueriesDir is the directory of Queries inside the FS.
 const QueriesDir = "queries"
 
-// Rollups are the statements that roll port_samples into the minute rollup
-// and the minutes into the hour rollup, rollups/<minute|hour>.sql, each
-// bound to a time range @from..@to.
+// Rollups are the statements that roll port_samples into the minute rollup,
+// the minutes into the hour rollup, the hours into the day rollup and the
+// port-days into the group-days, rollups/<minute|hour|day|day_group>.sql,
+// each bound to a time range @from..@to.
 //
 //go:embed rollups/*.sql
 var Rollups embed.FS

@@ -1,4 +1,4 @@
--- question: How do congestion, loss, BER, load and incidents trend, for capacity planning? Per --bucket (hour, day or week; default day) and per --by group (leaf, from the loaded topology, unknown ports grouped by node-name prefix; rack, from the topology's "racks", a node in no rack grouped by its leaf; node; or fabric; default leaf) over --from..--to, from the day rollup for --bucket day and week (kept five years by default; the hour rollup for the hours of a partial first or last day) and the hour rollup for --bucket hour (kept two years): ports, PFC pause seconds each way, ECN-marked packets, CNPs sent and handled, discards and out_of_buffer, pre- and post-FEC BER worst and median over port-hours, utilisation p50/p95 over port-hours (mean of the busier direction; for --bucket day and week the medians and p50/p95 to histogram bins: 0.5 % of capacity, 0.05 decade of BER), and the incidents that started in the bucket, in all and by type ("pfc_storm:2,ber_drift:1").
+-- question: How do congestion, loss, BER, load and incidents trend, for capacity planning? Per --bucket (hour, day or week; default day) and per --by group (leaf, from the loaded topology, unknown ports grouped by node-name prefix; rack, from the topology's "racks", a node in no rack grouped by its leaf; node; or fabric; default leaf) over --from..--to, from the day rollups for --bucket day and week (rollup_day_group's group-days, rollup_day's port-days with --node; kept five years by default; the hour rollup for the hours of a partial first or last day) and the hour rollup for --bucket hour (kept two years): ports, PFC pause seconds each way, ECN-marked packets, CNPs sent and handled, discards and out_of_buffer, pre- and post-FEC BER worst and median over port-hours, utilisation p50/p95 over port-hours (mean of the busier direction; for --bucket day and week the medians and p50/p95 to histogram bins: 0.5 % of capacity, 0.05 decade of BER), and the incidents that started in the bucket, in all and by type ("pfc_storm:2,ber_drift:1").
 -- filters: --node limits the ports and incidents read. A port-scope incident counts in its port's group, a node-scope one in its node's (first leaf's) group, a fabric-scope one in the group "fabric". spine is refused: every leaf uplinks to every spine, so a spine's group would be the whole fabric again.
 -- Resolution: --bucket hour computes every quantile exactly from the hour
 -- rollup. --bucket day and week take them from the port-hours' histogram
@@ -110,7 +110,7 @@ FROM
     SELECT
         multiIf(@bucket = 'week', toDateTime(toMonday(day)), toDateTime(day)) AS bucket,
         grp,
-        uniqExact(node, device, port) AS ports,
+        uniqExactMerge(ports) AS ports,
         sum(tx_pause_us) AS tx_pause_us,
         sum(rx_pause_us) AS rx_pause_us,
         sum(ecn) AS ecn,
@@ -136,72 +136,71 @@ FROM
         '' AS type_count
     FROM
     (
+        -- One row per day and group, its ports and bins as states merged
+        -- per bucket above. Without --node the whole days come from the
+        -- group-day rollup (migration 0020: a row per group-day where
+        -- rollup_day has one per port-day; each day's newest roll only,
+        -- so a group a topology load emptied is left out)...
         SELECT
             day,
-            node,
-            device,
-            port,
-            multiIf(@by = 'node', node, @by = 'fabric', 'fabric',
-                    @by = 'rack' AND rack != '', rack,
-                    leaf = '', concat(replaceRegexpOne(node, '[-_]?[0-9]+$', ''), '*'), leaf) AS grp,
+            grp,
+            ports,
             tx_pause_us, rx_pause_us, ecn, cnp_sent, cnp_handled, discards, oob,
-            ber_max, ber_bins, post_ber_max, post_ber_bins, util_bins, hours
+            ber_max, ber_bins, post_ber_max, post_ber_bins, util_bins,
+            min_hours AS hours
+        FROM rollup_day_group FINAL
+        WHERE day >= toDate(toDateTime(@from - 1)) + 1
+          AND day < if(@bucket = 'hour' OR @node != '', toDate(0), toDate(toDateTime(@to)))
+          AND group_by = @by
+          -- GLOBAL: in cluster mode the newest rolls are read once, on
+          -- this server, over every shard.
+          AND (day, rolled_at) GLOBAL IN
+          (
+              SELECT day, max(rolled_at)
+              FROM rollup_day_group
+              WHERE day >= toDate(toDateTime(@from - 1)) + 1
+                AND day < if(@bucket = 'hour' OR @node != '', toDate(0), toDate(toDateTime(@to)))
+              GROUP BY day
+          )
+        UNION ALL
+        -- ...and from the port-days (the whole days with --node, the
+        -- partial first and last days always) grouped into the same states.
+        SELECT
+            day,
+            grp,
+            uniqExactState(node, device, port) AS ports,
+            sum(tx_pause_us) AS tx_pause_us,
+            sum(rx_pause_us) AS rx_pause_us,
+            sum(ecn) AS ecn,
+            sum(cnp_sent) AS cnp_sent,
+            sum(cnp_handled) AS cnp_handled,
+            sum(discards) AS discards,
+            sum(oob) AS oob,
+            max(ber_max) AS ber_max,
+            quantileExactMergeState(0.5)(ber_bins) AS ber_bins,
+            max(post_ber_max) AS post_ber_max,
+            quantileExactMergeState(0.5)(post_ber_bins) AS post_ber_bins,
+            quantilesExactMergeState(0.5, 0.95)(util_bins) AS util_bins,
+            min(hours) AS hours
         FROM
         (
-            -- The whole days of --from..--to from the day rollup (one
-            -- FINAL row per port-day, its states finalised on the row; the
-            -- BER and utilisation bins are merged per bucket above)...
             SELECT
                 day,
                 node,
                 device,
                 port,
-                finalizeAggregation(tx_pause_duration_us) AS tx_pause_us,
-                finalizeAggregation(rx_pause_duration_us) AS rx_pause_us,
-                finalizeAggregation(np_ecn_marked_roce_packets) AS ecn,
-                finalizeAggregation(np_cnp_sent) AS cnp_sent,
-                finalizeAggregation(rp_cnp_handled) AS cnp_handled,
-                finalizeAggregation(port_xmit_discards) AS discards,
-                finalizeAggregation(out_of_buffer) AS oob,
-                finalizeAggregation(hour_pre_fec_ber_max) AS ber_max,
-                hour_pre_fec_ber_bins AS ber_bins,
-                finalizeAggregation(hour_post_fec_ber_max) AS post_ber_max,
-                hour_post_fec_ber_bins AS post_ber_bins,
-                hour_utilisation_bins AS util_bins,
-                hours
-            FROM rollup_day FINAL
-            -- From the first midnight at or after --from to the last at or
-            -- before --to (server time zone, as the roll cuts days); empty
-            -- for --bucket hour.
-            WHERE day >= toDate(toDateTime(@from - 1)) + 1
-              AND day < if(@bucket = 'hour', toDate(0), toDate(toDateTime(@to)))
-              AND (@node = '' OR node = @node)
-            UNION ALL
-            -- ...and the hours of a partial first or last day from the hour
-            -- rollup, rolled into the same per-port-day figures as
-            -- rollups/day.sql rolls them.
-            SELECT
-                toDate(hour) AS day,
-                node,
-                device,
-                port,
-                sum(tx_pause_us) AS tx_pause_us,
-                sum(rx_pause_us) AS rx_pause_us,
-                sum(ecn) AS ecn,
-                sum(cnp_sent) AS cnp_sent,
-                sum(cnp_handled) AS cnp_handled,
-                sum(discards) AS discards,
-                sum(oob) AS oob,
-                max(ber) AS ber_max,
-                quantileExactState(0.5)(if(ber > 0, toInt16(round(log10(ber) * 20)), toInt16(-32768))) AS ber_bins,
-                max(post_ber) AS post_ber_max,
-                quantileExactState(0.5)(if(post_ber > 0, toInt16(round(log10(post_ber) * 20)), toInt16(-32768))) AS post_ber_bins,
-                quantilesExactState(0.5, 0.95)(toUInt8(least(round(util * 200), 255))) AS util_bins,
-                toUInt16(count()) AS hours
+                multiIf(@by = 'node', node, @by = 'fabric', 'fabric',
+                        @by = 'rack' AND rack != '', rack,
+                        leaf = '', concat(replaceRegexpOne(node, '[-_]?[0-9]+$', ''), '*'), leaf) AS grp,
+                tx_pause_us, rx_pause_us, ecn, cnp_sent, cnp_handled, discards, oob,
+                ber_max, ber_bins, post_ber_max, post_ber_bins, util_bins, hours
             FROM
             (
+                -- The whole days of --from..--to from the day rollup with
+                -- --node (one FINAL row per port-day, its states finalised on
+                -- the row)...
                 SELECT
-                    hour,
+                    day,
                     node,
                     device,
                     port,
@@ -212,32 +211,83 @@ FROM
                     finalizeAggregation(rp_cnp_handled) AS cnp_handled,
                     finalizeAggregation(port_xmit_discards) AS discards,
                     finalizeAggregation(out_of_buffer) AS oob,
-                    finalizeAggregation(rx_bits_phy) AS phy_bits,
-                    if(phy_bits > 0, finalizeAggregation(rx_corrected_bits_phy) / phy_bits, 0) AS ber,
-                    -- Post-FEC: the PCS symbol errors FEC left over the PHY bits,
-                    -- as schemas.ErrorRatio computes it per sample.
-                    if(phy_bits > 0, finalizeAggregation(rx_pcs_symbol_err_phy) / phy_bits, 0) AS post_ber,
-                    finalizeAggregation(rate_gbps) * finalizeAggregation(interval_ms) AS capacity,
-                    if(capacity > 0,
-                       greatest(finalizeAggregation(rcv_bytes), finalizeAggregation(xmit_bytes)) * 8 / (capacity * 1e6), 0) AS util
-                FROM rollup_hour FINAL
-                -- [from, first midnight) and [last midnight, to), each
-                -- clipped to --from..--to; both empty for --bucket hour.
-                WHERE ((hour >= toStartOfHour(toDateTime(@from))
-                        AND hour < if(@bucket = 'hour', toDateTime(0), least(toDateTime(toDate(toDateTime(@from - 1)) + 1), toDateTime(@to))))
-                    OR (hour >= greatest(toStartOfDay(toDateTime(@to)), toDateTime(toDate(toDateTime(@from - 1)) + 1))
-                        AND hour < if(@bucket = 'hour', toDateTime(0), toDateTime(@to))))
-                  AND (@node = '' OR node = @node)
-            ) AS edge_hours
-            GROUP BY node, device, port, day
-        ) AS days
-        ANY LEFT JOIN
-        (
-            SELECT node, device, port, switch AS leaf, rack
-            FROM topology_ports FINAL
-            WHERE tier = 'leaf'
-        ) AS leaves USING (node, device, port)
-    ) AS port_days
+                    finalizeAggregation(hour_pre_fec_ber_max) AS ber_max,
+                    hour_pre_fec_ber_bins AS ber_bins,
+                    finalizeAggregation(hour_post_fec_ber_max) AS post_ber_max,
+                    hour_post_fec_ber_bins AS post_ber_bins,
+                    hour_utilisation_bins AS util_bins,
+                    hours
+                FROM rollup_day FINAL
+                -- From the first midnight at or after --from to the last at or
+                -- before --to (server time zone, as the roll cuts days); empty
+                -- for --bucket hour.
+                WHERE day >= toDate(toDateTime(@from - 1)) + 1
+                  AND day < if(@bucket = 'hour' OR @node = '', toDate(0), toDate(toDateTime(@to)))
+                  AND node = @node
+                UNION ALL
+                -- ...and the hours of a partial first or last day from the hour
+                -- rollup, rolled into the same per-port-day figures as
+                -- rollups/day.sql rolls them.
+                SELECT
+                    toDate(hour) AS day,
+                    node,
+                    device,
+                    port,
+                    sum(tx_pause_us) AS tx_pause_us,
+                    sum(rx_pause_us) AS rx_pause_us,
+                    sum(ecn) AS ecn,
+                    sum(cnp_sent) AS cnp_sent,
+                    sum(cnp_handled) AS cnp_handled,
+                    sum(discards) AS discards,
+                    sum(oob) AS oob,
+                    max(ber) AS ber_max,
+                    quantileExactState(0.5)(if(ber > 0, toInt16(round(log10(ber) * 20)), toInt16(-32768))) AS ber_bins,
+                    max(post_ber) AS post_ber_max,
+                    quantileExactState(0.5)(if(post_ber > 0, toInt16(round(log10(post_ber) * 20)), toInt16(-32768))) AS post_ber_bins,
+                    quantilesExactState(0.5, 0.95)(toUInt8(least(round(util * 200), 255))) AS util_bins,
+                    toUInt16(count()) AS hours
+                FROM
+                (
+                    SELECT
+                        hour,
+                        node,
+                        device,
+                        port,
+                        finalizeAggregation(tx_pause_duration_us) AS tx_pause_us,
+                        finalizeAggregation(rx_pause_duration_us) AS rx_pause_us,
+                        finalizeAggregation(np_ecn_marked_roce_packets) AS ecn,
+                        finalizeAggregation(np_cnp_sent) AS cnp_sent,
+                        finalizeAggregation(rp_cnp_handled) AS cnp_handled,
+                        finalizeAggregation(port_xmit_discards) AS discards,
+                        finalizeAggregation(out_of_buffer) AS oob,
+                        finalizeAggregation(rx_bits_phy) AS phy_bits,
+                        if(phy_bits > 0, finalizeAggregation(rx_corrected_bits_phy) / phy_bits, 0) AS ber,
+                        -- Post-FEC: the PCS symbol errors FEC left over the PHY bits,
+                        -- as schemas.ErrorRatio computes it per sample.
+                        if(phy_bits > 0, finalizeAggregation(rx_pcs_symbol_err_phy) / phy_bits, 0) AS post_ber,
+                        finalizeAggregation(rate_gbps) * finalizeAggregation(interval_ms) AS capacity,
+                        if(capacity > 0,
+                           greatest(finalizeAggregation(rcv_bytes), finalizeAggregation(xmit_bytes)) * 8 / (capacity * 1e6), 0) AS util
+                    FROM rollup_hour FINAL
+                    -- [from, first midnight) and [last midnight, to), each
+                    -- clipped to --from..--to; both empty for --bucket hour.
+                    WHERE ((hour >= toStartOfHour(toDateTime(@from))
+                            AND hour < if(@bucket = 'hour', toDateTime(0), least(toDateTime(toDate(toDateTime(@from - 1)) + 1), toDateTime(@to))))
+                        OR (hour >= greatest(toStartOfDay(toDateTime(@to)), toDateTime(toDate(toDateTime(@from - 1)) + 1))
+                            AND hour < if(@bucket = 'hour', toDateTime(0), toDateTime(@to))))
+                      AND (@node = '' OR node = @node)
+                ) AS edge_hours
+                GROUP BY node, device, port, day
+            ) AS days
+            ANY LEFT JOIN
+            (
+                SELECT node, device, port, switch AS leaf, rack
+                FROM topology_ports FINAL
+                WHERE tier = 'leaf'
+            ) AS leaves USING (node, device, port)
+        ) AS port_days
+        GROUP BY day, grp
+    ) AS group_days
     GROUP BY bucket, grp
     UNION ALL
     SELECT
