@@ -61,6 +61,7 @@ func TestClusterOneNode(t *testing.T) {
 			"rollup_minute": "Distributed", "rollup_minute_local": "ReplacingMergeTree",
 			"rollup_hour": "Distributed", "rollup_hour_local": "ReplacingMergeTree",
 			"rollup_day": "Distributed", "rollup_day_local": "ReplacingMergeTree",
+			"rollup_day_group": "Distributed", "rollup_day_group_local": "ReplacingMergeTree",
 			"port_minute_mv": "", "port_hour_mv": "", "events_latest": "View",
 		} {
 			if engines[name] != want {
@@ -105,7 +106,7 @@ func TestClusterOneNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < 2; i++ {
-			for _, r := range []chdb.Rollup{chdb.Minute, chdb.Hour} {
+			for _, r := range chdb.Rollups {
 				if err := chdb.Roll(ctx, conn, r, ts, ts.Add(time.Second)); err != nil {
 					t.Fatal(err)
 				}
