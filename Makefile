@@ -108,6 +108,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) build -tags fleet -o /dev/null ./cmd/rdmawatch
+	$(GO) vet -tags fleet ./cmd/rdmawatch
 	@if $(GO) list -tags fleet -deps ./cmd/rdmawatch | grep -qE 'nats-server|rdmawatch/sim$$|internal/pipeline$$'; then echo "the fleet build links the lab (nats-server, sim or pipeline)"; exit 1; fi
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); else echo "staticcheck not installed: skipped"; fi
 

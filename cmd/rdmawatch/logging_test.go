@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rdmawatch/rdmawatch/sim"
 )
 
 // TestLogLines: what a log line holds, in both formats.
@@ -38,16 +36,6 @@ func TestLogLines(t *testing.T) {
 		{name: "same key in and out of a group", format: "json",
 			log:  func(l *slog.Logger) { l.With("k", 1).WithGroup("g").With("k", 2).Info("x") },
 			want: []string{`"k":1,"g":{"k":2}`}},
-		{name: "fault without words: its kind and settings", format: "text",
-			log: func(l *slog.Logger) {
-				l.Info("fault scheduled", "fault", logFault(sim.ConfigReport{MTU: 9000}, time.Time{}))
-			},
-			want: []string{`fault="config_report {MTU:9000 Priority:0}"`}, wantNot: []string{"sim.ConfigReport"}},
-		{name: "fault without padding", format: "text",
-			log: func(l *slog.Logger) {
-				l.Info("fault scheduled", "fault", logFault(sim.LinkFlap{Port: sim.PortRef{Node: "n1", Device: "mlx5_0", Port: 1}}, time.Time{}))
-			},
-			want: []string{`fault="link_flap `}, wantNot: []string{"  "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
