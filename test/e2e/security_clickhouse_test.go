@@ -220,7 +220,7 @@ func testClickHouseSink(t *testing.T, ctx context.Context, c *confinedClickHouse
 		{"check the schema", func() error { return chdb.CheckSchema(ctx, c.sink) }},
 		{"insert a batch into each table it writes", func() error {
 			for table, col := range map[string]string{"port_samples": "node", "events": "id", "inventory": "node",
-				"port_config": "node", "rollup_minute": "node", "rollup_hour": "node", "rollup_day": "node"} {
+				"port_config": "node", "rollup_minute": "node", "rollup_hour": "node", "rollup_day": "node", "rollup_day_group": "grp"} {
 				b, err := c.sink.PrepareBatch(ctx, "INSERT INTO "+table+" ("+col+")")
 				if err != nil {
 					return fmt.Errorf("%s: %w", table, err)
@@ -287,7 +287,7 @@ func testClickHouseSink(t *testing.T, ctx context.Context, c *confinedClickHouse
 		{"lift allow_ddl", "SELECT 1 SETTINGS allow_ddl = 1", refused, ""},
 
 		{"insert schema_migrations", "INSERT INTO schema_migrations (version, name, applied_at) SELECT 9999, 'sec-probe', now()", gap,
-			"rdmawatch-users-grants.xml (ClickHouse 23.5+: INSERT granted on the seven tables the sink writes only)"},
+			"rdmawatch-users-grants.xml (ClickHouse 23.5+: INSERT granted on the eight tables the sink writes only)"},
 		{"insert a table it does not write", "INSERT INTO topology_links (fabric) SELECT 'sec-probe'", gap,
 			"rdmawatch-users-grants.xml (per-table INSERT grants)"},
 		{"read a table it does not read", "SELECT count() FROM events", gap,
