@@ -152,23 +152,6 @@ func Strings(t testing.TB, conn driver.Conn, query string, args ...any) []string
 	return out
 }
 
-// Eventually polls fn every step until it returns nil, failing the test with
-// fn's last error after total.
-func Eventually(t testing.TB, total, step time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still failing after %v: %v", total, err)
-		}
-		time.Sleep(step)
-	}
-}
-
 // Server is a private ClickHouse run by deploy/clickhouse/local.sh.
 type Server struct {
 	DSN     string
