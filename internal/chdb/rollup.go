@@ -124,7 +124,14 @@ func Roll(ctx context.Context, conn Conn, r Rollup, from, to time.Time) error {
 	}
 	ctx = ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
 	for i, stmt := range stmts {
-		if err := conn.Exec(ctx, stmt, ch.Named("from", from.Unix()), ch.Named("to", to.Unix())); err != nil {
+		args := []any{ch.Named("from", from.Unix()), ch.Named("to", to.Unix())}
+		if r.files()[i] == "day_group" {
+			// The roll's number (day_group.sql): its start in nanoseconds,
+			// so every roll has its own and a later roll a larger one, also
+			// two sinks rolling the same day in the same second.
+			args = append(args, ch.Named("roll", uint64(time.Now().UnixNano())))
+		}
+		if err := conn.Exec(ctx, stmt, args...); err != nil {
 			return fmt.Errorf("roll %s rollup (%s.sql) of %s..%s: %w", r, r.files()[i], from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), err)
 		}
 	}

@@ -148,15 +148,17 @@ FROM
             tx_pause_us, rx_pause_us, ecn, cnp_sent, cnp_handled, discards, oob,
             ber_max, ber_bins, post_ber_max, post_ber_bins, util_bins,
             min_hours AS hours
-        FROM rollup_day_group FINAL
+        FROM rollup_day_group
         WHERE day >= toDate(toDateTime(@from - 1)) + 1
           AND day < if(@bucket = 'hour' OR @node != '', toDate(0), toDate(toDateTime(@to)))
           AND group_by = @by
-          -- GLOBAL: in cluster mode the newest rolls are read once, on
-          -- this server, over every shard.
-          AND (day, rolled_at) GLOBAL IN
+          -- Each day's newest roll, whose rows are each group once: no
+          -- FINAL (it merged the states on one thread on 18.16). GLOBAL:
+          -- in cluster mode the newest rolls are read once, on this
+          -- server, over every shard.
+          AND (day, roll) GLOBAL IN
           (
-              SELECT day, max(rolled_at)
+              SELECT day, max(roll)
               FROM rollup_day_group
               WHERE day >= toDate(toDateTime(@from - 1)) + 1
                 AND day < if(@bucket = 'hour' OR @node != '', toDate(0), toDate(toDateTime(@to)))

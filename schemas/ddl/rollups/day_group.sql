@@ -5,13 +5,14 @@
 -- histogram bins merged, so a trend over a year without --node reads a row
 -- per group-day instead of one per port-day. Run after day.sql rolls the
 -- same days (chdb.Roll rolls both). Every row of one roll carries the
--- roll's rolled_at and trends.sql reads only each day's newest roll, so a
--- group a port left (a topology loaded since) drops out when its day is
--- rolled again. The grouping is the topology's at the time of the roll: a
--- port counts in the leaf it was cabled to that day.
+-- roll's number, @roll (chdb.Roll: its start in nanoseconds), and
+-- trends.sql reads only each day's largest, so a group a port left (a
+-- topology loaded since) drops out when its day is rolled again. The
+-- grouping is the topology's at the time of the roll: a port counts in the
+-- leaf it was cabled to that day.
 INSERT INTO rollup_day_group (day, group_by, grp, ports, tx_pause_us, rx_pause_us, ecn, cnp_sent,
     cnp_handled, discards, oob, ber_max, ber_bins, post_ber_max, post_ber_bins, util_bins, min_hours,
-    rolled_at)
+    roll, rolled_at)
 SELECT
     day,
     group_by,
@@ -34,6 +35,7 @@ SELECT
     quantileExactMergeState(0.5)(post_ber_bins) AS post_ber_bins,
     quantilesExactMergeState(0.5, 0.95)(util_bins) AS util_bins,
     min(hours) AS min_hours,
+    toUInt64(@roll) AS roll,
     now() AS rolled_at
 FROM
 (

@@ -17,9 +17,10 @@ CREATE TABLE IF NOT EXISTS rdmawatch.rollup_day_group_local ON CLUSTER rdmawatch
     post_ber_bins AggregateFunction(quantileExact(0.5), Int16),
     util_bins AggregateFunction(quantilesExact(0.5, 0.95), UInt8),
     min_hours UInt16,
+    roll UInt64,
     rolled_at DateTime
 )
-ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/rdmawatch/rollup_day_group', '{replica}', rolled_at)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/rdmawatch/rollup_day_group', '{replica}', roll)
 PARTITION BY toYYYYMM(day)
 ORDER BY (group_by, day, grp);
 
@@ -28,7 +29,7 @@ ENGINE = Distributed('rdmawatch_test', 'rdmawatch', 'rollup_day_group_local', ci
 
 INSERT INTO rdmawatch.rollup_day_group (day, group_by, grp, ports, tx_pause_us, rx_pause_us, ecn, cnp_sent,
     cnp_handled, discards, oob, ber_max, ber_bins, post_ber_max, post_ber_bins, util_bins, min_hours,
-    rolled_at)
+    roll, rolled_at)
 SELECT
     day,
     group_by,
@@ -49,6 +50,7 @@ SELECT
     quantileExactMergeState(0.5)(post_ber_bins) AS post_ber_bins,
     quantilesExactMergeState(0.5, 0.95)(util_bins) AS util_bins,
     min(hours) AS min_hours,
+    toUInt64(0) AS roll,
     toDateTime(0) AS rolled_at
 FROM
 (
