@@ -122,11 +122,11 @@ FROM numbers(%d)`, start, rows)); err != nil {
 	// Now: 2026-02-10 12:00. Raw keeps 14 days: the first day kept is
 	// 2026-01-27. Minute keeps 20 days: partitions ending by 2026-01-21
 	// 12:00 go, so only 2026-01-20. Hour keeps 20 days, but January ends
-	// after now minus 20 days: both months stay, and the day rollup's two
-	// months stay (it keeps five years).
+	// after now minus 20 days: both months stay, and the day and group-day
+	// rollups' two months each stay (they keep five years).
 	args := []string{"retention", "--clickhouse", withDB(dsns[0], db), "--now", "2026-02-10T12:00:00Z", "--raw", "336h", "--minute", "480h", "--hour", "480h"}
-	if out := run(append(args, "--dry-run")...); !strings.Contains(out, "would drop 8 of 46 partitions") {
-		t.Errorf("dry run: want 8 of 46 partitions to drop (7 raw, 1 minute)\n%s", out)
+	if out := run(append(args, "--dry-run")...); !strings.Contains(out, "would drop 8 of 48 partitions") {
+		t.Errorf("dry run: want 8 of 48 partitions to drop (7 raw, 1 minute)\n%s", out)
 	}
 	out := run(args...)
 	t.Logf("retention: %s", lastLine(out))
@@ -134,18 +134,25 @@ FROM numbers(%d)`, start, rows)); err != nil {
 		for _, tc := range []struct {
 			table, col, lo, hi string
 			rows               uint64
+			where              string
 		}{
-			{"port_samples_local", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
-			{"rollup_minute_local", "minute", "2026-01-21", "2026-02-09", 20 * 24 * 3},
-			{"rollup_hour_local", "hour", "2026-01-20", "2026-02-09", 21 * 24 * 3},
-			{"rollup_day_local", "day", "2026-01-20", "2026-02-09", 21 * 3},
-			{"port_samples", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3},
+			{"port_samples_local", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3, ""},
+			{"rollup_minute_local", "minute", "2026-01-21", "2026-02-09", 20 * 24 * 3, ""},
+			{"rollup_hour_local", "hour", "2026-01-20", "2026-02-09", 21 * 24 * 3, ""},
+			{"rollup_day_local", "day", "2026-01-20", "2026-02-09", 21 * 3, ""},
+			// The group-days by fabric: one a day.
+			{"rollup_day_group_local", "day", "2026-01-20", "2026-02-09", 21, "group_by = 'fabric'"},
+			{"port_samples", "ts", "2026-01-27", "2026-02-09", 14 * 24 * 3, ""},
 		} {
 			// The drop reaches the other replica through replication.
 			testwait.For(t, 30*time.Second, "the drop replicated", func() error {
 				var lo, hi string
 				var n uint64
-				q := fmt.Sprintf("SELECT toString(toDate(min(%s))), toString(toDate(max(%s))), count() FROM (SELECT * FROM %s FINAL)", tc.col, tc.col, tc.table)
+				where := tc.where
+				if where == "" {
+					where = "1"
+				}
+				q := fmt.Sprintf("SELECT toString(toDate(min(%s))), toString(toDate(max(%s))), count() FROM (SELECT * FROM %s FINAL WHERE %s)", tc.col, tc.col, tc.table, where)
 				if err := conn.QueryRow(ctx, q).Scan(&lo, &hi, &n); err != nil {
 					return err
 				}
