@@ -62,9 +62,25 @@ func envAlias(fs *pflag.FlagSet, flag, name string) {
 	}
 }
 
+// noEnvAnnotation marks a flag the environment does not set.
+const noEnvAnnotation = "rdmawatch_no_env"
+
+// noEnv keeps the environment off a filter flag whose variable is another
+// command's setting: RDMAWATCH_NODE names the collector's node (its
+// systemd unit and DaemonSet set it), and an SRE running `rdmawatch query`
+// or `events tail` on that host must not get one node's rows silently.
+func noEnv(fs *pflag.FlagSet, flag string) {
+	if err := fs.SetAnnotation(flag, noEnvAnnotation, []string{"true"}); err != nil {
+		panic(err) // a flag defined just before: a typo here is a bug
+	}
+}
+
 // flagEnv lists the variables of f, the first set of which applyConfig
-// takes.
+// takes; none for a flag marked noEnv.
 func flagEnv(f *pflag.Flag) []string {
+	if len(f.Annotations[noEnvAnnotation]) > 0 {
+		return nil
+	}
 	return append([]string{envName(f.Name)}, f.Annotations[envAliasAnnotation]...)
 }
 
@@ -72,7 +88,11 @@ func flagEnv(f *pflag.Flag) []string {
 // RDMAWATCH_X)", made from flagEnv so the help names what applyConfig reads.
 func describeEnv(c *cobra.Command) {
 	describe := func(f *pflag.Flag) {
-		suffix := " (env " + strings.Join(flagEnv(f), " or ") + ")"
+		env := flagEnv(f)
+		if len(env) == 0 {
+			return
+		}
+		suffix := " (env " + strings.Join(env, " or ") + ")"
 		if f.Name != "help" && !strings.HasSuffix(f.Usage, suffix) {
 			f.Usage += suffix
 		}

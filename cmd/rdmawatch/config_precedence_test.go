@@ -308,3 +308,25 @@ func TestClusterEnvAlias(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorNodeStaysOffFilters: RDMAWATCH_NODE, set for the collector
+// on every host, sets the collector's --node and no command's --node
+// filter (a query run on that host would show one node silently).
+func TestCollectorNodeStaysOffFilters(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("RDMAWATCH_NODE", "gpu-007")
+	for _, tc := range []struct {
+		path []string
+		want string
+	}{
+		{[]string{"collector"}, "gpu-007"},
+		{[]string{"query"}, ""},
+		{[]string{"postmortem"}, ""},
+		{[]string{"events", "tail"}, "[]"},
+	} {
+		f := layered(t, configKey{path: tc.path, flag: "node"}, nil, "")
+		if got := f.Value.String(); got != tc.want {
+			t.Errorf("%s --node %q with RDMAWATCH_NODE=gpu-007, want %q", strings.Join(tc.path, " "), got, tc.want)
+		}
+	}
+}

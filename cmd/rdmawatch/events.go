@@ -53,7 +53,8 @@ func (f *eventFilter) register(cmd *cobra.Command) {
 	f.eventKinds.register(cmd, "", "only these states (open, update, resolved)")
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.scopes, "scope", nil, "only these scopes (port, node, fabric)")
-	fl.StringSliceVar(&f.nodes, "node", nil, "only incidents about these nodes")
+	fl.StringSliceVar(&f.nodes, "node", nil, "only incidents about these nodes (not from RDMAWATCH_NODE, the collector's node)")
+	noEnv(fl, "node")
 }
 
 func (f *eventFilter) match(ev *schemas.Event) bool {

@@ -61,7 +61,8 @@ func (r *rangeFlags) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&r.from, "from", "", "start of the time range: RFC 3339, a date, now, or a duration back from now (6h, 7d); default: the oldest data")
 	f.StringVar(&r.to, "to", "now", "end of the time range (same forms as --from)")
-	f.StringVar(&r.node, "node", "", "only this node")
+	f.StringVar(&r.node, "node", "", "only this node (not from RDMAWATCH_NODE, the collector's node)")
+	noEnv(f, "node")
 	f.StringVar(&r.device, "device", "", "only this RDMA device (with --node)")
 	f.IntVar(&r.port, "port", 0, "only this port (with --node and --device)")
 }
